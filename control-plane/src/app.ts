@@ -1,0 +1,178 @@
+// Builds the control-plane application: plugins, then services, then routes.
+// server.ts only listens and closes; tests build the app and listen on port 0.
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import cors from '@fastify/cors';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import secureJson from 'secure-json-parse';
+import { ApiError, loggerOptions, systemClock, type Clock } from '@svc/shared';
+import type { ControlPlaneConfig } from './config.js';
+import { ChangeFeed } from './changes.js';
+import { errorHandler, installNotFound } from './http/error-handler.js';
+import { installMetrics } from './http/metrics.js';
+import { ErrorEnvelope } from './http/schemas.js';
+import { buildValidator } from './http/validation.js';
+import { KeyService } from './keys/key-service.js';
+import { KeyVerifier } from './keys/key-verifier.js';
+import { DEFAULT_CATALOG_PATH, loadCatalog, type Catalog } from './models/catalog.js';
+import { ModelService, noReplicasYet, type LiveCapacity } from './models/model-service.js';
+import { OrgService } from './orgs/org-service.js';
+import { authenticate } from './pipeline/authenticate.js';
+import { Idempotency } from './pipeline/idempotency.js';
+import { checkIpAllowlist } from './pipeline/ip-allowlist.js';
+import { checkPublicKeyRules } from './pipeline/public-key-rules.js';
+import { RateLimiter, rateLimit } from './pipeline/rate-limit.js';
+import { echoRequestId, genReqId } from './pipeline/request-id.js';
+import { checkScope } from './pipeline/scope-check.js';
+import './pipeline/types.js';
+import { adminKeyRoutes } from './routes/admin-keys.js';
+import { adminOrgRoutes } from './routes/admin-org.js';
+import { modelRoutes } from './routes/models.js';
+import { opsRoutes } from './routes/ops.js';
+import type { Store } from './store/store.js';
+
+export interface AppDeps {
+  config: ControlPlaneConfig;
+  store: Store;
+  clock?: Clock;
+  catalog?: Catalog;
+  capacity?: LiveCapacity;
+  /** Fastify logger setting; defaults to JSON logs at the configured level. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+export interface Services {
+  orgs: OrgService;
+  keys: KeyService;
+  models: ModelService;
+  verifier: KeyVerifier;
+  rateLimiter: RateLimiter;
+  idempotency: Idempotency;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    services: Services;
+  }
+}
+
+export const API_VERSION = '1.0.0';
+
+export function buildServices(deps: AppDeps): Services {
+  const { config, store } = deps;
+  const clock = deps.clock ?? systemClock;
+  const changes = new ChangeFeed();
+  const catalog = deps.catalog ?? loadCatalog(config.modelCatalog || DEFAULT_CATALOG_PATH);
+  return {
+    orgs: new OrgService(store, clock, changes),
+    keys: new KeyService(store, clock, changes),
+    models: new ModelService(catalog, deps.capacity ?? noReplicasYet, clock),
+    verifier: new KeyVerifier(store, clock, config.keyCacheMs, changes),
+    rateLimiter: new RateLimiter({ 2: config.rateLimitTier2, 3: config.rateLimitTier3 }, clock),
+    idempotency: new Idempotency(store.idempotency, clock, {
+      windowSeconds: config.idempotencyWindowSeconds,
+      waitSeconds: config.idempotencyWaitSeconds,
+    }),
+  };
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, store } = deps;
+  const clock = deps.clock ?? systemClock;
+  const app = Fastify({
+    logger: deps.logger ?? loggerOptions(config.logLevel, 'control-plane'),
+    genReqId,
+    requestIdHeader: false,
+    bodyLimit: config.bodyLimitBytes,
+    trustProxy: config.trustProxy,
+    return503OnClosing: true,
+    // Fastify's factory type wants Ajv's own signature; ours is the same at run time.
+    schemaController: { compilersFactory: { buildValidator: buildValidator as never } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const services = buildServices(deps);
+  app.decorate('services', services);
+  app.decorateRequest('principal', null);
+  app.decorateRequest('idempotencyClaim', null);
+
+  // Plugins: validation, errors, JSON parsing, request ids, metrics, CORS, OpenAPI.
+  app.setErrorHandler(errorHandler);
+  installNotFound(app);
+  // JSON only: fastify's text/plain parser would let a string body reach validation.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    // An empty body is an empty object: validation then names the missing fields.
+    if (body === '') return done(null, {});
+    try {
+      done(null, secureJson.parse(body as string, undefined, { protoAction: 'error', constructorAction: 'error' }));
+    } catch (err) {
+      done(new ApiError('invalid_request', `malformed JSON body: ${(err as Error).message}`), undefined);
+    }
+  });
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined && request.method === 'POST') request.body = {};
+  });
+  app.addHook('onRequest', echoRequestId);
+  const metrics = installMetrics(app);
+  await app.register(cors, {
+    origin: true,
+    methods: ['GET', 'POST', 'PATCH', 'DELETE'],
+    allowedHeaders: ['Authorization', 'Content-Type', 'X-Service-Pool', 'X-Service-Idempotency-Key', 'X-Request-Id'],
+    exposedHeaders: [
+      'x-request-id',
+      'x-ratelimit-limit-requests',
+      'x-ratelimit-remaining-requests',
+      'x-ratelimit-reset-requests',
+      'retry-after',
+      'x-service-idempotent-replay',
+    ],
+    maxAge: 600,
+  });
+  app.addSchema(ErrorEnvelope);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Inference and GPU Compute Service API',
+        version: API_VERSION,
+        description: 'OpenAI-compatible inference, the model catalog, GPU instances and key administration.',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key' } } },
+      security: [{ bearer: [] }],
+    },
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  // Routes outside the API-key pipeline.
+  await app.register(opsRoutes(store, metrics));
+
+  // /v1: the request pipeline, in order, then the routes.
+  await app.register(
+    async (v1) => {
+      v1.addHook('onRequest', authenticate(services.verifier));
+      v1.addHook('onRequest', checkIpAllowlist);
+      v1.addHook('onRequest', checkPublicKeyRules);
+      v1.addHook('onRequest', checkScope);
+      v1.addHook('onRequest', rateLimit(services.rateLimiter));
+      v1.addHook('preHandler', services.idempotency.claim);
+      v1.addHook('onSend', services.idempotency.record);
+      v1.addHook('onResponse', services.idempotency.releaseAbandoned);
+      await v1.register(modelRoutes(services.models));
+      await v1.register(adminKeyRoutes(services.keys));
+      await v1.register(adminOrgRoutes(services.orgs));
+    },
+    { prefix: '/v1' },
+  );
+
+  // Housekeeping that keeps memory and tables bounded.
+  const housekeeping = setInterval(() => {
+    services.rateLimiter.sweep();
+    store.idempotency.purgeExpired(clock.now()).catch((err: unknown) => app.log.warn({ err }, 'idempotency purge failed'));
+  }, 60_000);
+  housekeeping.unref();
+  app.addHook('onClose', async () => clearInterval(housekeeping));
+
+  return app;
+}

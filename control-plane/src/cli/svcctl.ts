@@ -1,0 +1,34 @@
+// svcctl: the operator CLI. It works on the local data dir (SVC_DATA_DIR, default ./data).
+import { Command, CommanderError } from 'commander';
+import { ApiError, ConfigError } from '@svc/shared';
+import { registerKeyCommands } from './keys.js';
+import { registerOrgCommands } from './orgs.js';
+
+export function buildProgram(): Command {
+  const program = new Command('svcctl')
+    .description('Operate the GPU cloud control plane: keys, orgs (nodes, instances, replicas, webhooks come with their features)')
+    .option('--data-dir <dir>', 'control-plane data directory (default: SVC_DATA_DIR or ./data)')
+    .showHelpAfterError()
+    .exitOverride();
+  registerKeyCommands(program);
+  registerOrgCommands(program);
+  return program;
+}
+
+export async function runCli(argv: string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode;
+    if (err instanceof ConfigError) {
+      process.stderr.write(`svcctl: ${err.message}\n`);
+      return 2;
+    }
+    const message = err instanceof ApiError || err instanceof Error ? err.message : String(err);
+    process.stderr.write(`svcctl: ${message}\n`);
+    return 1;
+  }
+}
+
+process.exitCode = await runCli(process.argv.slice(2));

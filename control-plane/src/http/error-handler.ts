@@ -1,0 +1,80 @@
+// Every failure leaves as the error envelope. Client mistakes keep their status and get
+// a clear message; anything unexpected is a 500 that names only the request id.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import FindMyWay from 'find-my-way';
+import { ApiError, ERROR_TYPES, type ErrorType } from '@svc/shared';
+import { validationError } from './validation.js';
+
+const TYPE_BY_STATUS: Record<number, ErrorType> = {
+  400: 'invalid_request',
+  401: 'unauthorized',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+  503: 'service_unavailable',
+};
+
+const FASTIFY_MESSAGES: Record<string, string> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'Content-Type must be application/json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'request body is too large',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'Content-Length does not match the body',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'request body is empty',
+};
+
+export function toApiError(error: FastifyError & { validation?: unknown; validationContext?: string }): ApiError | undefined {
+  if (error instanceof ApiError) return error;
+  if (Array.isArray(error.validation)) return validationError(error.validation, error.validationContext);
+  const status = error.statusCode ?? 500;
+  if (status >= 400 && status < 500) {
+    const type = TYPE_BY_STATUS[status] ?? 'invalid_request';
+    const message = (error.code && FASTIFY_MESSAGES[error.code]) || error.message;
+    return new ApiError(type, message);
+  }
+  return undefined;
+}
+
+function send(reply: FastifyReply, error: ApiError): FastifyReply {
+  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  return reply.code(error.status).type('application/json; charset=utf-8').send(error.toBody());
+}
+
+export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const apiError = toApiError(error);
+  if (apiError) {
+    if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+    return send(reply, apiError);
+  }
+  request.log.error({ err: error }, 'unexpected error');
+  return send(reply, new ApiError('internal_error', `internal error; quote request id ${request.id} when reporting it`));
+}
+
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/**
+ * Unknown routes answer 404 `not_found`; a known path with the wrong method answers 405
+ * with `Allow`. Fastify's router cannot tell these apart, so routes are mirrored into a
+ * second router that only answers "does this path exist for that method".
+ */
+export function installNotFound(app: FastifyInstance): void {
+  const mirror = FindMyWay();
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      if ((METHODS as readonly string[]).includes(method)) mirror.on(method as (typeof METHODS)[number], route.url, () => {});
+    }
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((m) => m !== request.method && mirror.find(m, path) !== null);
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '));
+      return send(reply, new ApiError('method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`));
+    }
+    return send(reply, new ApiError('not_found', `no route ${request.method} ${path}`));
+  });
+}
+
+export const errorStatus = (type: ErrorType): number => ERROR_TYPES[type].status;

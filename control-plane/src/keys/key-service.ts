@@ -1,0 +1,130 @@
+// Creating, listing, rotating and revoking API keys. A key value exists only in the
+// answer to create or rotate; the store keeps its SHA-256.
+import { ApiError, newId, type Clock } from '@svc/shared';
+import type { ChangeFeed } from '../changes.js';
+import type { ApiKeyRecord, KeyKind, KeySecretRecord } from '../store/records.js';
+import type { Store } from '../store/store.js';
+import { KEY_PREFIXES, generateKeyValue, hashKeyValue, lastFour } from './api-key.js';
+import { DEFAULT_SCOPES, PUBLIC_KEY_SCOPES, SCOPES, isScope, type Scope } from './scopes.js';
+
+export const DEFAULT_OVERLAP_SECONDS = 86_400;
+export const MAX_OVERLAP_SECONDS = 30 * 86_400;
+
+export interface CreateKeyInput {
+  orgId: string;
+  kind?: KeyKind;
+  scopes?: string[];
+  admin?: boolean;
+  name?: string | null;
+}
+
+export interface CreatedKey {
+  record: ApiKeyRecord;
+  value: string;
+}
+
+export interface RotatedKey extends CreatedKey {
+  oldKeyExpiresAt: number;
+}
+
+function checkScopes(scopes: string[], kind: KeyKind, admin: boolean): Scope[] {
+  const unique = [...new Set(scopes)];
+  unique.forEach((scope, i) => {
+    if (!isScope(scope)) {
+      throw new ApiError('invalid_request', `unknown scope "${scope}"; scopes are: ${SCOPES.join(', ')}`, { param: `scopes[${i}]` });
+    }
+  });
+  const valid = unique as Scope[];
+  if (valid.includes('admin:write') && !admin) {
+    throw new ApiError('invalid_request', 'admin:write is only granted to admin keys', { param: 'scopes' });
+  }
+  if (kind === 'public') {
+    const outside = valid.filter((s) => !PUBLIC_KEY_SCOPES.has(s));
+    if (outside.length > 0) {
+      throw new ApiError('invalid_request', `public keys may not carry ${outside.join(', ')}`, { param: 'scopes' });
+    }
+  }
+  return valid;
+}
+
+export class KeyService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly changes: ChangeFeed,
+  ) {}
+
+  async create(input: CreateKeyInput): Promise<CreatedKey> {
+    const kind = input.kind ?? 'live';
+    const admin = input.admin ?? false;
+    if (admin && kind === 'public') {
+      throw new ApiError('invalid_request', 'public keys cannot be admin keys', { param: 'admin' });
+    }
+    if (!(await this.store.orgs.get(input.orgId))) {
+      throw new ApiError('not_found', `no org with id ${input.orgId}`, { param: 'org' });
+    }
+    // An admin key without explicit scopes gets all of them; anything else the spec default.
+    const scopes = checkScopes(input.scopes ?? (admin ? [...SCOPES] : DEFAULT_SCOPES), kind, admin);
+    if (scopes.length === 0) throw new ApiError('invalid_request', 'a key needs at least one scope', { param: 'scopes' });
+
+    const value = generateKeyValue(kind);
+    const now = this.clock.now();
+    const record: ApiKeyRecord = {
+      id: newId('key'),
+      orgId: input.orgId,
+      name: input.name ?? null,
+      kind,
+      admin,
+      scopes,
+      prefix: KEY_PREFIXES[kind],
+      last4: lastFour(value),
+      createdAt: now,
+      revokedAt: null,
+    };
+    await this.store.keys.create(record, this.secretFor(record.id, value, now));
+    return { record, value };
+  }
+
+  async list(orgId?: string): Promise<ApiKeyRecord[]> {
+    return this.store.keys.list(orgId);
+  }
+
+  /** A key by id; with `orgId`, keys of other orgs are as good as missing. */
+  async get(keyId: string, orgId?: string): Promise<ApiKeyRecord> {
+    const key = await this.store.keys.get(keyId);
+    if (!key || (orgId !== undefined && key.orgId !== orgId)) throw new ApiError('not_found', `no API key with id ${keyId}`);
+    return key;
+  }
+
+  async rotate(keyId: string, overlapSeconds = DEFAULT_OVERLAP_SECONDS, orgId?: string): Promise<RotatedKey> {
+    const key = await this.get(keyId, orgId);
+    if (key.revokedAt !== null) throw new ApiError('invalid_request', `key ${keyId} is revoked and cannot be rotated`);
+    const value = generateKeyValue(key.kind);
+    const now = this.clock.now();
+    const oldKeyExpiresAt = now + overlapSeconds * 1000;
+    const record = await this.store.keys.rotate(keyId, this.secretFor(keyId, value, now), oldKeyExpiresAt);
+    if (!record) throw new ApiError('not_found', `no API key with id ${keyId}`);
+    this.changes.emit('key', keyId);
+    return { record, value, oldKeyExpiresAt };
+  }
+
+  async revoke(keyId: string, orgId?: string): Promise<ApiKeyRecord> {
+    const key = await this.get(keyId, orgId);
+    const at = this.clock.now();
+    const result = await this.store.keys.revoke(keyId, at, {
+      id: newId('evt'),
+      type: 'key.revoked',
+      orgId: key.orgId,
+      subject: keyId,
+      data: { key_id: keyId, prefix: key.prefix, last4: key.last4, revoked_at: new Date(at).toISOString() },
+      createdAt: at,
+    });
+    if (!result) throw new ApiError('not_found', `no API key with id ${keyId}`);
+    this.changes.emit('key', keyId);
+    return result.key;
+  }
+
+  private secretFor(keyId: string, value: string, now: number): KeySecretRecord {
+    return { hash: hashKeyValue(value), keyId, last4: lastFour(value), createdAt: now, expiresAt: null };
+  }
+}

@@ -1,0 +1,16 @@
+// Step 1: every request gets an id, echoed as `x-request-id` and written in every log line.
+// A well-formed id sent by the client (or a load balancer) is kept so traces join up.
+import type { IncomingMessage } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { newId } from '@svc/shared';
+
+const CLIENT_ID = /^[A-Za-z0-9._:-]{8,128}$/;
+
+export function genReqId(req: IncomingMessage): string {
+  const incoming = req.headers['x-request-id'];
+  return typeof incoming === 'string' && CLIENT_ID.test(incoming) ? incoming : newId('req');
+}
+
+export async function echoRequestId(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  reply.header('x-request-id', request.id);
+}

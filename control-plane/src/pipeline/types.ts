@@ -1,0 +1,20 @@
+// What the request pipeline adds to fastify's request and route options.
+import type { Scope } from '../keys/scopes.js';
+import type { Principal } from '../keys/key-verifier.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The verified key and its org; set by the auth step on every /v1 route. */
+    principal: Principal | null;
+    /** Set by the idempotency step while this request owns an idempotency key. */
+    idempotencyClaim: { keyId: string; idemKey: string } | null;
+  }
+  interface FastifyContextConfig {
+    /** The scope the route requires; absent means any valid key. */
+    scope?: Scope;
+    /** Public (browser) keys may call the route. */
+    publicKey?: boolean;
+  }
+}
+
+export {};

@@ -1,0 +1,66 @@
+// The records the store keeps, as the rest of the control plane sees them. Times are
+// milliseconds since the epoch; the API layer formats them.
+
+export type KeyKind = 'live' | 'test' | 'public';
+
+export interface OrgRecord {
+  id: string;
+  name: string;
+  tier: 2 | 3;
+  /** CIDR ranges; empty means any source address. */
+  ipAllowlist: string[];
+  /** Origin patterns public keys may be used from; empty means public keys are refused. */
+  referrerAllowlist: string[];
+  /** Model ids the org may call; null means every model in the catalog. */
+  allowedModels: string[] | null;
+  createdAt: number;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  orgId: string;
+  name: string | null;
+  kind: KeyKind;
+  admin: boolean;
+  scopes: string[];
+  prefix: string;
+  /** Last 4 characters of the current secret. */
+  last4: string;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+/** One value of a key. Rotation adds a value and gives the old ones an expiry. */
+export interface KeySecretRecord {
+  hash: Buffer;
+  keyId: string;
+  last4: string;
+  createdAt: number;
+  expiresAt: number | null;
+}
+
+export interface EventRecord {
+  id: string;
+  type: string;
+  orgId: string | null;
+  /** The id of what the event is about (key, instance, model), for per-subject ordering. */
+  subject: string | null;
+  data: unknown;
+  createdAt: number;
+}
+
+export interface StoredEvent extends EventRecord {
+  seq: number;
+}
+
+export interface StoredResponse {
+  statusCode: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export type IdempotencyBegin =
+  | { state: 'started' }
+  | { state: 'mismatch' }
+  | { state: 'in_progress' }
+  | { state: 'completed'; response: StoredResponse };

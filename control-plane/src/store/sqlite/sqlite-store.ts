@@ -1,0 +1,352 @@
+// SQLite implementation of the store (better-sqlite3, WAL). better-sqlite3 is
+// synchronous; the async interface keeps callers ready for a networked engine.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type {
+  ApiKeyRecord,
+  EventRecord,
+  IdempotencyBegin,
+  KeyKind,
+  KeySecretRecord,
+  OrgRecord,
+  StoredEvent,
+  StoredResponse,
+} from '../records.js';
+import type { EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
+import { MIGRATIONS, type Migration } from './migrations.js';
+
+type Row = Record<string, unknown>;
+type Db = Database.Database;
+
+export const DATABASE_FILE = 'control-plane.sqlite';
+
+export function openSqliteStore(dataDir: string, migrations: Migration[] = MIGRATIONS): SqliteStore {
+  mkdirSync(dataDir, { recursive: true });
+  const db = new Database(join(dataDir, DATABASE_FILE));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('foreign_keys = ON');
+  // The CLI and the server share the file; wait for each other's short writes.
+  db.pragma('busy_timeout = 5000');
+  applyMigrations(db, migrations);
+  return new SqliteStore(db);
+}
+
+export function applyMigrations(db: Db, migrations: Migration[]): number {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
+  const current = (db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number }).v;
+  const pending = [...migrations].sort((a, b) => a.version - b.version).filter((m) => m.version > current);
+  for (const migration of pending) {
+    db.transaction(() => {
+      db.exec(migration.sql);
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
+        migration.version,
+        migration.name,
+        Date.now(),
+      );
+    }).immediate();
+  }
+  return pending.at(-1)?.version ?? current;
+}
+
+const json = (value: unknown): string => JSON.stringify(value);
+const parse = <T>(text: unknown): T => JSON.parse(String(text)) as T;
+
+function toOrg(row: Row): OrgRecord {
+  return {
+    id: String(row.id),
+    name: String(row.name),
+    tier: Number(row.tier) as 2 | 3,
+    ipAllowlist: parse<string[]>(row.ip_allowlist),
+    referrerAllowlist: parse<string[]>(row.referrer_allowlist),
+    allowedModels: row.allowed_models === null ? null : parse<string[]>(row.allowed_models),
+    createdAt: Number(row.created_at),
+  };
+}
+
+function toKey(row: Row): ApiKeyRecord {
+  return {
+    id: String(row.id),
+    orgId: String(row.org_id),
+    name: row.name === null ? null : String(row.name),
+    kind: String(row.kind) as KeyKind,
+    admin: Number(row.admin) === 1,
+    scopes: parse<string[]>(row.scopes),
+    prefix: String(row.prefix),
+    last4: String(row.last4),
+    createdAt: Number(row.created_at),
+    revokedAt: row.revoked_at === null ? null : Number(row.revoked_at),
+  };
+}
+
+function toSecret(row: Row): KeySecretRecord {
+  return {
+    hash: row.hash as Buffer,
+    keyId: String(row.key_id),
+    last4: String(row.last4),
+    createdAt: Number(row.created_at),
+    expiresAt: row.expires_at === null ? null : Number(row.expires_at),
+  };
+}
+
+function toEvent(row: Row): StoredEvent {
+  return {
+    seq: Number(row.seq),
+    id: String(row.id),
+    type: String(row.type),
+    orgId: row.org_id === null ? null : String(row.org_id),
+    subject: row.subject === null ? null : String(row.subject),
+    data: parse<unknown>(row.data),
+    createdAt: Number(row.created_at),
+  };
+}
+
+function insertEvent(db: Db, event: EventRecord): StoredEvent {
+  const info = db
+    .prepare('INSERT INTO events (id, type, org_id, subject, data, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+    .run(event.id, event.type, event.orgId, event.subject, json(event.data), event.createdAt);
+  return { ...event, seq: Number(info.lastInsertRowid) };
+}
+
+class SqliteOrgStore implements OrgStore {
+  constructor(private readonly db: Db) {}
+
+  async create(org: OrgRecord): Promise<void> {
+    this.db
+      .prepare(
+        `INSERT INTO orgs (id, name, tier, ip_allowlist, referrer_allowlist, allowed_models, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        org.id,
+        org.name,
+        org.tier,
+        json(org.ipAllowlist),
+        json(org.referrerAllowlist),
+        org.allowedModels === null ? null : json(org.allowedModels),
+        org.createdAt,
+      );
+  }
+
+  async get(id: string): Promise<OrgRecord | undefined> {
+    const row = this.db.prepare('SELECT * FROM orgs WHERE id = ?').get(id) as Row | undefined;
+    return row && toOrg(row);
+  }
+
+  async getByName(name: string): Promise<OrgRecord | undefined> {
+    const row = this.db.prepare('SELECT * FROM orgs WHERE name = ?').get(name) as Row | undefined;
+    return row && toOrg(row);
+  }
+
+  async list(): Promise<OrgRecord[]> {
+    return (this.db.prepare('SELECT * FROM orgs ORDER BY created_at, id').all() as Row[]).map(toOrg);
+  }
+
+  async update(
+    id: string,
+    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels'>>,
+  ): Promise<OrgRecord | undefined> {
+    const columns: Record<string, unknown> = {};
+    if (patch.name !== undefined) columns.name = patch.name;
+    if (patch.tier !== undefined) columns.tier = patch.tier;
+    if (patch.ipAllowlist !== undefined) columns.ip_allowlist = json(patch.ipAllowlist);
+    if (patch.referrerAllowlist !== undefined) columns.referrer_allowlist = json(patch.referrerAllowlist);
+    if (patch.allowedModels !== undefined) {
+      columns.allowed_models = patch.allowedModels === null ? null : json(patch.allowedModels);
+    }
+    const names = Object.keys(columns);
+    if (names.length > 0) {
+      this.db
+        .prepare(`UPDATE orgs SET ${names.map((n) => `${n} = @${n}`).join(', ')} WHERE id = @id`)
+        .run({ ...columns, id });
+    }
+    return this.get(id);
+  }
+}
+
+class SqliteKeyStore implements KeyStore {
+  private readonly bySecret;
+
+  constructor(private readonly db: Db) {
+    // The hot path of every request: one indexed lookup, prepared once.
+    this.bySecret = db.prepare(
+      `SELECT s.hash, s.key_id, s.last4 AS secret_last4, s.created_at AS secret_created_at, s.expires_at,
+              k.* FROM api_key_secrets s JOIN api_keys k ON k.id = s.key_id WHERE s.hash = ?`,
+    );
+  }
+
+  async create(key: ApiKeyRecord, secret: KeySecretRecord): Promise<void> {
+    this.db.transaction(() => {
+      this.db
+        .prepare(
+          `INSERT INTO api_keys (id, org_id, name, kind, admin, scopes, prefix, last4, created_at, revoked_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(key.id, key.orgId, key.name, key.kind, key.admin ? 1 : 0, json(key.scopes), key.prefix, key.last4, key.createdAt, key.revokedAt);
+      this.insertSecret(secret);
+    })();
+  }
+
+  private insertSecret(secret: KeySecretRecord): void {
+    this.db
+      .prepare('INSERT INTO api_key_secrets (hash, key_id, last4, created_at, expires_at) VALUES (?, ?, ?, ?, ?)')
+      .run(secret.hash, secret.keyId, secret.last4, secret.createdAt, secret.expiresAt);
+  }
+
+  async get(id: string): Promise<ApiKeyRecord | undefined> {
+    const row = this.db.prepare('SELECT * FROM api_keys WHERE id = ?').get(id) as Row | undefined;
+    return row && toKey(row);
+  }
+
+  async list(orgId?: string): Promise<ApiKeyRecord[]> {
+    const rows = orgId
+      ? this.db.prepare('SELECT * FROM api_keys WHERE org_id = ? ORDER BY created_at, id').all(orgId)
+      : this.db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all();
+    return (rows as Row[]).map(toKey);
+  }
+
+  async findBySecretHash(hash: Buffer): Promise<{ key: ApiKeyRecord; secret: KeySecretRecord } | undefined> {
+    const row = this.bySecret.get(hash) as Row | undefined;
+    if (!row) return undefined;
+    return {
+      key: toKey(row),
+      secret: toSecret({
+        hash: row.hash,
+        key_id: row.key_id,
+        last4: row.secret_last4,
+        created_at: row.secret_created_at,
+        expires_at: row.expires_at,
+      }),
+    };
+  }
+
+  async rotate(keyId: string, secret: KeySecretRecord, oldExpiresAt: number): Promise<ApiKeyRecord | undefined> {
+    return this.db.transaction(() => {
+      const exists = this.db.prepare('SELECT 1 FROM api_keys WHERE id = ?').get(keyId);
+      if (!exists) return undefined;
+      this.db
+        .prepare(
+          `UPDATE api_key_secrets SET expires_at = ?
+           WHERE key_id = ? AND (expires_at IS NULL OR expires_at > ?)`,
+        )
+        .run(oldExpiresAt, keyId, oldExpiresAt);
+      this.insertSecret(secret);
+      this.db.prepare('UPDATE api_keys SET last4 = ? WHERE id = ?').run(secret.last4, keyId);
+      return toKey(this.db.prepare('SELECT * FROM api_keys WHERE id = ?').get(keyId) as Row);
+    }).immediate();
+  }
+
+  async revoke(
+    keyId: string,
+    at: number,
+    event: EventRecord,
+  ): Promise<{ key: ApiKeyRecord; alreadyRevoked: boolean } | undefined> {
+    return this.db.transaction(() => {
+      const row = this.db.prepare('SELECT * FROM api_keys WHERE id = ?').get(keyId) as Row | undefined;
+      if (!row) return undefined;
+      const key = toKey(row);
+      if (key.revokedAt !== null) return { key, alreadyRevoked: true };
+      this.db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ?').run(at, keyId);
+      insertEvent(this.db, event);
+      return { key: { ...key, revokedAt: at }, alreadyRevoked: false };
+    }).immediate();
+  }
+}
+
+class SqliteEventStore implements EventStore {
+  constructor(private readonly db: Db) {}
+
+  async append(event: EventRecord): Promise<StoredEvent> {
+    return insertEvent(this.db, event);
+  }
+
+  async list(options: { afterSeq?: number; type?: string; limit?: number } = {}): Promise<StoredEvent[]> {
+    const rows = this.db
+      .prepare(
+        `SELECT * FROM events WHERE seq > @after AND (@type IS NULL OR type = @type) ORDER BY seq LIMIT @limit`,
+      )
+      .all({ after: options.afterSeq ?? 0, type: options.type ?? null, limit: options.limit ?? 100 });
+    return (rows as Row[]).map(toEvent);
+  }
+}
+
+class SqliteIdempotencyStore implements IdempotencyStore {
+  constructor(private readonly db: Db) {}
+
+  async begin(
+    keyId: string,
+    idemKey: string,
+    requestHash: string,
+    now: number,
+    expiresAt: number,
+  ): Promise<IdempotencyBegin> {
+    return this.db.transaction((): IdempotencyBegin => {
+      this.db
+        .prepare('DELETE FROM idempotency_records WHERE key_id = ? AND idem_key = ? AND expires_at <= ?')
+        .run(keyId, idemKey, now);
+      const inserted = this.db
+        .prepare(
+          `INSERT INTO idempotency_records (key_id, idem_key, request_hash, state, created_at, expires_at)
+           VALUES (?, ?, ?, 'in_progress', ?, ?) ON CONFLICT DO NOTHING`,
+        )
+        .run(keyId, idemKey, requestHash, now, expiresAt);
+      if (inserted.changes === 1) return { state: 'started' };
+      const row = this.db
+        .prepare('SELECT * FROM idempotency_records WHERE key_id = ? AND idem_key = ?')
+        .get(keyId, idemKey) as Row;
+      if (row.request_hash !== requestHash) return { state: 'mismatch' };
+      if (row.state === 'in_progress') return { state: 'in_progress' };
+      return {
+        state: 'completed',
+        response: {
+          statusCode: Number(row.status_code),
+          headers: parse<Record<string, string>>(row.headers),
+          body: String(row.body),
+        },
+      };
+    }).immediate();
+  }
+
+  async complete(keyId: string, idemKey: string, response: StoredResponse): Promise<void> {
+    this.db
+      .prepare(
+        `UPDATE idempotency_records SET state = 'completed', status_code = ?, headers = ?, body = ?
+         WHERE key_id = ? AND idem_key = ?`,
+      )
+      .run(response.statusCode, json(response.headers), response.body, keyId, idemKey);
+  }
+
+  async release(keyId: string, idemKey: string): Promise<void> {
+    this.db
+      .prepare(`DELETE FROM idempotency_records WHERE key_id = ? AND idem_key = ? AND state = 'in_progress'`)
+      .run(keyId, idemKey);
+  }
+
+  async purgeExpired(now: number): Promise<number> {
+    return this.db.prepare('DELETE FROM idempotency_records WHERE expires_at <= ?').run(now).changes;
+  }
+}
+
+export class SqliteStore implements Store {
+  readonly orgs: OrgStore;
+  readonly keys: KeyStore;
+  readonly events: EventStore;
+  readonly idempotency: IdempotencyStore;
+
+  constructor(readonly db: Db) {
+    this.orgs = new SqliteOrgStore(db);
+    this.keys = new SqliteKeyStore(db);
+    this.events = new SqliteEventStore(db);
+    this.idempotency = new SqliteIdempotencyStore(db);
+  }
+
+  async schemaVersion(): Promise<number> {
+    return (this.db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number }).v;
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}

@@ -1,0 +1,69 @@
+// The one async store interface. Routes and services see only this; SQLite is the
+// embedded default and a PostgreSQL implementation can be added without touching them.
+// Methods are units of work: each is atomic, so an event is written in the same
+// transaction as the change that causes it.
+import type {
+  ApiKeyRecord,
+  EventRecord,
+  IdempotencyBegin,
+  KeySecretRecord,
+  OrgRecord,
+  StoredEvent,
+  StoredResponse,
+} from './records.js';
+
+export interface OrgStore {
+  create(org: OrgRecord): Promise<void>;
+  get(id: string): Promise<OrgRecord | undefined>;
+  getByName(name: string): Promise<OrgRecord | undefined>;
+  list(): Promise<OrgRecord[]>;
+  update(
+    id: string,
+    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels'>>,
+  ): Promise<OrgRecord | undefined>;
+}
+
+export interface KeyStore {
+  create(key: ApiKeyRecord, secret: KeySecretRecord): Promise<void>;
+  get(id: string): Promise<ApiKeyRecord | undefined>;
+  list(orgId?: string): Promise<ApiKeyRecord[]>;
+  findBySecretHash(hash: Buffer): Promise<{ key: ApiKeyRecord; secret: KeySecretRecord } | undefined>;
+  /**
+   * Adds `secret` as the key's current value; every older value that has no earlier
+   * expiry stops validating at `oldExpiresAt`.
+   */
+  rotate(keyId: string, secret: KeySecretRecord, oldExpiresAt: number): Promise<ApiKeyRecord | undefined>;
+  /** Marks the key revoked and appends `event`, atomically; repeats change nothing. */
+  revoke(
+    keyId: string,
+    at: number,
+    event: EventRecord,
+  ): Promise<{ key: ApiKeyRecord; alreadyRevoked: boolean } | undefined>;
+}
+
+export interface EventStore {
+  append(event: EventRecord): Promise<StoredEvent>;
+  list(options?: { afterSeq?: number; type?: string; limit?: number }): Promise<StoredEvent[]>;
+}
+
+export interface IdempotencyStore {
+  /**
+   * Claims (keyId, idemKey) for a request whose canonical hash is `requestHash`, or
+   * reports what holds it. Rows past their expiry count as absent.
+   */
+  begin(keyId: string, idemKey: string, requestHash: string, now: number, expiresAt: number): Promise<IdempotencyBegin>;
+  complete(keyId: string, idemKey: string, response: StoredResponse): Promise<void>;
+  /** Gives a claim up without a stored response (the request could not be recorded). */
+  release(keyId: string, idemKey: string): Promise<void>;
+  purgeExpired(now: number): Promise<number>;
+}
+
+export interface Store {
+  readonly orgs: OrgStore;
+  readonly keys: KeyStore;
+  readonly events: EventStore;
+  readonly idempotency: IdempotencyStore;
+  /** Latest applied migration version; proves the database answers. */
+  schemaVersion(): Promise<number>;
+  close(): Promise<void>;
+}

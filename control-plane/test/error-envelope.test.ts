@@ -1,0 +1,108 @@
+// The error envelope for each kind of bad input, over a real listening server.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
+
+let cp: TestControlPlane;
+let admin: string;
+
+beforeAll(async () => {
+  cp = await startControlPlane({ config: { bodyLimitBytes: 2048 } });
+  admin = await cp.key({ admin: true });
+});
+afterAll(() => cp.close());
+
+describe('error envelope', () => {
+  it('unknown route: 404 not_found', async () => {
+    expectError(await cp.request('GET', '/v1/nothing-here', { key: admin }), 404, 'not_found');
+    expectError(await cp.request('GET', '/nothing'), 404, 'not_found');
+  });
+
+  it('wrong method: 405 method_not_allowed with Allow', async () => {
+    const res = await cp.request('DELETE', '/v1/models', { key: admin });
+    expectError(res, 405, 'method_not_allowed');
+    expect(res.headers.get('allow')).toBe('GET');
+    const put = await cp.request('PUT', '/v1/admin/keys/key_1/revoke', { key: admin });
+    expectError(put, 405, 'method_not_allowed');
+    expect(put.headers.get('allow')).toBe('POST');
+  });
+
+  it('malformed JSON: 400 invalid_request', async () => {
+    const res = await cp.request('POST', '/v1/admin/keys', {
+      key: admin,
+      rawBody: '{"name": "x",',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(expectError(res, 400, 'invalid_request').message).toContain('malformed JSON');
+  });
+
+  it('prototype poisoning in JSON: 400, not accepted', async () => {
+    const res = await cp.request('POST', '/v1/admin/keys', {
+      key: admin,
+      rawBody: '{"__proto__": {"admin": true}}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expectError(res, 400, 'invalid_request');
+  });
+
+  it('wrong content type: 415 unsupported_media_type', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+      const res = await cp.request('POST', '/v1/admin/keys', { key: admin, rawBody: 'name=x', headers: { 'content-type': type } });
+      expectError(res, 415, 'unsupported_media_type');
+    }
+  });
+
+  it('oversized body: 413 payload_too_large', async () => {
+    const res = await cp.request('POST', '/v1/admin/keys', { key: admin, body: { name: 'x'.repeat(4096) } });
+    expectError(res, 413, 'payload_too_large');
+  });
+
+  it('unknown field: 400 "unsupported field" with param', async () => {
+    const error = expectError(await cp.request('POST', '/v1/admin/keys', { key: admin, body: { name: 'x', colour: 'red' } }), 400, 'invalid_request');
+    expect(error.message).toBe('unsupported field: colour');
+    expect(error.param).toBe('colour');
+    const query = expectError(await cp.request('GET', '/v1/models?colour=red', { key: admin }), 400, 'invalid_request');
+    expect(query.param).toBe('colour');
+  });
+
+  it('wrong type: 400 with param', async () => {
+    const error = expectError(await cp.request('POST', '/v1/admin/keys', { key: admin, body: { admin: 'yes' } }), 400, 'invalid_request');
+    expect(error.param).toBe('admin');
+    const nested = expectError(await cp.request('POST', '/v1/admin/keys', { key: admin, body: { scopes: ['inference:read', 7] } }), 400, 'invalid_request');
+    expect(nested.param).toBe('scopes[1]');
+    const notObject = expectError(await cp.request('POST', '/v1/admin/keys', { key: admin, body: [1, 2] }), 400, 'invalid_request');
+    expect(notObject.message).toContain('JSON object');
+  });
+
+  it('out-of-range and invalid values: 400 with param', async () => {
+    const target = (await cp.app.services.keys.create({ orgId: cp.org.id })).record.id;
+    const rotate = (overlap: unknown) =>
+      cp.request('POST', `/v1/admin/keys/${target}/rotate`, { key: admin, body: { overlap_seconds: overlap } });
+    expect(expectError(await rotate(-1), 400, 'invalid_request').param).toBe('overlap_seconds');
+    expect(expectError(await rotate(10 ** 9), 400, 'invalid_request').param).toBe('overlap_seconds');
+    expect(expectError(await rotate(1.5), 400, 'invalid_request').param).toBe('overlap_seconds');
+    const pool = expectError(await cp.request('GET', '/v1/models?pool=mars', { key: admin }), 400, 'invalid_request');
+    expect(pool).toMatchObject({ param: 'pool' });
+    expect(pool.message).toContain('na, eu, apac');
+  });
+
+  it('missing required field: 400 naming it', async () => {
+    const res = await cp.request('PATCH', '/v1/admin/org', { key: admin, body: { ip_allowlist: 'x' } });
+    expect(expectError(res, 400, 'invalid_request').param).toBe('ip_allowlist');
+  });
+
+  it('every error carries the request id header', async () => {
+    const res = await cp.request('GET', '/v1/nothing', { headers: { 'x-request-id': 'trace-abc-12345' } });
+    expect(res.headers.get('x-request-id')).toBe('trace-abc-12345');
+  });
+
+  it('an internal failure is a 500 internal_error that leaks nothing', async () => {
+    const broken = await startControlPlane();
+    const key = await broken.key({ admin: true });
+    broken.store.db.close();
+    const res = await broken.request('GET', '/v1/admin/keys', { key });
+    const error = expectError(res, 500, 'internal_error');
+    expect(error.message).toContain(res.headers.get('x-request-id')!);
+    expect(error.message).not.toMatch(/database|sqlite|stack|at /i);
+    await broken.app.close();
+  });
+});

@@ -1,0 +1,107 @@
+// A real control plane on 127.0.0.1:0 with its own SQLite data dir, for API suites.
+// Tests talk to it over real HTTP (fetch), not inject, where the network matters.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { ManualClock, type Clock } from '@svc/shared';
+import { buildApp } from '../src/app.js';
+import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../src/config.js';
+import type { Scope } from '../src/keys/scopes.js';
+import type { KeyKind, OrgRecord } from '../src/store/records.js';
+import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+
+export interface TestControlPlane {
+  app: FastifyInstance;
+  store: SqliteStore;
+  baseUrl: string;
+  dataDir: string;
+  org: OrgRecord;
+  clock: Clock;
+  /** Creates a key in the default org and returns its value. */
+  key(options?: { kind?: KeyKind; scopes?: Scope[]; admin?: boolean; orgId?: string }): Promise<string>;
+  request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+export interface RequestOptions {
+  key?: string;
+  body?: unknown;
+  /** Sent as-is, with no JSON encoding. */
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+export function tempDataDir(): string {
+  return mkdtempSync(join(tmpdir(), 'svc-test-'));
+}
+
+export async function startControlPlane(
+  options: { config?: Partial<ControlPlaneConfig>; clock?: Clock } = {},
+): Promise<TestControlPlane> {
+  const dataDir = tempDataDir();
+  const clock = options.clock ?? new ManualClock(Date.now());
+  const store = openSqliteStore(dataDir);
+  const config = defaultControlPlaneConfig({ dataDir, httpPort: 0, logLevel: 'silent', ...options.config });
+  const app = await buildApp({ config, store, clock, logger: false });
+  const { org } = await app.services.orgs.ensureDefaultOrg();
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  const baseUrl = `http://127.0.0.1:${port}`;
+
+  const request = async (method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse> => {
+    const headers: Record<string, string> = { ...opts.headers };
+    if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+    let body: string | undefined = opts.rawBody;
+    if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(baseUrl + path, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: res.status, headers: res.headers, body: parsed, text };
+  };
+
+  return {
+    app,
+    store,
+    baseUrl,
+    dataDir,
+    org,
+    clock,
+    async key(opts = {}) {
+      const created = await app.services.keys.create({ orgId: opts.orgId ?? org.id, ...opts });
+      return created.value;
+    },
+    request,
+    async close() {
+      await app.close();
+      await store.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Asserts the spec's error envelope and returns the error object. */
+export function expectError(res: TestResponse, status: number, type: string): { type: string; message: string; param?: string; code?: string } {
+  if (res.status !== status || res.body?.error?.type !== type) {
+    throw new Error(`expected ${status} ${type}, got ${res.status} ${res.text}`);
+  }
+  const error = res.body.error;
+  if (typeof error.message !== 'string' || error.message.length === 0) throw new Error(`error without a message: ${res.text}`);
+  return error;
+}

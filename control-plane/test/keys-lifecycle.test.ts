@@ -1,0 +1,139 @@
+// Key creation, rotation overlap and expiry (injectable clock), revocation and the
+// key.revoked event, over real HTTP.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '@svc/shared';
+import { hashKeyValue } from '../src/keys/api-key.js';
+import { KeyService } from '../src/keys/key-service.js';
+import { ChangeFeed } from '../src/changes.js';
+import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
+
+const clock = new ManualClock(Date.UTC(2026, 10, 21, 12));
+let cp: TestControlPlane;
+let admin: string;
+
+beforeAll(async () => {
+  cp = await startControlPlane({ clock });
+  admin = await cp.key({ admin: true });
+});
+afterAll(() => cp.close());
+
+const models = (key: string) => cp.request('GET', '/v1/models', { key });
+
+describe('key creation', () => {
+  it('shows the value once, stores only its SHA-256 and lists prefix + last 4', async () => {
+    const res = await cp.request('POST', '/v1/admin/keys', { key: admin, body: { name: 'ci' } });
+    expect(res.status).toBe(201);
+    const { key, key_id, last4, prefix, scopes, masked } = res.body;
+    expect(key).toMatch(/^svc_sk_live_[0-9A-Za-z]{43}$/);
+    expect(prefix).toBe('svc_sk_live_');
+    expect(last4).toBe(key.slice(-4));
+    expect(masked).toBe(`svc_sk_live_…${last4}`);
+    expect(scopes).toEqual(['inference:write', 'inference:read']);
+
+    const list = await cp.request('GET', '/v1/admin/keys', { key: admin });
+    const listed = list.body.data.find((k: { key_id: string }) => k.key_id === key_id);
+    expect(listed.last4).toBe(last4);
+    expect(list.text).not.toContain(key);
+
+    const rows = cp.store.db.prepare('SELECT hash FROM api_key_secrets WHERE key_id = ?').all(key_id) as Array<{ hash: Buffer }>;
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.hash.equals(hashKeyValue(key))).toBe(true);
+    const dump = JSON.stringify(cp.store.db.prepare('SELECT * FROM api_keys').all());
+    expect(dump).not.toContain(key.slice(12));
+  });
+
+  it('gives each kind its prefix and refuses admin:write on non-admin keys', async () => {
+    for (const [kind, prefix] of [['test', 'svc_sk_test_'], ['public', 'svc_pk_live_']] as const) {
+      const res = await cp.request('POST', '/v1/admin/keys', { key: admin, body: { kind } });
+      expect(res.body.key.startsWith(prefix)).toBe(true);
+    }
+    const res = await cp.request('POST', '/v1/admin/keys', { key: admin, body: { scopes: ['admin:write'] } });
+    expect(expectError(res, 400, 'invalid_request').param).toBe('scopes');
+    const pub = await cp.request('POST', '/v1/admin/keys', { key: admin, body: { kind: 'public', scopes: ['compute:write'] } });
+    expectError(pub, 400, 'invalid_request');
+  });
+});
+
+describe('rotation', () => {
+  it('keeps both values valid for overlap_seconds, then the old one fails with 401', async () => {
+    const created = await cp.request('POST', '/v1/admin/keys', { key: admin, body: {} });
+    const oldValue = created.body.key;
+    const rotated = await cp.request('POST', `/v1/admin/keys/${created.body.key_id}/rotate`, {
+      key: admin,
+      body: { overlap_seconds: 3600 },
+    });
+    expect(rotated.status).toBe(200);
+    const newValue = rotated.body.key;
+    expect(newValue).not.toBe(oldValue);
+    expect(rotated.body.old_key_expires_at).toBe(new Date(clock.now() + 3600_000).toISOString());
+    expect(rotated.body.last4).toBe(newValue.slice(-4));
+
+    expect((await models(oldValue)).status).toBe(200);
+    expect((await models(newValue)).status).toBe(200);
+    clock.advance(3599_000);
+    expect((await models(oldValue)).status).toBe(200);
+    clock.advance(1_000);
+    const error = expectError(await models(oldValue), 401, 'unauthorized');
+    expect(error.message).toContain('rotated');
+    expect((await models(newValue)).status).toBe(200);
+  });
+
+  it('defaults to a 24-hour overlap', async () => {
+    const created = await cp.request('POST', '/v1/admin/keys', { key: admin, body: {} });
+    const rotated = await cp.request('POST', `/v1/admin/keys/${created.body.key_id}/rotate`, { key: admin });
+    expect(Date.parse(rotated.body.old_key_expires_at) - clock.now()).toBe(86_400_000);
+    clock.advance(86_399_000);
+    expect((await models(created.body.key)).status).toBe(200);
+    clock.advance(1_000);
+    expectError(await models(created.body.key), 401, 'unauthorized');
+  });
+
+  it('answers 404 not_found for an unknown key id', async () => {
+    expectError(await cp.request('POST', '/v1/admin/keys/key_nope/rotate', { key: admin }), 404, 'not_found');
+  });
+});
+
+describe('revocation', () => {
+  it('takes effect at once, is idempotent and records a key.revoked event', async () => {
+    const created = await cp.request('POST', '/v1/admin/keys', { key: admin, body: {} });
+    const value = created.body.key;
+    expect((await models(value)).status).toBe(200); // now cached
+
+    const first = await cp.request('POST', `/v1/admin/keys/${created.body.key_id}/revoke`, { key: admin });
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ key_id: created.body.key_id, revoked: true });
+    expect(expectError(await models(value), 401, 'unauthorized').message).toContain('revoked');
+
+    clock.advance(5_000);
+    const again = await cp.request('POST', `/v1/admin/keys/${created.body.key_id}/revoke`, { key: admin });
+    expect(again.status).toBe(200);
+    expect(again.body.revoked_at).toBe(first.body.revoked_at);
+
+    const events = await cp.store.events.list({ type: 'key.revoked' });
+    const mine = events.filter((e) => e.subject === created.body.key_id);
+    expect(mine).toHaveLength(1);
+    expect(mine[0]!.data).toEqual({
+      key_id: created.body.key_id,
+      prefix: 'svc_sk_live_',
+      last4: value.slice(-4),
+      revoked_at: first.body.revoked_at,
+    });
+  });
+
+  it('made by another process (svcctl) takes effect within the key cache time', async () => {
+    const created = await cp.request('POST', '/v1/admin/keys', { key: admin, body: {} });
+    expect((await models(created.body.key)).status).toBe(200);
+    const other = openSqliteStore(cp.dataDir);
+    await new KeyService(other, clock, new ChangeFeed()).revoke(created.body.key_id);
+    await other.close();
+    clock.advance(2_000);
+    expectError(await models(created.body.key), 401, 'unauthorized');
+  });
+
+  it('cannot touch keys of another org', async () => {
+    const otherOrg = await cp.app.services.orgs.create('other-org');
+    const foreign = (await cp.app.services.keys.create({ orgId: otherOrg.id })).record.id;
+    expectError(await cp.request('POST', `/v1/admin/keys/${foreign}/revoke`, { key: admin }), 404, 'not_found');
+  });
+});

@@ -1,0 +1,3 @@
+// The node agent: gRPC session to the control plane, Docker runtime, SSH gateway,
+// model-server supervisor, NVML + host telemetry. Built by the node-agent issue.
+export {};

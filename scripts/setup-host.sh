@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Prepares a Debian host for the Docker-backed test suites: packages, a Docker
+# engine, a loopback registry on 127.0.0.1:5000 and a busybox test image in it.
+# Idempotent and quiet when everything is already up (it runs before every
+# `npm test`), so each step first checks cheaply and only then acts.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DOCKER_SOCK=/var/run/docker.sock
+REGISTRY_ADDR=127.0.0.1:5000
+REGISTRY_DIR=/var/lib/svc-registry
+# dockerd lives in /usr/sbin, which minimal CI shells may not have on PATH.
+export PATH="$PATH:/usr/sbin:/sbin"
+PACKAGES=(docker.io docker-registry busybox-static openssh-client iproute2 curl)
+
+log() { echo "setup-host: $*"; }
+die() { echo "setup-host: ERROR: $*" >&2; exit 1; }
+
+need_root() {
+  [[ $(id -u) -eq 0 ]] || die "$1 needs root; run 'sudo bash scripts/setup-host.sh' once (the Docker-backed suites cannot run without it)"
+}
+
+# Tests import the image name from test/support/images.ts; read it from there
+# so the name lives in exactly one place.
+IMAGE="$(sed -n "s/^export const BUSYBOX_IMAGE = '\(.*\)';.*/\1/p" "$ROOT/test/support/images.ts")"
+[[ -n $IMAGE ]] || die "cannot read BUSYBOX_IMAGE from test/support/images.ts"
+[[ $IMAGE == "$REGISTRY_ADDR"/*:* ]] || die "BUSYBOX_IMAGE ($IMAGE) must live in $REGISTRY_ADDR"
+IMAGE_PATH="${IMAGE#"$REGISTRY_ADDR"/}"   # svc/busybox:1
+IMAGE_REPO="${IMAGE_PATH%:*}"             # svc/busybox
+IMAGE_TAG="${IMAGE_PATH##*:}"             # 1
+
+# Concurrent runs (parallel CI jobs on one host) would race to start daemons.
+# (The braces keep `2>/dev/null` from applying to the rest of the script.)
+{ exec 9>/run/lock/svc-setup-host.lock; } 2>/dev/null || exec 9>/tmp/svc-setup-host.lock
+flock 9
+
+# --- packages ---------------------------------------------------------------
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true) == "ii " ]] || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  need_root "installing ${missing[*]}"
+  command -v apt-get >/dev/null || die "apt-get not found; install ${missing[*]} by hand (Debian/Ubuntu expected)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || die "apt-get update failed"
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+    die "apt-get install ${missing[*]} failed"
+  log "packages: installed ${missing[*]}"
+fi
+
+# --- docker engine ----------------------------------------------------------
+docker_up() { curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1; }
+
+# Polls $1 (a command) until it succeeds; $2 names the service, $3 its log,
+# $4 the pid to watch so a crashed daemon fails fast instead of after 60 s.
+wait_for() {
+  local check=$1 name=$2 logfile=$3 pid=$4 i
+  for ((i = 0; i < 300; i++)); do
+    $check && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 20 "$logfile" >&2 || true
+      die "$name exited during startup (log: $logfile)"
+    fi
+    sleep 0.2
+  done
+  tail -n 20 "$logfile" >&2 || true
+  die "$name did not answer within 60 s (log: $logfile)"
+}
+
+if ! docker_up; then
+  need_root "starting dockerd"
+  # setsid: the daemon must outlive this script and npm's process group.
+  # 9>&-: a daemon inheriting the lock fd would hold the lock forever.
+  setsid nohup dockerd --host "unix://$DOCKER_SOCK" >>/var/log/svc-dockerd.log 2>&1 </dev/null 9>&- &
+  wait_for docker_up dockerd /var/log/svc-dockerd.log $!
+  log "docker: started ($(docker version -f '{{.Server.Version}}, {{.Server.APIVersion}}' 2>/dev/null || echo '?'))"
+fi
+
+# --- loopback registry ------------------------------------------------------
+registry_up() { curl -fsS --max-time 2 -o /dev/null "http://$REGISTRY_ADDR/v2/" 2>/dev/null; }
+
+if ! registry_up; then
+  need_root "starting the registry"
+  mkdir -p "$REGISTRY_DIR/data"
+  cat >"$REGISTRY_DIR/config.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $REGISTRY_DIR/data
+  delete:
+    enabled: true
+http:
+  addr: $REGISTRY_ADDR
+EOF
+  setsid nohup docker-registry serve "$REGISTRY_DIR/config.yml" >>/var/log/svc-registry.log 2>&1 </dev/null 9>&- &
+  wait_for registry_up registry /var/log/svc-registry.log $!
+  log "registry: up on $REGISTRY_ADDR"
+fi
+
+# --- test image -------------------------------------------------------------
+# Everything that goes into the image; its source and the busybox binary make
+# up the recipe hash, so changing either rebuilds the image.
+build_rootfs() {
+  local dir=$1 applet
+  mkdir -p "$dir"/{bin,etc,tmp,root,proc,sys,dev,usr,home}
+  cp /bin/busybox "$dir/bin/busybox"
+  for applet in $("$dir/bin/busybox" --list); do
+    [[ $applet == busybox ]] || ln -sf busybox "$dir/bin/$applet"
+  done
+  # Scripts use /usr/bin/env and /sbin paths; one bin directory serves all.
+  ln -s bin "$dir/sbin"
+  ln -s ../bin "$dir/usr/bin"
+  ln -s ../bin "$dir/usr/sbin"
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$dir/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$dir/etc/group"
+  chmod 1777 "$dir/tmp"
+  chmod 700 "$dir/root"
+}
+
+recipe_hash="$( { declare -f build_rootfs; sha256sum </bin/busybox; } | sha256sum | cut -c1-16)"
+recipe_tag="recipe-$recipe_hash"
+accept='Accept: application/vnd.docker.distribution.manifest.v2+json'
+manifest_digest() {
+  # A missing tag (404) is an answer here, not an error.
+  { curl -fsSI --max-time 5 -H "$accept" "http://$REGISTRY_ADDR/v2/$IMAGE_REPO/manifests/$1" 2>/dev/null || true; } |
+    tr -d '\r' | sed -n 's/^[Dd]ocker-[Cc]ontent-[Dd]igest: //p'
+}
+
+# Up to date when the recipe tag exists and the public tag points at it.
+want="$(manifest_digest "$recipe_tag")"
+have="$(manifest_digest "$IMAGE_TAG")"
+if [[ -z $want || $want != "$have" ]]; then
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  build_rootfs "$tmp/rootfs"
+  recipe_image="$REGISTRY_ADDR/$IMAGE_REPO:$recipe_tag"
+  tar --numeric-owner --owner=0 --group=0 -C "$tmp/rootfs" -c . |
+    docker import \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'CMD ["sh"]' \
+      --change "LABEL org.svc.recipe=$recipe_hash" \
+      - "$recipe_image" >/dev/null
+  docker tag "$recipe_image" "$IMAGE"
+  docker push -q "$recipe_image" >/dev/null
+  docker push -q "$IMAGE" >/dev/null
+  # Keep only the public tag locally, so removing it really removes the image.
+  docker rmi "$recipe_image" >/dev/null
+  # Earlier builds are left dangling by the retag; drop them.
+  docker image prune -f --filter label=org.svc.recipe >/dev/null
+  log "image: built and pushed $IMAGE ($recipe_tag)"
+fi
