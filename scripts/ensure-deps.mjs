@@ -20,3 +20,6 @@ if (installed !== lockHash) {
   execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd: root, stdio: 'inherit' });
   writeFileSync(stampFile, lockHash);
 }
+
+// Protocol types are generated, never committed.
+await import('./gen-proto-types.mjs');
