@@ -1,0 +1,66 @@
+// The GPU SKU catalog: a JSON file in the repo, validated at start-up. A SKU names the
+// GPU model as NVML reports it, so the scheduler can match it against node GPUs.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Type, type Static } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import { POOLS, type Pool } from '../models/catalog.js';
+
+export const GPU_COUNTS = [1, 2, 4, 8] as const;
+
+const PoolPrices = Type.Object(
+  { na: Type.Optional(Type.Number({ exclusiveMinimum: 0 })), eu: Type.Optional(Type.Number({ exclusiveMinimum: 0 })), apac: Type.Optional(Type.Number({ exclusiveMinimum: 0 })) },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export const SkuSchema = Type.Object(
+  {
+    id: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,63}$' }),
+    gpu_model: Type.String({ minLength: 1, description: 'As NVML names it, e.g. "NVIDIA H100 80GB HBM3".' }),
+    gpu_memory_gb: Type.Integer({ minimum: 1 }),
+    gpu_counts: Type.Array(Type.Union(GPU_COUNTS.map((n) => Type.Literal(n))), { minItems: 1, uniqueItems: true }),
+    /** USD per GPU-hour, on demand, per pool the SKU is sold in. */
+    price_per_gpu_hour: PoolPrices,
+  },
+  { additionalProperties: false },
+);
+
+export const SkuCatalogSchema = Type.Object(
+  {
+    /** Where an instance without `pool` goes: the first pool in this order with capacity. */
+    pool_order: Type.Array(Type.Union(POOLS.map((p) => Type.Literal(p))), { minItems: 1, uniqueItems: true }),
+    skus: Type.Array(SkuSchema, { minItems: 1 }),
+  },
+  { additionalProperties: false },
+);
+
+export type Sku = Static<typeof SkuSchema>;
+export type SkuCatalog = Static<typeof SkuCatalogSchema>;
+
+export const DEFAULT_SKU_CATALOG_PATH = fileURLToPath(new URL('../../catalog/skus.json', import.meta.url));
+
+export function parseSkuCatalog(value: unknown, source: string): SkuCatalog {
+  if (!Value.Check(SkuCatalogSchema, value)) {
+    const first = Value.Errors(SkuCatalogSchema, value).First();
+    throw new Error(`SKU catalog ${source} is invalid at ${first?.path || '/'}: ${first?.message ?? 'unknown error'}`);
+  }
+  const ids = value.skus.map((s) => s.id);
+  const duplicate = ids.find((id, i) => ids.indexOf(id) !== i);
+  if (duplicate) throw new Error(`SKU catalog ${source} lists ${duplicate} twice`);
+  return value;
+}
+
+export function loadSkuCatalog(path: string = DEFAULT_SKU_CATALOG_PATH): SkuCatalog {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new Error(`cannot read SKU catalog ${path}: ${(err as Error).message}`);
+  }
+  return parseSkuCatalog(raw, path);
+}
+
+/** Pools a SKU is sold in, in the catalog's pool order. */
+export function poolsOf(catalog: SkuCatalog, sku: Sku): Pool[] {
+  return catalog.pool_order.filter((p) => sku.price_per_gpu_hour[p] !== undefined);
+}

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type TaskSpec } from './container-spec.js';
+
+const task: TaskSpec = {
+  taskId: 'inst_abc',
+  kind: 'instance',
+  image: '127.0.0.1:5000/svc/busybox:1',
+  gpuUuids: ['GPU-1', 'GPU-2'],
+  env: { FOO: 'bar' },
+  labels: { team: 'ml', 'svc.instance': 'spoof' },
+};
+
+describe('buildContainerSpec', () => {
+  it('labels the container with its task and node, user labels under a prefix', () => {
+    const spec = buildContainerSpec(task, { nodeId: 'node_1', nvidiaRuntime: false });
+    expect(spec.Labels).toEqual({
+      [LABEL_INSTANCE]: 'inst_abc',
+      [LABEL_NODE]: 'node_1',
+      'svc.label.team': 'ml',
+      'svc.label.svc.instance': 'spoof',
+    });
+    expect(spec.name).toBe('svc-instance-inst_abc');
+  });
+
+  it('requests GPUs by UUID only when the NVIDIA runtime is present', () => {
+    const gpu = buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: true });
+    expect(gpu.HostConfig?.DeviceRequests).toEqual([{ Driver: 'nvidia', DeviceIDs: ['GPU-1', 'GPU-2'], Capabilities: [['gpu']] }]);
+    expect(gpu.Env).toContain('NVIDIA_VISIBLE_DEVICES=GPU-1,GPU-2');
+    const dev = buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false });
+    expect(dev.HostConfig?.DeviceRequests).toBeUndefined();
+    expect(dev.Env).toContain('SVC_GPU_UUIDS=GPU-1,GPU-2');
+  });
+
+  it('is never privileged and never mounts the Docker socket', () => {
+    for (const nvidiaRuntime of [true, false]) {
+      const spec = buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime });
+      expect(spec.HostConfig?.Privileged).toBe(false);
+      expect(spec.HostConfig?.SecurityOpt).toContain('no-new-privileges');
+      expect(JSON.stringify(spec)).not.toContain('docker.sock');
+    }
+  });
+});

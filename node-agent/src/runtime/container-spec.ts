@@ -1,0 +1,60 @@
+// Docker create options for a task (an instance or a model-server replica), as a pure
+// function. Every container carries labels naming its task and node, so a restarted
+// agent re-adopts what runs and removes what nobody wants. Never privileged, never the
+// Docker socket; GPUs go in as device requests by UUID when the NVIDIA runtime exists.
+import type { ContainerCreateOptions } from 'dockerode';
+
+export const LABEL_INSTANCE = 'svc.instance';
+export const LABEL_REPLICA = 'svc.replica';
+export const LABEL_NODE = 'svc.node';
+/** User labels ride along under this prefix so they cannot collide with ours. */
+export const USER_LABEL_PREFIX = 'svc.label.';
+
+export interface TaskSpec {
+  taskId: string;
+  kind: 'instance' | 'replica';
+  image: string;
+  gpuUuids: string[];
+  env?: Record<string, string>;
+  labels?: Record<string, string>;
+  command?: string[];
+}
+
+export interface HostCapabilities {
+  nodeId: string;
+  /** Docker has the NVIDIA runtime, so device requests can attach GPUs. */
+  nvidiaRuntime: boolean;
+}
+
+export const containerName = (task: Pick<TaskSpec, 'kind' | 'taskId'>): string => `svc-${task.kind}-${task.taskId}`;
+
+export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): ContainerCreateOptions {
+  const labels: Record<string, string> = {
+    [task.kind === 'instance' ? LABEL_INSTANCE : LABEL_REPLICA]: task.taskId,
+    [LABEL_NODE]: host.nodeId,
+  };
+  for (const [k, v] of Object.entries(task.labels ?? {})) labels[USER_LABEL_PREFIX + k] = v;
+
+  const env = Object.entries(task.env ?? {}).map(([k, v]) => `${k}=${v}`);
+  // Without the NVIDIA runtime (a dev host) the container runs without GPUs; say which it was given.
+  env.push(`SVC_GPU_UUIDS=${task.gpuUuids.join(',')}`);
+  if (host.nvidiaRuntime && task.gpuUuids.length > 0) env.push(`NVIDIA_VISIBLE_DEVICES=${task.gpuUuids.join(',')}`);
+
+  return {
+    name: containerName(task),
+    Image: task.image,
+    ...(task.command && task.command.length > 0 ? { Cmd: task.command } : {}),
+    Env: env,
+    Labels: labels,
+    StopSignal: 'SIGTERM',
+    HostConfig: {
+      Privileged: false,
+      SecurityOpt: ['no-new-privileges'],
+      RestartPolicy: { Name: 'no' },
+      Binds: [],
+      ...(host.nvidiaRuntime && task.gpuUuids.length > 0
+        ? { DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: task.gpuUuids, Capabilities: [['gpu']] }] }
+        : {}),
+    },
+  };
+}
