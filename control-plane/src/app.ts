@@ -18,13 +18,10 @@ import { KeyVerifier } from './keys/key-verifier.js';
 import { DEFAULT_CATALOG_PATH, loadCatalog, type Catalog } from './models/catalog.js';
 import { ModelService, noReplicasYet, type LiveCapacity } from './models/model-service.js';
 import { OrgService } from './orgs/org-service.js';
-import { authenticate } from './pipeline/authenticate.js';
 import { Idempotency } from './pipeline/idempotency.js';
-import { checkIpAllowlist } from './pipeline/ip-allowlist.js';
-import { checkPublicKeyRules } from './pipeline/public-key-rules.js';
-import { RateLimiter, rateLimit } from './pipeline/rate-limit.js';
+import { RateLimiter } from './pipeline/rate-limit.js';
+import { installPipeline } from './pipeline/index.js';
 import { echoRequestId, genReqId } from './pipeline/request-id.js';
-import { checkScope } from './pipeline/scope-check.js';
 import './pipeline/types.js';
 import { adminKeyRoutes } from './routes/admin-keys.js';
 import { adminOrgRoutes } from './routes/admin-org.js';
@@ -151,14 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // /v1: the request pipeline, in order, then the routes.
   await app.register(
     async (v1) => {
-      v1.addHook('onRequest', authenticate(services.verifier));
-      v1.addHook('onRequest', checkIpAllowlist);
-      v1.addHook('onRequest', checkPublicKeyRules);
-      v1.addHook('onRequest', checkScope);
-      v1.addHook('onRequest', rateLimit(services.rateLimiter));
-      v1.addHook('preHandler', services.idempotency.claim);
-      v1.addHook('onSend', services.idempotency.record);
-      v1.addHook('onResponse', services.idempotency.releaseAbandoned);
+      installPipeline(v1, services);
       await v1.register(modelRoutes(services.models));
       await v1.register(adminKeyRoutes(services.keys));
       await v1.register(adminOrgRoutes(services.orgs));

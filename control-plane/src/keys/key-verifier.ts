@@ -7,7 +7,7 @@ import { compileAllowlist, type ParsedCidr } from '../orgs/ip-allowlist.js';
 import { parseOriginPattern, type OriginPattern } from '../orgs/referrer-allowlist.js';
 import type { ApiKeyRecord, OrgRecord } from '../store/records.js';
 import type { Store } from '../store/store.js';
-import { hashKeyValue, kindOfKeyValue } from './api-key.js';
+import { hashKeyValue, hashKeyValueBase64, kindOfKeyValue } from './api-key.js';
 
 export interface Principal {
   key: ApiKeyRecord;
@@ -38,29 +38,39 @@ export class KeyVerifier {
     changes.on('org', (orgId) => this.evict((p) => p.org.id === orgId));
   }
 
-  async verify(value: string): Promise<Verification> {
+  /**
+   * The answer from the cache alone, synchronously, or undefined when the store must be
+   * asked (verify). Most requests end here, so the hot path allocates no promise.
+   */
+  verifyCached(value: string): Verification | undefined {
     if (!kindOfKeyValue(value)) return { ok: false, reason: 'malformed API key' };
+    const entry = this.cache.get(hashKeyValueBase64(value));
+    const now = this.clock.now();
+    if (!entry || now - entry.cachedAt >= this.cacheMs) return undefined;
+    return this.check(entry.principal, now);
+  }
+
+  async verify(value: string): Promise<Verification> {
+    const cached = this.verifyCached(value);
+    if (cached) return cached;
     const hash = hashKeyValue(value);
     const cacheKey = hash.toString('base64');
     const now = this.clock.now();
-
-    let principal = this.cache.get(cacheKey);
-    if (!principal || now - principal.cachedAt >= this.cacheMs) {
-      const loaded = await this.load(hash);
-      if (!loaded) {
-        this.cache.delete(cacheKey);
-        return { ok: false, reason: 'invalid API key' };
-      }
-      principal = { principal: loaded, cachedAt: now };
-      if (this.cacheMs > 0) this.cache.set(cacheKey, principal);
+    const loaded = await this.load(hash);
+    if (!loaded) {
+      this.cache.delete(cacheKey);
+      return { ok: false, reason: 'invalid API key' };
     }
+    if (this.cacheMs > 0) this.cache.set(cacheKey, { principal: loaded, cachedAt: now });
+    return this.check(loaded, now);
+  }
 
-    const { key, expiresAt } = principal.principal;
-    if (key.revokedAt !== null) return { ok: false, reason: 'this API key has been revoked' };
-    if (expiresAt !== null && now >= expiresAt) {
+  private check(principal: Principal, now: number): Verification {
+    if (principal.key.revokedAt !== null) return { ok: false, reason: 'this API key has been revoked' };
+    if (principal.expiresAt !== null && now >= principal.expiresAt) {
       return { ok: false, reason: 'this API key value was rotated out; use the new value' };
     }
-    return { ok: true, principal: principal.principal };
+    return { ok: true, principal };
   }
 
   private async load(hash: Buffer): Promise<Principal | undefined> {

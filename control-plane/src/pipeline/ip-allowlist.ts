@@ -4,7 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import { ApiError } from '@svc/shared';
 import { isAddressAllowed } from '../orgs/ip-allowlist.js';
 
-export async function checkIpAllowlist(request: FastifyRequest): Promise<void> {
+export function checkIpAllowlist(request: FastifyRequest): void {
   const principal = request.principal!;
   if (principal.key.kind === 'public' || principal.ipAllowlist.length === 0) return;
   if (!isAddressAllowed(request.ip, principal.ipAllowlist)) {

@@ -4,10 +4,10 @@ import type { FastifyRequest } from 'fastify';
 import { ApiError } from '@svc/shared';
 import { isOriginAllowed, requestOrigin } from '../orgs/referrer-allowlist.js';
 
-export async function checkPublicKeyRules(request: FastifyRequest): Promise<void> {
+export function checkPublicKeyRules(request: FastifyRequest, routeAllowsPublicKeys: boolean): void {
   const principal = request.principal!;
   if (principal.key.kind !== 'public') return;
-  if (request.routeOptions.config.publicKey !== true) {
+  if (!routeAllowsPublicKeys) {
     throw new ApiError('forbidden_scope', 'public keys (svc_pk_live_) may only call /v1/embeddings and /v1/models');
   }
   if (principal.referrerAllowlist.length === 0) {

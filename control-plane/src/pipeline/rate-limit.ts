@@ -35,7 +35,7 @@ export class RateLimiter {
 }
 
 export function rateLimit(limiter: RateLimiter) {
-  return async function applyRateLimit(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  return function applyRateLimit(request: FastifyRequest, reply: FastifyReply): void {
     const { key, org } = request.principal!;
     const result = limiter.take(key.id, org.tier);
     reply.header('x-ratelimit-limit-requests', String(result.limit));

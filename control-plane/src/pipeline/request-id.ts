@@ -2,13 +2,14 @@
 // A well-formed id sent by the client (or a load balancer) is kept so traces join up.
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { newId } from '@svc/shared';
+import { randomUUID } from 'node:crypto';
 
 const CLIENT_ID = /^[A-Za-z0-9._:-]{8,128}$/;
 
 export function genReqId(req: IncomingMessage): string {
   const incoming = req.headers['x-request-id'];
-  return typeof incoming === 'string' && CLIENT_ID.test(incoming) ? incoming : newId('req');
+  // randomUUID draws from a cached entropy pool: far cheaper per request than newId().
+  return typeof incoming === 'string' && CLIENT_ID.test(incoming) ? incoming : `req_${randomUUID().replaceAll('-', '')}`;
 }
 
 export async function echoRequestId(request: FastifyRequest, reply: FastifyReply): Promise<void> {

@@ -18,15 +18,16 @@ const Model = Type.Object(
     modalities: Type.Array(Type.String()),
     rate_card_id: Type.String(),
     dimensions: Type.Optional(Type.Integer({ description: 'Embedding models: vector length.' })),
-    deprecation: Type.Union([
-      Type.Object({
-        announced_at: Type.String(),
-        shutdown_at: Type.String(),
-        replacement: Type.String(),
-        notice: Type.String(),
-      }),
-      Type.Null(),
-    ]),
+    // A nullable object as `type: [object, null]`, not anyOf: the serializer would try each branch.
+    deprecation: Type.Unsafe<{ announced_at: string; shutdown_at: string; replacement: string; notice: string } | null>({
+      type: ['object', 'null'],
+      properties: {
+        announced_at: { type: 'string' },
+        shutdown_at: { type: 'string' },
+        replacement: { type: 'string' },
+        notice: { type: 'string' },
+      },
+    }),
   },
   { $id: 'Model' },
 );

@@ -1,0 +1,34 @@
+// `npm run bench`: runs each benchmark section in order and prints its report.
+// Sections are independent; one that fails is reported and the others still run.
+import { pipelineSection } from './pipeline.js';
+import type { Section, SectionReport } from './section.js';
+
+// Later sections (GPU-agent scale, instance timings, inference overhead) go here.
+const sections: Section[] = [pipelineSection];
+
+async function main(): Promise<void> {
+  const summaries: string[] = [];
+  let failed = false;
+  for (const section of sections) {
+    console.log(`\n== ${section.title} ==\n`);
+    const started = performance.now();
+    let report: SectionReport;
+    try {
+      report = await section.run();
+    } catch (err) {
+      failed = true;
+      console.log(`ERROR: ${err instanceof Error ? err.message : String(err)}`);
+      summaries.push(`ERROR  ${section.title}`);
+      continue;
+    }
+    for (const line of report.details) console.log(line);
+    console.log(`\n(${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    summaries.push(`${report.verdict.padEnd(5)}  ${section.title}: ${report.summary}`);
+  }
+  console.log('\n== Summary ==\n');
+  for (const line of summaries) console.log(line);
+  // A section that could not measure is a failure; a missed target is a finding, reported above.
+  if (failed) process.exitCode = 1;
+}
+
+await main();
