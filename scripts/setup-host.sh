@@ -123,11 +123,12 @@ build_rootfs() {
 recipe_hash="$( { declare -f build_rootfs; sha256sum </bin/busybox; } | sha256sum | cut -c1-16)"
 recipe_tag="recipe-$recipe_hash"
 accept='Accept: application/vnd.docker.distribution.manifest.v2+json'
-manifest_digest() {
+repo_digest() {
   # A missing tag (404) is an answer here, not an error.
-  { curl -fsSI --max-time 5 -H "$accept" "http://$REGISTRY_ADDR/v2/$IMAGE_REPO/manifests/$1" 2>/dev/null || true; } |
+  { curl -fsSI --max-time 5 -H "$accept" "http://$REGISTRY_ADDR/v2/$1/manifests/$2" 2>/dev/null || true; } |
     tr -d '\r' | sed -n 's/^[Dd]ocker-[Cc]ontent-[Dd]igest: //p'
 }
+manifest_digest() { repo_digest "$IMAGE_REPO" "$1"; }
 
 # Up to date when the recipe tag exists and the public tag points at it.
 want="$(manifest_digest "$recipe_tag")"
@@ -152,3 +153,31 @@ if [[ -z $want || $want != "$have" ]]; then
   docker image prune -f --filter label=org.svc.recipe >/dev/null
   log "image: built and pushed $IMAGE ($recipe_tag)"
 fi
+
+# --- derived test images ----------------------------------------------------
+# Busybox with a default command, for workloads that must run until signalled (the
+# instance API takes no command, as on other GPU clouds: the image decides).
+image_from_support() {
+  sed -n "s/^export const $1 = '\(.*\)';.*/\1/p" "$ROOT/test/support/images.ts"
+}
+derive_image() {
+  local image=$1 cmd=$2 path repo tag hash recipe
+  [[ -n $image ]] || die "a derived image name is missing from test/support/images.ts"
+  path="${image#"$REGISTRY_ADDR"/}"; repo="${path%:*}"; tag="${path##*:}"
+  hash="$(printf '%s\n%s\n' "$(manifest_digest "$IMAGE_TAG")" "$cmd" | sha256sum | cut -c1-16)"
+  recipe="recipe-$hash"
+  local want have
+  want="$(repo_digest "$repo" "$recipe")"
+  have="$(repo_digest "$repo" "$tag")"
+  [[ -n $want && $want == "$have" ]] && return 0
+  printf 'FROM %s\nCMD %s\n' "$IMAGE" "$cmd" |
+    DOCKER_BUILDKIT=0 docker build -q -t "$REGISTRY_ADDR/$repo:$recipe" - >/dev/null 2>&1 ||
+    die "building $image failed"
+  docker tag "$REGISTRY_ADDR/$repo:$recipe" "$image"
+  docker push -q "$REGISTRY_ADDR/$repo:$recipe" >/dev/null
+  docker push -q "$image" >/dev/null
+  docker rmi "$REGISTRY_ADDR/$repo:$recipe" >/dev/null
+  log "image: built and pushed $image"
+}
+derive_image "$(image_from_support SLEEPER_IMAGE)" '["sh", "-c", "trap \"echo bye; exit 0\" TERM; echo ready; while true; do sleep 0.1; done"]'
+derive_image "$(image_from_support STUBBORN_IMAGE)" '["sh", "-c", "trap \"\" TERM; echo ready; while true; do sleep 0.1; done"]'

@@ -1,26 +1,41 @@
-// `npm start`: the control plane on http://127.0.0.1:8080 (data under ./data), and,
-// once the node agent exists, a local agent connected to it. Ctrl-C stops everything.
-import { spawn } from 'node:child_process';
+// `npm start`: the control plane on http://127.0.0.1:8080 (data under ./data), plus one
+// local node agent connected to it over gRPC (127.0.0.1:7070). On a fresh data dir the
+// agent is enrolled automatically: once the control plane listens, this script makes an
+// enrollment token with `svcctl nodes token create` and hands it to the agent, which
+// stores its node identity under <data dir>/agent. Without NVIDIA GPUs the agent reports
+// zero GPUs (or SVC_SIMULATE_GPUS=<count>[x<name>] simulates some). SVC_LOCAL_AGENT=false
+// starts the control plane alone. Ctrl-C stops everything.
+import { execFile, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const env = { ...process.env, SVC_DATA_DIR: process.env.SVC_DATA_DIR ?? join(root, 'data') };
+const dataDir = process.env.SVC_DATA_DIR ?? join(root, 'data');
+const grpcPort = Number(process.env.SVC_GRPC_PORT ?? 7070);
+const agentDataDir = process.env.SVC_AGENT_DATA_DIR ?? join(dataDir, 'agent');
+const env = { ...process.env, SVC_DATA_DIR: dataDir };
 
 const children = [];
-function run(name, script) {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, script)], { cwd: root, env, stdio: 'inherit' });
+let stopping = false;
+
+function run(name, script, childEnv, { essential }) {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, script)], { cwd: root, env: childEnv, stdio: 'inherit' });
   child.on('exit', (code, signal) => {
-    if (!stopping) {
+    if (stopping) return;
+    if (essential) {
       process.stderr.write(`${name} exited (${signal ?? code}); stopping\n`);
       stop(code ?? 1);
+    } else {
+      process.stderr.write(`${name} exited (${signal ?? code}); the control plane keeps running\n`);
     }
   });
   children.push(child);
   return child;
 }
 
-let stopping = false;
 function stop(code = 0) {
   stopping = true;
   for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
@@ -31,4 +46,53 @@ function stop(code = 0) {
 process.on('SIGINT', () => stop(0));
 process.on('SIGTERM', () => stop(0));
 
-run('control plane', 'control-plane/src/server.ts');
+/** Resolves once something accepts TCP connections on 127.0.0.1:port. */
+async function waitForPort(port, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const open = await new Promise((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (open) return;
+    if (stopping) throw new Error('stopping');
+    if (Date.now() > deadline) throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** A fresh one-time enrollment token from the local control plane's data dir. */
+async function createNodeToken() {
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--import', 'tsx', join(root, 'control-plane/src/cli/svcctl.ts'), 'nodes', 'token', 'create', '--ttl', '1h', '--json'],
+    { cwd: root, env },
+  );
+  return JSON.parse(stdout).token;
+}
+
+async function startLocalAgent() {
+  await waitForPort(grpcPort, 60_000);
+  const agentEnv = {
+    ...env,
+    SVC_CONTROL_PLANE: process.env.SVC_CONTROL_PLANE ?? `127.0.0.1:${grpcPort}`,
+    SVC_AGENT_DATA_DIR: agentDataDir,
+  };
+  if (!existsSync(join(agentDataDir, 'identity.json')) && !process.env.SVC_NODE_TOKEN) {
+    agentEnv.SVC_NODE_TOKEN = await createNodeToken();
+    process.stderr.write(`Enrolling the local node agent (identity goes to ${agentDataDir}).\n`);
+  }
+  run('node agent', 'node-agent/src/main.ts', agentEnv, { essential: false });
+}
+
+run('control plane', 'control-plane/src/server.ts', env, { essential: true });
+if (!/^(false|0|no|off)$/i.test(process.env.SVC_LOCAL_AGENT ?? '')) {
+  startLocalAgent().catch((err) => {
+    if (stopping) return;
+    process.stderr.write(`could not start the local node agent: ${err.message}\n`);
+  });
+}

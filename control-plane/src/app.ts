@@ -17,6 +17,8 @@ import { KeyService } from './keys/key-service.js';
 import { KeyVerifier } from './keys/key-verifier.js';
 import { DEFAULT_CATALOG_PATH, loadCatalog, type Catalog } from './models/catalog.js';
 import { ModelService, noReplicasYet, type LiveCapacity } from './models/model-service.js';
+import { EnrollmentService } from './nodes/enrollment-service.js';
+import { NodeService } from './nodes/node-service.js';
 import { OrgService } from './orgs/org-service.js';
 import { Idempotency } from './pipeline/idempotency.js';
 import { RateLimiter } from './pipeline/rate-limit.js';
@@ -27,7 +29,11 @@ import { adminKeyRoutes } from './routes/admin-keys.js';
 import { adminOrgRoutes } from './routes/admin-org.js';
 import { modelRoutes } from './routes/models.js';
 import { opsRoutes } from './routes/ops.js';
+import { webhookRoutes } from './routes/webhooks.js';
 import type { Store } from './store/store.js';
+import { installWebhookDelivery } from './webhooks/delivery-lifecycle.js';
+import { buildTargetPolicy } from './webhooks/target-policy.js';
+import { WebhookService } from './webhooks/webhook-service.js';
 
 export interface AppDeps {
   config: ControlPlaneConfig;
@@ -46,6 +52,9 @@ export interface Services {
   verifier: KeyVerifier;
   rateLimiter: RateLimiter;
   idempotency: Idempotency;
+  webhooks: WebhookService;
+  enrollment: EnrollmentService;
+  nodes: NodeService;
 }
 
 declare module 'fastify' {
@@ -71,6 +80,9 @@ export function buildServices(deps: AppDeps): Services {
       windowSeconds: config.idempotencyWindowSeconds,
       waitSeconds: config.idempotencyWaitSeconds,
     }),
+    webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets)),
+    enrollment: new EnrollmentService(store.nodes, clock, config.nodeTokenTtlSeconds),
+    nodes: new NodeService(store.nodes, clock),
   };
 }
 
@@ -152,9 +164,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(modelRoutes(services.models));
       await v1.register(adminKeyRoutes(services.keys));
       await v1.register(adminOrgRoutes(services.orgs));
+      await v1.register(webhookRoutes(services.webhooks));
     },
     { prefix: '/v1' },
   );
+
+  installWebhookDelivery(app, { config, store, clock, models: services.models.catalog.models });
 
   // Housekeeping that keeps memory and tables bounded.
   const housekeeping = setInterval(() => {

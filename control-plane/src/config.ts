@@ -2,6 +2,7 @@
 // docs/configuration.md lists them; a test keeps the two in step.
 import { Type } from '@sinclair/typebox';
 import { loadConfig, setting, type ConfigOf } from '@svc/shared';
+import { DEFAULT_RETRY_SCHEDULE, DURATION_PATTERN } from './webhooks/retry-schedule.js';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const PositiveInt = Type.Integer({ minimum: 1 });
@@ -11,6 +12,51 @@ export const controlPlaneSettings = {
   httpHost: setting('SVC_HTTP_HOST', Type.String({ minLength: 1 }), '127.0.0.1', 'Address the public HTTP API listens on.'),
   httpPort: setting('SVC_HTTP_PORT', Port, 8080, 'Port of the public HTTP API (0 picks a free port).'),
   grpcPort: setting('SVC_GRPC_PORT', Port, 7070, 'Port of the gRPC endpoint node agents dial.'),
+  grpcHost: setting(
+    'SVC_GRPC_HOST',
+    Type.String({ minLength: 1 }),
+    '127.0.0.1',
+    'Address the agent gRPC endpoint listens on; anything but loopback requires TLS (SVC_GRPC_TLS_CERT/KEY).',
+  ),
+  grpcTlsCert: setting('SVC_GRPC_TLS_CERT', Type.String(), '', 'PEM certificate (chain) of the agent gRPC endpoint; empty means plaintext (loopback only).'),
+  grpcTlsKey: setting('SVC_GRPC_TLS_KEY', Type.String(), '', 'PEM private key of SVC_GRPC_TLS_CERT.'),
+  grpcTlsCa: setting('SVC_GRPC_TLS_CA', Type.String(), '', 'PEM CA bundle that signs agent client certificates (needed for mutual TLS).'),
+  grpcMutualTls: setting(
+    'SVC_GRPC_MUTUAL_TLS',
+    Type.Boolean(),
+    false,
+    'Require agents to present a client certificate signed by SVC_GRPC_TLS_CA.',
+  ),
+  grpcKeepaliveMs: setting(
+    'SVC_GRPC_KEEPALIVE_MS',
+    Type.Integer({ minimum: 1000 }),
+    30_000,
+    'How often the control plane pings an idle agent connection (HTTP/2 PING); a ping unanswered for 10 s closes it.',
+  ),
+  reportIntervalMs: setting(
+    'SVC_REPORT_INTERVAL_MS',
+    Type.Integer({ minimum: 100, maximum: 600_000 }),
+    5000,
+    'How often agents send heartbeats and GPU telemetry (told to them in Welcome / ReportInterval).',
+  ),
+  nodeDeadlineMs: setting(
+    'SVC_NODE_DEADLINE_MS',
+    Type.Integer({ minimum: 0 }),
+    0,
+    'A node with no message for this long becomes unreachable; 0 means 3 report intervals. Must exceed the report interval.',
+  ),
+  telemetryFlushMs: setting(
+    'SVC_TELEMETRY_FLUSH_MS',
+    Type.Integer({ minimum: 0 }),
+    0,
+    'How often buffered telemetry and last-seen times are written to the store in one transaction; 0 means every report interval.',
+  ),
+  nodeTokenTtlSeconds: setting(
+    'SVC_NODE_TOKEN_TTL_SECONDS',
+    PositiveInt,
+    86_400,
+    'Default lifetime of a node enrollment token (svcctl nodes token create --ttl overrides it).',
+  ),
   logLevel: setting(
     'SVC_LOG_LEVEL',
     Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
@@ -61,6 +107,30 @@ export const controlPlaneSettings = {
     Type.String(),
     '',
     'Base URL users reach the API at, used in docs and hints; empty means http://<httpHost>:<httpPort>.',
+  ),
+  webhookAllowedTargets: setting(
+    'SVC_WEBHOOK_ALLOWED_TARGETS',
+    Type.Array(Type.String({ minLength: 1 })),
+    [],
+    'CIDRs and host names webhooks may reach in production although private (comma-separated); empty means public addresses only.',
+  ),
+  webhookTimeoutMs: setting(
+    'SVC_WEBHOOK_TIMEOUT_MS',
+    Type.Integer({ minimum: 100, maximum: 60_000 }),
+    10_000,
+    'How long one webhook delivery attempt may take (connect to end of response) before it counts as failed.',
+  ),
+  webhookRetrySchedule: setting(
+    'SVC_WEBHOOK_RETRY_SCHEDULE',
+    Type.Array(Type.String({ pattern: DURATION_PATTERN }), { minItems: 1, maxItems: 20 }),
+    DEFAULT_RETRY_SCHEDULE,
+    'Wait before each webhook attempt (first = immediately); after the last fails the delivery is given up. Each wait gets +/-20% jitter.',
+  ),
+  webhookPollMs: setting(
+    'SVC_WEBHOOK_POLL_MS',
+    Type.Integer({ minimum: 10, maximum: 60_000 }),
+    250,
+    'How often the webhook worker looks for new events and due retries (events appended in-process also wake it at once).',
   ),
 };
 

@@ -1,6 +1,7 @@
 // Starts the control plane: parse configuration, open the store, build the app, listen,
 // and close gracefully on SIGTERM/SIGINT.
 import { ConfigError } from '@svc/shared';
+import { AgentGateway } from './agents/gateway.js';
 import { buildApp } from './app.js';
 import { loadControlPlaneConfig, type ControlPlaneConfig } from './config.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
@@ -10,11 +11,28 @@ export async function startControlPlane(config: ControlPlaneConfig) {
   const app = await buildApp({ config, store });
   app.addHook('onClose', async () => store.close());
   const { org, created } = await app.services.orgs.ensureDefaultOrg();
+  // The agent gateway (gRPC) checks its transport and timing settings before anything listens.
+  let gateway: AgentGateway;
+  let grpcPort: number;
+  try {
+    gateway = new AgentGateway({
+      config,
+      store: store.nodes,
+      enrollment: app.services.enrollment,
+      log: app.log.child({ component: 'agent-gateway' }),
+    });
+    grpcPort = await gateway.listen();
+  } catch (err) {
+    await app.close();
+    throw err;
+  }
+  // preClose runs before every onClose hook: the gateway flushes telemetry before the store closes.
+  app.addHook('preClose', async () => gateway.close());
   await app.listen({ host: config.httpHost, port: config.httpPort });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.httpPort;
   const baseUrl = config.publicBaseUrl || `http://${config.httpHost}:${port}`;
-  app.log.info({ org: org.id, base_url: baseUrl, data_dir: config.dataDir }, 'control plane listening');
+  app.log.info({ org: org.id, base_url: baseUrl, grpc_port: grpcPort, data_dir: config.dataDir }, 'control plane listening');
   if (created || (await app.services.keys.list(org.id)).length === 0) {
     process.stderr.write(
       [
@@ -27,7 +45,7 @@ export async function startControlPlane(config: ControlPlaneConfig) {
       ].join('\n'),
     );
   }
-  return { app, store, baseUrl };
+  return { app, store, baseUrl, gateway, grpcPort };
 }
 
 async function main(): Promise<void> {
@@ -61,6 +79,11 @@ async function main(): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   main().catch((err: unknown) => {
+    // Cross-field settings (gRPC transport, node timing) are checked as the gateway starts.
+    if (err instanceof ConfigError) {
+      process.stderr.write(`control plane: ${err.message}\n`);
+      process.exit(2);
+    }
     process.stderr.write(`control plane failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
     process.exit(1);
   });

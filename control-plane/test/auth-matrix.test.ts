@@ -2,6 +2,8 @@
 // The route table is checked against the OpenAPI document so a new route cannot
 // escape the matrix.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newId } from '@svc/shared';
+import { planFanOut } from '../src/webhooks/fan-out.js';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
 
 interface RouteCase {
@@ -21,6 +23,13 @@ const ROUTES: RouteCase[] = [
   { method: 'POST', path: '/v1/admin/keys/{key_id}/revoke', scope: 'admin:write' },
   { method: 'GET', path: '/v1/admin/org', scope: 'admin:write' },
   { method: 'PATCH', path: '/v1/admin/org', scope: 'admin:write', body: { ip_allowlist: [] } },
+  { method: 'POST', path: '/v1/webhooks', scope: 'admin:write', body: { url: 'http://127.0.0.1:9/hook', event_types: ['*'] } },
+  { method: 'GET', path: '/v1/webhooks', scope: 'admin:write' },
+  { method: 'GET', path: '/v1/webhooks/{webhook_id}', scope: 'admin:write' },
+  { method: 'DELETE', path: '/v1/webhooks/{webhook_id}', scope: 'admin:write' },
+  { method: 'POST', path: '/v1/webhooks/{webhook_id}/rotate-secret', scope: 'admin:write', body: { overlap_seconds: 60 } },
+  { method: 'GET', path: '/v1/webhooks/{webhook_id}/deliveries', scope: 'admin:write' },
+  { method: 'POST', path: '/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver', scope: 'admin:write' },
 ];
 
 let cp: TestControlPlane;
@@ -42,7 +51,16 @@ afterAll(() => cp.close());
 async function concretePath(path: string): Promise<string> {
   // Each call gets its own target key, so revoke and rotate always act on a live one.
   const target = (await cp.app.services.keys.create({ orgId: cp.org.id })).record.id;
-  return path.replace('{model_id}', 'bge-m3').replace('{key_id}', target);
+  path = path.replace('{model_id}', 'bge-m3').replace('{key_id}', target);
+  if (!path.includes('{webhook_id}')) return path;
+  // Likewise a webhook of its own (delete removes it) with one delivery to redeliver.
+  const { subscription } = await cp.app.services.webhooks.create({ orgId: cp.org.id, url: 'http://127.0.0.1:9/hook', eventTypes: ['*'] });
+  await cp.store.events.append({ id: newId('evt'), type: 'key.revoked', orgId: cp.org.id, subject: subscription.id, data: {}, createdAt: cp.clock.now() });
+  await cp.store.webhooks.fanOut(1000, (events, subs) =>
+    planFanOut(events, subs, { now: cp.clock.now(), firstDelayMs: 0, newId: () => newId('dlv') }),
+  );
+  const [delivery] = await cp.store.webhooks.listDeliveries(subscription.id, { limit: 1 });
+  return path.replace('{webhook_id}', subscription.id).replace('{delivery_id}', delivery!.delivery.id);
 }
 
 describe('auth matrix', () => {

@@ -4,6 +4,10 @@ import Docker from 'dockerode';
 
 export const REGISTRY = '127.0.0.1:5000';
 export const BUSYBOX_IMAGE = '127.0.0.1:5000/svc/busybox:1';
+/** Busybox whose default command runs until SIGTERM, then exits 0 (a well-behaved workload). */
+export const SLEEPER_IMAGE = '127.0.0.1:5000/svc/sleeper:1';
+/** Busybox whose default command ignores SIGTERM: only SIGKILL ends it. */
+export const STUBBORN_IMAGE = '127.0.0.1:5000/svc/stubborn:1';
 
 /** True when a Docker engine answers on the default socket. */
 export async function dockerAvailable(docker: Docker = new Docker()): Promise<boolean> {

@@ -2,7 +2,9 @@
 import { Command, CommanderError } from 'commander';
 import { ApiError, ConfigError } from '@svc/shared';
 import { registerKeyCommands } from './keys.js';
+import { registerNodeCommands } from './nodes.js';
 import { registerOrgCommands } from './orgs.js';
+import { registerWebhookCommands } from './webhooks.js';
 
 export function buildProgram(): Command {
   const program = new Command('svcctl')
@@ -12,6 +14,8 @@ export function buildProgram(): Command {
     .exitOverride();
   registerKeyCommands(program);
   registerOrgCommands(program);
+  registerNodeCommands(program);
+  registerWebhookCommands(program);
   return program;
 }
 

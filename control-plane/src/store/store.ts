@@ -11,6 +11,8 @@ import type {
   StoredEvent,
   StoredResponse,
 } from './records.js';
+import type { NodeStore } from './node-store.js';
+import type { WebhookStore } from '../webhooks/webhook-store.js';
 
 export interface OrgStore {
   create(org: OrgRecord): Promise<void>;
@@ -44,6 +46,11 @@ export interface KeyStore {
 export interface EventStore {
   append(event: EventRecord): Promise<StoredEvent>;
   list(options?: { afterSeq?: number; type?: string; limit?: number }): Promise<StoredEvent[]>;
+  /**
+   * Calls `listener` soon after an event is committed through this store (the webhook
+   * worker's nudge; other processes' events are found by polling). Returns an unsubscribe.
+   */
+  onAppend(listener: () => void): () => void;
 }
 
 export interface IdempotencyStore {
@@ -63,6 +70,8 @@ export interface Store {
   readonly keys: KeyStore;
   readonly events: EventStore;
   readonly idempotency: IdempotencyStore;
+  readonly nodes: NodeStore;
+  readonly webhooks: WebhookStore;
   /** Latest applied migration version; proves the database answers. */
   schemaVersion(): Promise<number>;
   close(): Promise<void>;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type TaskSpec } from './container-spec.js';
+import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, taskFromLabels, type TaskSpec } from './container-spec.js';
 
 const task: TaskSpec = {
   taskId: 'inst_abc',
@@ -38,5 +38,18 @@ describe('buildContainerSpec', () => {
       expect(spec.HostConfig?.SecurityOpt).toContain('no-new-privileges');
       expect(JSON.stringify(spec)).not.toContain('docker.sock');
     }
+  });
+});
+
+describe('taskFromLabels', () => {
+  it('reads back the task that buildContainerSpec labelled, ignoring spoofed user labels', () => {
+    expect(taskFromLabels(buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false }).Labels)).toEqual({
+      kind: 'instance',
+      taskId: 'inst_abc',
+    });
+    const replica = buildContainerSpec({ ...task, kind: 'replica', taskId: 'rep_1', labels: {} }, { nodeId: 'n', nvidiaRuntime: false });
+    expect(taskFromLabels(replica.Labels)).toEqual({ kind: 'replica', taskId: 'rep_1' });
+    expect(taskFromLabels({ [LABEL_NODE]: 'n', 'svc.label.svc.instance': 'spoof' })).toBeNull();
+    expect(taskFromLabels(undefined)).toBeNull();
   });
 });

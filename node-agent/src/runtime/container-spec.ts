@@ -58,3 +58,12 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
     },
   };
 }
+
+/** The inverse of the labels above: which task a container belongs to, null when none. */
+export function taskFromLabels(labels: Record<string, string> | undefined): Pick<TaskSpec, 'kind' | 'taskId'> | null {
+  const instance = labels?.[LABEL_INSTANCE];
+  if (instance) return { kind: 'instance', taskId: instance };
+  const replica = labels?.[LABEL_REPLICA];
+  if (replica) return { kind: 'replica', taskId: replica };
+  return null;
+}

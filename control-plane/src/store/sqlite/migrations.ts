@@ -71,4 +71,155 @@ export const MIGRATIONS: Migration[] = [
       CREATE INDEX idempotency_expiry ON idempotency_records(expires_at);
     `,
   },
+  {
+    version: 2,
+    name: 'node registry: enrollment tokens, nodes, gpus, health timeline, node commands, gpu claims',
+    sql: `
+      CREATE TABLE node_enrollment_tokens (
+        id TEXT PRIMARY KEY,
+        hash BLOB NOT NULL UNIQUE,
+        pool TEXT,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        used_at INTEGER,
+        used_by_node TEXT,
+        revoked_at INTEGER
+      );
+
+      CREATE TABLE nodes (
+        id TEXT PRIMARY KEY,
+        secret_hash BLOB NOT NULL,
+        hostname TEXT NOT NULL,
+        pool TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('enrolled', 'ready', 'unreachable')),
+        cordoned INTEGER NOT NULL DEFAULT 0,
+        draining INTEGER NOT NULL DEFAULT 0,
+        host_facts TEXT,
+        agent_version TEXT NOT NULL DEFAULT '',
+        protocol_version INTEGER NOT NULL DEFAULT 0,
+        enrolled_at INTEGER NOT NULL,
+        connected_at INTEGER,
+        last_seen_at INTEGER
+      );
+
+      CREATE TABLE node_gpus (
+        uuid TEXT PRIMARY KEY,
+        node_id TEXT NOT NULL REFERENCES nodes(id),
+        gpu_index INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        memory_total_bytes INTEGER,
+        healthy INTEGER NOT NULL DEFAULT 1,
+        health_reason TEXT NOT NULL DEFAULT '',
+        sample TEXT,
+        sampled_at INTEGER
+      );
+      CREATE INDEX node_gpus_node ON node_gpus(node_id, gpu_index);
+
+      CREATE TABLE node_health_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        node_id TEXT NOT NULL REFERENCES nodes(id),
+        gpu_uuid TEXT,
+        gpu_index INTEGER,
+        kind TEXT NOT NULL,
+        xid INTEGER,
+        healthy INTEGER,
+        message TEXT NOT NULL DEFAULT '',
+        at INTEGER NOT NULL
+      );
+      CREATE INDEX node_health_events_node ON node_health_events(node_id, seq);
+
+      CREATE TABLE node_commands (
+        id TEXT PRIMARY KEY,
+        node_id TEXT NOT NULL REFERENCES nodes(id),
+        kind TEXT NOT NULL,
+        args TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'succeeded', 'failed')),
+        created_at INTEGER NOT NULL,
+        sent_at INTEGER,
+        finished_at INTEGER,
+        error_code TEXT,
+        error_message TEXT
+      );
+      CREATE INDEX node_commands_pending ON node_commands(state, created_at);
+
+      CREATE TABLE gpu_claims (
+        gpu_uuid TEXT PRIMARY KEY,
+        node_id TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        claimed_at INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX gpu_claims_owner ON gpu_claims(owner);
+    `,
+  },
+  {
+    version: 3,
+    name: 'webhook subscriptions, secrets, deliveries, attempts, fan-out cursor, deprecation announcements',
+    sql: `
+      CREATE TABLE webhook_subscriptions (
+        id TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL REFERENCES orgs(id),
+        url TEXT NOT NULL,
+        event_types TEXT NOT NULL,
+        description TEXT,
+        status TEXT NOT NULL CHECK (status IN ('enabled', 'disabled')),
+        disabled_reason TEXT,
+        created_at INTEGER NOT NULL,
+        from_seq INTEGER NOT NULL
+      );
+      CREATE INDEX webhook_subscriptions_org ON webhook_subscriptions(org_id, created_at);
+
+      -- Secrets are kept as they are: HMAC signing needs the value, not a hash.
+      CREATE TABLE webhook_secrets (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        subscription_id TEXT NOT NULL REFERENCES webhook_subscriptions(id) ON DELETE CASCADE,
+        secret TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER
+      );
+      CREATE INDEX webhook_secrets_subscription ON webhook_secrets(subscription_id);
+
+      CREATE TABLE webhook_deliveries (
+        id TEXT PRIMARY KEY,
+        subscription_id TEXT NOT NULL REFERENCES webhook_subscriptions(id) ON DELETE CASCADE,
+        event_seq INTEGER NOT NULL REFERENCES events(seq),
+        subject TEXT,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+        attempt_count INTEGER NOT NULL DEFAULT 0,
+        failed_in_run INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER,
+        created_at INTEGER NOT NULL,
+        finished_at INTEGER,
+        UNIQUE (subscription_id, event_seq)
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt_at);
+      CREATE INDEX webhook_deliveries_chain ON webhook_deliveries(subscription_id, subject, status, event_seq);
+
+      CREATE TABLE webhook_attempts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        delivery_id TEXT NOT NULL REFERENCES webhook_deliveries(id) ON DELETE CASCADE,
+        attempt INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        status_code INTEGER,
+        error TEXT,
+        next_attempt_at INTEGER
+      );
+      CREATE INDEX webhook_attempts_delivery ON webhook_attempts(delivery_id, attempt);
+
+      -- The outbox cursor: the last events.seq fanned out to deliveries.
+      CREATE TABLE webhook_fan_out_cursor (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        last_seq INTEGER NOT NULL
+      );
+      -- Starts at the newest event: nothing older than the feature has a subscription.
+      INSERT INTO webhook_fan_out_cursor (id, last_seq) SELECT 1, COALESCE(MAX(seq), 0) FROM events;
+
+      CREATE TABLE model_deprecation_announcements (
+        model_id TEXT NOT NULL,
+        shutdown_at TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        PRIMARY KEY (model_id, shutdown_at)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];

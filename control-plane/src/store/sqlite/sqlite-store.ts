@@ -15,6 +15,10 @@ import type {
 } from '../records.js';
 import type { EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
 import { MIGRATIONS, type Migration } from './migrations.js';
+import { SqliteNodeStore } from './node-store.js';
+import type { NodeStore } from '../node-store.js';
+import type { WebhookStore } from '../../webhooks/webhook-store.js';
+import { SqliteWebhookStore } from './webhook-store.js';
 
 type Row = Record<string, unknown>;
 type Db = Database.Database;
@@ -91,7 +95,7 @@ function toSecret(row: Row): KeySecretRecord {
   };
 }
 
-function toEvent(row: Row): StoredEvent {
+export function toEvent(row: Row): StoredEvent {
   return {
     seq: Number(row.seq),
     id: String(row.id),
@@ -103,10 +107,19 @@ function toEvent(row: Row): StoredEvent {
   };
 }
 
-function insertEvent(db: Db, event: EventRecord): StoredEvent {
+/**
+ * Who hears that an event was appended through a connection. They are told on a
+ * microtask: better-sqlite3 transactions are synchronous, so by then the insert has
+ * committed (or rolled back, and a listener that looks finds nothing new).
+ */
+const appendListeners = new WeakMap<Db, Set<() => void>>();
+
+export function insertEvent(db: Db, event: EventRecord): StoredEvent {
   const info = db
     .prepare('INSERT INTO events (id, type, org_id, subject, data, created_at) VALUES (?, ?, ?, ?, ?, ?)')
     .run(event.id, event.type, event.orgId, event.subject, json(event.data), event.createdAt);
+  const listeners = appendListeners.get(db);
+  if (listeners && listeners.size > 0) queueMicrotask(() => listeners.forEach((listener) => listener()));
   return { ...event, seq: Number(info.lastInsertRowid) };
 }
 
@@ -270,6 +283,13 @@ class SqliteEventStore implements EventStore {
       .all({ after: options.afterSeq ?? 0, type: options.type ?? null, limit: options.limit ?? 100 });
     return (rows as Row[]).map(toEvent);
   }
+
+  onAppend(listener: () => void): () => void {
+    let listeners = appendListeners.get(this.db);
+    if (!listeners) appendListeners.set(this.db, (listeners = new Set()));
+    listeners.add(listener);
+    return () => listeners.delete(listener);
+  }
 }
 
 class SqliteIdempotencyStore implements IdempotencyStore {
@@ -334,12 +354,16 @@ export class SqliteStore implements Store {
   readonly keys: KeyStore;
   readonly events: EventStore;
   readonly idempotency: IdempotencyStore;
+  readonly nodes: NodeStore;
+  readonly webhooks: WebhookStore;
 
   constructor(readonly db: Db) {
     this.orgs = new SqliteOrgStore(db);
     this.keys = new SqliteKeyStore(db);
     this.events = new SqliteEventStore(db);
     this.idempotency = new SqliteIdempotencyStore(db);
+    this.nodes = new SqliteNodeStore(db);
+    this.webhooks = new SqliteWebhookStore(db);
   }
 
   async schemaVersion(): Promise<number> {

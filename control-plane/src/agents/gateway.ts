@@ -1,0 +1,193 @@
+// The agent gateway: the gRPC server agents dial (Enroll, then one Connect stream each),
+// the table of live sessions (one per node: a newer session replaces an older one), and
+// the lifecycle of the live registry and the command dispatcher behind it.
+import * as grpc from '@grpc/grpc-js';
+import { systemClock, type Clock } from '@svc/shared';
+import { loadAgentProto, type AgentGatewayHandlers, type Command, type CommandResult__Output, type TaskState__Output } from '@svc/proto';
+import type { ControlPlaneConfig } from '../config.js';
+import type { EnrollmentService } from '../nodes/enrollment-service.js';
+import { NodeRegistry, type RegistryLogger } from '../nodes/node-registry.js';
+import { NodeRefusal } from '../nodes/refusal.js';
+import { resolveNodeTiming } from '../nodes/timing.js';
+import type { NodeStore } from '../store/node-store.js';
+import { CommandDispatcher } from './command-dispatcher.js';
+import { AgentSession, type SessionHost } from './session.js';
+import { GATEWAY_STATUS_CODES, refusalStatus } from './status-codes.js';
+import { serverCredentials } from './transport.js';
+
+export type GatewayConfig = Pick<
+  ControlPlaneConfig,
+  | 'grpcHost'
+  | 'grpcPort'
+  | 'grpcTlsCert'
+  | 'grpcTlsKey'
+  | 'grpcTlsCa'
+  | 'grpcMutualTls'
+  | 'grpcKeepaliveMs'
+  | 'reportIntervalMs'
+  | 'nodeDeadlineMs'
+  | 'telemetryFlushMs'
+>;
+
+export interface GatewayDeps {
+  config: GatewayConfig;
+  store: NodeStore;
+  enrollment: EnrollmentService;
+  log: RegistryLogger;
+  clock?: Clock;
+  /** Where the instances feature hooks task states in; logged at debug until then. */
+  onTaskState?: (nodeId: string, state: TaskState__Output) => void;
+  /** Results of commands sent with send() (not operator commands from the store). */
+  onCommandResult?: (nodeId: string, result: CommandResult__Output) => void;
+}
+
+/** A ping unanswered this long closes the connection. */
+export const KEEPALIVE_TIMEOUT_MS = 10_000;
+
+/**
+ * Server-side keepalive: ping each connection every grpcKeepaliveMs, close it when a ping
+ * goes unanswered for KEEPALIVE_TIMEOUT_MS (a vanished host behind NAT). grpc-js servers
+ * enforce no client ping policy, so agents may keep alive at their own interval too.
+ * Concurrent streams per connection stay unlimited: a load balancer may carry many agents'
+ * streams over one HTTP/2 connection.
+ */
+export function serverOptions(config: GatewayConfig): grpc.ServerOptions {
+  return {
+    'grpc.keepalive_time_ms': config.grpcKeepaliveMs,
+    'grpc.keepalive_timeout_ms': KEEPALIVE_TIMEOUT_MS,
+  };
+}
+
+const hostPort = (host: string, port: number): string => (host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`);
+
+export class AgentGateway {
+  readonly registry: NodeRegistry;
+  private readonly server: grpc.Server;
+  private readonly sessions = new Map<string, AgentSession>();
+  private readonly dispatcher: CommandDispatcher;
+  private readonly host: SessionHost;
+  private reportIntervalMs: number;
+  private boundPort: number | null = null;
+
+  constructor(private readonly deps: GatewayDeps) {
+    const clock = deps.clock ?? systemClock;
+    // Cross-field timing rules fail here, at start-up.
+    const timing = resolveNodeTiming(deps.config);
+    this.reportIntervalMs = timing.reportIntervalMs;
+    this.registry = new NodeRegistry(deps.store, clock, timing, deps.log);
+    this.dispatcher = new CommandDispatcher(deps.store, this.registry, clock, (id) => this.sessions.get(id), deps.log);
+    this.host = {
+      enrollment: deps.enrollment,
+      registry: this.registry,
+      log: deps.log,
+      reportIntervalMs: () => this.reportIntervalMs,
+      attach: (session) => {
+        const older = this.sessions.get(session.nodeId!);
+        this.sessions.set(session.nodeId!, session);
+        older?.end(GATEWAY_STATUS_CODES.ABORTED, `replaced by a newer session of node ${session.nodeId}`);
+      },
+      detach: (session) => {
+        if (session.nodeId && this.sessions.get(session.nodeId) === session) this.sessions.delete(session.nodeId);
+      },
+      commandResult: async (nodeId, result) => {
+        if (await this.dispatcher.result(nodeId, result)) return;
+        if (deps.onCommandResult) deps.onCommandResult(nodeId, result);
+        else deps.log.warn({ node: nodeId, command: result.command_id }, 'result for an unknown command');
+      },
+      taskState: deps.onTaskState ?? ((nodeId, state) => deps.log.debug({ node: nodeId, task: state.task_id, state: state.state }, 'task state')),
+    };
+    this.server = new grpc.Server(serverOptions(deps.config));
+    this.server.addService(loadAgentProto().svc.agent.v1.AgentGateway.service, this.handlers());
+  }
+
+  private handlers(): AgentGatewayHandlers {
+    return {
+      Enroll: (call, callback) => {
+        const request = call.request;
+        this.deps.enrollment
+          .enroll({ token: request.token, hostname: request.hostname, pool: request.pool, protocolVersion: request.protocol_version })
+          .then(
+            ({ node, secret }) => {
+              this.deps.log.info({ node: node.id, hostname: node.hostname, pool: node.pool }, 'node enrolled');
+              callback(null, { node_id: node.id, node_secret: secret });
+            },
+            (err: unknown) => {
+              if (err instanceof NodeRefusal) {
+                this.deps.log.warn({ hostname: request.hostname, why: err.message }, 'enrollment refused');
+                callback({ code: refusalStatus(err.reason), details: err.message });
+              } else {
+                this.deps.log.error({ err }, 'enrollment failed');
+                callback({ code: grpc.status.INTERNAL, details: 'the control plane could not enroll the node; retry' });
+              }
+            },
+          );
+      },
+      Connect: (call) => {
+        new AgentSession(call, this.host);
+      },
+    };
+  }
+
+  /** Checks the transport settings, loads the registry and binds; returns the bound port. */
+  async listen(): Promise<number> {
+    const credentials = serverCredentials(this.deps.config);
+    await this.registry.load();
+    this.boundPort = await new Promise<number>((resolve, reject) => {
+      this.server.bindAsync(hostPort(this.deps.config.grpcHost, this.deps.config.grpcPort), credentials, (err, port) =>
+        err ? reject(new Error(`agent gateway cannot listen on ${this.deps.config.grpcHost}:${this.deps.config.grpcPort}: ${err.message}`)) : resolve(port),
+      );
+    });
+    this.registry.start();
+    this.dispatcher.start();
+    return this.boundPort;
+  }
+
+  get port(): number {
+    if (this.boundPort === null) throw new Error('the agent gateway is not listening');
+    return this.boundPort;
+  }
+
+  get sessionCount(): number {
+    return this.sessions.size;
+  }
+
+  session(nodeId: string): AgentSession | undefined {
+    return this.sessions.get(nodeId);
+  }
+
+  /**
+   * Sends a command (e.g. StartTask) on the node's live session; false when the node has
+   * none right now. The agent's CommandResult goes to onCommandResult.
+   */
+  send(nodeId: string, command: Command): boolean {
+    return this.sessions.get(nodeId)?.sendCommand(command) ?? false;
+  }
+
+  /** Sends pending operator commands now (the dispatcher also does this every second). */
+  pollCommands(): Promise<void> {
+    return this.dispatcher.poll();
+  }
+
+  /** Tells every connected agent a new report interval. */
+  setReportInterval(intervalMs: number): void {
+    this.reportIntervalMs = intervalMs;
+    for (const session of this.sessions.values()) session.sendReportInterval(intervalMs);
+  }
+
+  /** Ends every session cleanly (agents reconnect elsewhere or later), then stops. */
+  async close(): Promise<void> {
+    await this.dispatcher.stop();
+    for (const session of [...this.sessions.values()]) session.end(GATEWAY_STATUS_CODES.OK, 'the control plane is shutting down');
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, 2000);
+      this.server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+    await this.registry.stop();
+  }
+}

@@ -1,0 +1,243 @@
+// svcctl nodes list|show|cordon|uncordon|drain|free-gpus, nodes token create|list|revoke,
+// nodes gpu reset-health. Reads come from the store the server flushes every report
+// interval; reset-health queues a command the running server sends to the agent.
+import type { Command } from 'commander';
+import { systemClock, toRfc3339 } from '@svc/shared';
+import { parseTtlSeconds, tokenState } from '../nodes/node-credentials.js';
+import { isPool } from '../nodes/enrollment-service.js';
+import { commandView, formatAgo, formatGiB, gpuView, nodeView, shortUuid, timelineView } from '../nodes/views.js';
+import type { EnrollmentTokenRecord, NodeCommandRecord } from '../store/node-store.js';
+import { withContext } from './context.js';
+import { printJson, printTable } from './output.js';
+
+const dataDir = (cmd: Command): string | undefined => cmd.optsWithGlobals().dataDir as string | undefined;
+const dash = (value: number | string | null | undefined, unit = ''): string =>
+  value === null || value === undefined || value === '' ? '-' : `${value}${unit}`;
+
+function tokenView(token: EnrollmentTokenRecord, now: number) {
+  return {
+    id: token.id,
+    pool: token.pool,
+    state: tokenState(token, now),
+    created_at: toRfc3339(token.createdAt),
+    expires_at: toRfc3339(token.expiresAt),
+    used_at: token.usedAt === null ? null : toRfc3339(token.usedAt),
+    used_by_node: token.usedByNode,
+    revoked_at: token.revokedAt === null ? null : toRfc3339(token.revokedAt),
+  };
+}
+
+export function registerNodeCommands(program: Command): void {
+  const nodes = program.command('nodes').description('GPU nodes: list, show, cordon, drain, enrollment tokens, GPU health');
+
+  nodes
+    .command('list')
+    .description('every node: pool, status, healthy/total GPUs, utilization, last seen')
+    .option('--json', 'print JSON', false)
+    .action(async (opts, cmd: Command) =>
+      withContext(dataDir(cmd), async ({ services }) => {
+        const now = systemClock.now();
+        const list = await services.nodes.list();
+        const views = list.map(({ node, gpus }) => nodeView(node, gpus, now));
+        if (opts.json) return printJson({ object: 'list', data: views });
+        printTable(
+          ['NODE', 'HOSTNAME', 'POOL', 'STATUS', 'GPUS (HEALTHY/TOTAL)', 'UTIL', 'LAST SEEN'],
+          list.map(({ node }, i) => {
+            const v = views[i]!;
+            return [v.id, v.hostname, v.pool, v.status_label, `${v.gpus_healthy}/${v.gpus_total}`, dash(v.avg_utilization_percent, '%'), formatAgo(node.lastSeenAt, now)];
+          }),
+        );
+      }),
+    );
+
+  nodes
+    .command('show <node>')
+    .description('one node (id or hostname): host facts, GPUs, recent health timeline')
+    .option('--events <n>', 'timeline rows to show', '20')
+    .option('--json', 'print JSON', false)
+    .action(async (ref: string, opts, cmd: Command) =>
+      withContext(dataDir(cmd), async ({ services }) => {
+        const limit = Number(opts.events);
+        if (!Number.isInteger(limit) || limit < 1) throw new Error('--events must be a whole number >= 1');
+        const now = systemClock.now();
+        const detail = await services.nodes.show(ref, limit);
+        const result = {
+          ...nodeView(detail.node, detail.gpus, now),
+          host_facts: detail.node.hostFacts,
+          gpus: detail.gpus.map(gpuView),
+          timeline: detail.timeline.map(timelineView),
+          pending_commands: detail.commands.map(commandView),
+        };
+        if (opts.json) return printJson(result);
+        printNodeDetail(result, now, detail.node.lastSeenAt);
+      }),
+    );
+
+  for (const [name, description] of [
+    ['cordon', 'place no new work on the node (running work stays)'],
+    ['uncordon', 'let the scheduler use the node again (clears cordon and drain)'],
+    ['drain', 'cordon the node and mark it draining: its work is to be moved or ended'],
+  ] as const) {
+    nodes
+      .command(`${name} <node>`)
+      .description(description)
+      .option('--json', 'print JSON', false)
+      .action(async (ref: string, opts, cmd: Command) =>
+        withContext(dataDir(cmd), async ({ services }) => {
+          const node = await services.nodes[name](ref);
+          const view = nodeView(node, [], systemClock.now());
+          if (opts.json) return printJson({ id: view.id, status: view.status, cordoned: view.cordoned, draining: view.draining, schedulable: view.schedulable });
+          process.stdout.write(`${node.id} (${node.hostname}) is now ${view.status_label}.\n`);
+        }),
+      );
+  }
+
+  nodes
+    .command('free-gpus')
+    .description('healthy free GPUs of a model per schedulable node (what the scheduler sees)')
+    .requiredOption('--model <name>', 'GPU model as NVML names it, e.g. "NVIDIA H100 80GB HBM3"')
+    .option('--pool <pool>', 'na, eu or apac (default: every pool)')
+    .option('--json', 'print JSON', false)
+    .action(async (opts, cmd: Command) =>
+      withContext(dataDir(cmd), async ({ services }) => {
+        if (opts.pool !== undefined && !isPool(opts.pool)) throw new Error(`unknown pool "${opts.pool}"; pools are: na, eu, apac`);
+        const found = await services.nodes.schedulable({ gpuModel: opts.model, pool: opts.pool });
+        const data = found.map((n) => ({ node_id: n.nodeId, pool: n.pool, free_gpu_uuids: n.freeGpuUuids }));
+        if (opts.json) return printJson({ object: 'list', data });
+        printTable(['NODE', 'POOL', 'FREE', 'GPU UUIDS'], data.map((n) => [n.node_id, n.pool, n.free_gpu_uuids.length, n.free_gpu_uuids.map(shortUuid).join(' ')]));
+      }),
+    );
+
+  const token = nodes.command('token').description('node enrollment tokens (single use)');
+  token
+    .command('create')
+    .description('make a one-time enrollment token; its value is printed once')
+    .option('--pool <pool>', 'the pool nodes enrolled with it join: na, eu or apac (default: the agent says)')
+    .option('--ttl <duration>', 'lifetime: 90s, 30m, 24h, 7d (default: SVC_NODE_TOKEN_TTL_SECONDS, 24h)')
+    .option('--json', 'print JSON', false)
+    .action(async (opts, cmd: Command) =>
+      withContext(dataDir(cmd), async ({ services }) => {
+        let ttlSeconds: number | undefined;
+        if (opts.ttl !== undefined) {
+          ttlSeconds = parseTtlSeconds(opts.ttl);
+          if (ttlSeconds === undefined) throw new Error(`--ttl ${opts.ttl} is not a duration; use e.g. 90s, 30m, 24h or 7d`);
+        }
+        const created = await services.enrollment.createToken({ pool: opts.pool, ttlSeconds });
+        const view = tokenView(created.record, systemClock.now());
+        if (opts.json) return printJson({ ...view, token: created.value });
+        process.stdout.write(
+          `Created enrollment token ${view.id}${view.pool ? ` for pool ${view.pool}` : ''}, valid until ${view.expires_at}, single use.\n` +
+            `The token is shown once; start the agent with:\n  SVC_NODE_TOKEN=${created.value}\n`,
+        );
+      }),
+    );
+  token
+    .command('list')
+    .description('enrollment tokens and their state (values are never shown again)')
+    .option('--json', 'print JSON', false)
+    .action(async (opts, cmd: Command) =>
+      withContext(dataDir(cmd), async ({ services }) => {
+        const now = systemClock.now();
+        const views = (await services.enrollment.listTokens()).map((t) => tokenView(t, now));
+        if (opts.json) return printJson({ object: 'list', data: views });
+        printTable(['TOKEN ID', 'POOL', 'STATE', 'EXPIRES', 'USED BY'], views.map((v) => [v.id, v.pool ?? 'any', v.state, v.expires_at, v.used_by_node ?? '']));
+      }),
+    );
+  token
+    .command('revoke <tokenId>')
+    .description('revoke an unused token (idempotent)')
+    .option('--json', 'print JSON', false)
+    .action(async (id: string, opts, cmd: Command) =>
+      withContext(dataDir(cmd), async ({ services }) => {
+        const view = tokenView(await services.enrollment.revokeToken(id), systemClock.now());
+        if (opts.json) return printJson(view);
+        process.stdout.write(view.state === 'used' ? `${id} was already used by ${view.used_by_node}; nothing to revoke.\n` : `Revoked ${id}.\n`);
+      }),
+    );
+
+  const gpu = nodes.command('gpu').description('GPU operations');
+  gpu
+    .command('reset-health <node> [gpu]')
+    .description('tell the agent to clear a GPU\'s unhealthy verdict (GPU uuid, uuid prefix or index; default every GPU)')
+    .option('--wait <seconds>', 'wait this long for the agent\'s answer (0: just queue it)', '10')
+    .option('--json', 'print JSON', false)
+    .action(async (ref: string, gpuRef: string | undefined, opts, cmd: Command) =>
+      withContext(dataDir(cmd), async ({ services }) => {
+        const waitSeconds = Number(opts.wait);
+        if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new Error('--wait must be a number of seconds >= 0');
+        let command: NodeCommandRecord = await services.nodes.requestGpuHealthReset(ref, gpuRef ?? '');
+        const deadline = Date.now() + waitSeconds * 1000;
+        while ((command.state === 'pending' || command.state === 'sent') && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 200));
+          command = await services.nodes.getCommand(command.id);
+        }
+        const view = commandView(command);
+        if (opts.json) return printJson(view);
+        const target = view.gpu_uuid ?? 'every GPU';
+        const outcome: Record<NodeCommandRecord['state'], string> = {
+          pending: 'queued; the control plane sends it once the node is connected (it must be running)',
+          sent: 'sent to the agent; no answer yet',
+          succeeded: 'done: the agent cleared the health verdict',
+          failed: `failed: ${view.error_code}: ${view.error_message}`,
+        };
+        process.stdout.write(`Reset health of ${target} on ${command.nodeId} (${command.id}): ${outcome[command.state]}.\n`);
+        if (command.state === 'failed') process.exitCode = 1;
+      }),
+    );
+}
+
+type DetailView = ReturnType<typeof nodeView> & {
+  host_facts: Record<string, unknown> | null;
+  gpus: Array<ReturnType<typeof gpuView>>;
+  timeline: Array<ReturnType<typeof timelineView>>;
+  pending_commands: Array<ReturnType<typeof commandView>>;
+};
+
+function printNodeDetail(v: DetailView, now: number, lastSeenAt: number | null): void {
+  const f = v.host_facts ?? {};
+  const fact = (key: string): string => dash(f[key] as string | number | undefined);
+  const disks = Array.isArray(f.disks)
+    ? (f.disks as Array<{ mount: string; size_bytes: number; used_bytes: number }>)
+        .map((d) => `${d.mount} ${formatGiB(d.used_bytes)}/${formatGiB(d.size_bytes)} GiB`)
+        .join(', ')
+    : '-';
+  const lines = [
+    `Node      ${v.id} (${v.hostname})`,
+    `Pool      ${v.pool}`,
+    `Status    ${v.status_label}${v.schedulable ? '' : ' (not schedulable)'}`,
+    `Last seen ${formatAgo(lastSeenAt, now)}${v.last_seen_at ? ` (${v.last_seen_at})` : ''}`,
+    `Agent     ${dash(v.agent_version)} (protocol ${v.protocol_version})`,
+    `CPU       ${fact('cpu_model')} (${fact('cpu_cores')} logical / ${fact('cpu_physical_cores')} physical cores)`,
+    `Memory    ${typeof f.memory_total_bytes === 'number' ? `${formatGiB(f.memory_total_bytes)} GiB` : '-'}`,
+    `Disks     ${disks || '-'}`,
+    `OS        ${fact('os')}, kernel ${fact('kernel')}`,
+    `Docker    ${fact('docker_version')}${f.nvidia_runtime ? ' (NVIDIA runtime)' : ''}`,
+    `NVIDIA    driver ${fact('nvidia_driver_version')}, CUDA ${fact('cuda_version')}${
+      f.nvml_available === false ? ` — NVML unavailable: ${fact('nvml_unavailable_reason')}` : ''
+    }`,
+    '',
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  printTable(
+    ['#', 'NAME', 'UUID', 'MEM USED/TOTAL GiB', 'UTIL', 'TEMP', 'POWER', 'HEALTH'],
+    v.gpus.map((g) => [
+      g.index,
+      g.name,
+      shortUuid(g.uuid),
+      `${formatGiB(g.memory_used_bytes)}/${formatGiB(g.memory_total_bytes)}`,
+      dash(g.utilization_gpu_percent, '%'),
+      dash(g.temperature_c, '°C'),
+      g.power_usage_w === null ? '-' : `${Math.round(g.power_usage_w)}${g.power_limit_w === null ? '' : `/${Math.round(g.power_limit_w)}`} W`,
+      g.healthy ? 'healthy' : `UNHEALTHY: ${g.health_reason}`,
+    ]),
+  );
+  process.stdout.write('\nRecent health timeline (newest first)\n');
+  printTable(
+    ['AT', 'EVENT', 'GPU', 'DETAIL'],
+    v.timeline.map((e) => [e.at, e.kind, e.gpu_index === null ? '' : String(e.gpu_index), e.message]),
+  );
+  if (v.pending_commands.length > 0) {
+    process.stdout.write('\nCommands waiting for the agent\n');
+    printTable(['COMMAND', 'KIND', 'GPU', 'STATE', 'CREATED'], v.pending_commands.map((c) => [c.id, c.kind, c.gpu_uuid ?? 'all', c.state, c.created_at]));
+  }
+}

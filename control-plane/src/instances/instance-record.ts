@@ -1,0 +1,47 @@
+// An instance as the control plane keeps it. Times are epoch milliseconds; money is
+// integer micro-dollars.
+import type { Pool } from '../models/catalog.js';
+import type { InstanceStatus } from './lifecycle.js';
+
+export type InstanceMode = 'on_demand' | 'reserved';
+
+export interface InstanceRecord {
+  id: string;
+  orgId: string;
+  keyId: string | null;
+  status: InstanceStatus;
+  failureReason: string | null;
+  sku: string;
+  gpus: number;
+  pool: Pool;
+  mode: InstanceMode;
+  durationHours: number | null;
+  image: string;
+  sshKeys: string[];
+  labels: Record<string, string>;
+  nodeId: string | null;
+  gpuUuids: string[];
+  /** Per GPU-hour at booking (reservations: the tier rate they were booked at). */
+  rateMicros: number;
+  /** While provisioning/starting: what the agent is doing and how far (0..1). */
+  progress: { phase: string; fraction: number | null } | null;
+  createdAt: number;
+  readyAt: number | null;
+  expiresAt: number | null;
+  terminatedAt: number | null;
+  /** A stop that could not be delivered yet (node unreachable), carried out when it returns. */
+  pendingStop: { force: boolean; at: number } | null;
+  updatedAt: number;
+}
+
+export type ChargeKind = 'reservation' | 'extension' | 'on_demand';
+
+export interface ChargeRecord {
+  id: string;
+  orgId: string;
+  instanceId: string;
+  kind: ChargeKind;
+  amountMicros: number;
+  description: string;
+  createdAt: number;
+}

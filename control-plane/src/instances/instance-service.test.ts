@@ -1,0 +1,249 @@
+// The instance service over a real SQLite store. The node registry and the agent
+// gateway are the service's two boundaries; here they are small in-memory stand-ins
+// (the end-to-end suites use the real registry, agents and Docker).
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ApiError, ManualClock } from '@svc/shared';
+import { MIGRATIONS } from '../store/sqlite/migrations.js';
+import { INSTANCES_MIGRATION } from '../store/sqlite/instance-migration.js';
+import { SqliteInstanceStore } from '../store/sqlite/instance-store.js';
+import { openSqliteStore, type SqliteStore } from '../store/sqlite/sqlite-store.js';
+import { InstanceService } from './instance-service.js';
+import type { CandidateNode } from './placement.js';
+import { loadSkuCatalog } from './sku-catalog.js';
+import type { StartTaskOrder, StopTaskOrder, TaskDispatcher } from './task-dispatch.js';
+
+const H100 = 'NVIDIA H100 80GB HBM3';
+
+class Nodes {
+  list: CandidateNode[] = [];
+  add(id: string, pool: 'na' | 'eu' | 'apac', count: number): void {
+    this.list.push({ id, pool, schedulable: true, gpus: Array.from({ length: count }, (_, i) => ({ uuid: `GPU-${id}-${i}`, model: H100, healthy: true, claimed: false })) });
+  }
+  nodes = async (): Promise<CandidateNode[]> => this.list;
+}
+
+class Dispatcher implements TaskDispatcher {
+  connected = new Set<string>();
+  started: Array<[string, StartTaskOrder]> = [];
+  stopped: Array<[string, StopTaskOrder]> = [];
+  startTask(nodeId: string, order: StartTaskOrder): boolean {
+    if (!this.connected.has(nodeId)) return false;
+    this.started.push([nodeId, order]);
+    return true;
+  }
+  stopTask(nodeId: string, order: StopTaskOrder): boolean {
+    if (!this.connected.has(nodeId)) return false;
+    this.stopped.push([nodeId, order]);
+    return true;
+  }
+}
+
+let store: SqliteStore;
+let instances: SqliteInstanceStore;
+let nodes: Nodes;
+let dispatcher: Dispatcher;
+let clock: ManualClock;
+let service: InstanceService;
+
+beforeEach(() => {
+  store = openSqliteStore(mkdtempSync(join(tmpdir(), 'svc-inst-')), [...MIGRATIONS, INSTANCES_MIGRATION]);
+  instances = new SqliteInstanceStore(store.db);
+  nodes = new Nodes();
+  nodes.add('node-a', 'na', 8);
+  dispatcher = new Dispatcher();
+  dispatcher.connected.add('node-a');
+  clock = new ManualClock(Date.UTC(2026, 10, 22, 10));
+  service = new InstanceService(instances, loadSkuCatalog(), nodes, dispatcher, clock, { defaultImage: 'nvidia/cuda:12.8.1-base-ubuntu24.04', terminationGraceMs: 60_000 }, pino({ level: 'silent' }));
+});
+afterEach(() => store.close());
+
+const create = (input: Partial<Parameters<InstanceService['create']>[2]> = {}) => service.create('org_1', 'key_1', { sku: 'h100-80gb', gpus: 1, ...input });
+const lifecycle = async (id: string) => (await store.events.list({ type: 'instance.lifecycle', limit: 100 })).filter((e) => e.subject === id).map((e) => (e.data as { status: string }).status);
+
+async function expectApiError(promise: Promise<unknown>, type: string, param?: string): Promise<ApiError> {
+  const err = await promise.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(ApiError);
+  expect((err as ApiError).type).toBe(type);
+  if (param !== undefined) expect((err as ApiError).param).toBe(param);
+  return err as ApiError;
+}
+
+describe('create', () => {
+  it('places, claims the GPUs, records the event and sends the task to the node', async () => {
+    const inst = await create({ gpus: 2, labels: { team: 'ml' } });
+    expect(inst).toMatchObject({ status: 'provisioning', nodeId: 'node-a', pool: 'na', mode: 'on_demand', gpuUuids: ['GPU-node-a-0', 'GPU-node-a-1'] });
+    expect(await instances.claimedGpuUuids()).toEqual(new Set(['GPU-node-a-0', 'GPU-node-a-1']));
+    expect(dispatcher.started).toEqual([['node-a', expect.objectContaining({ taskId: inst.id, gpuUuids: inst.gpuUuids, labels: { team: 'ml' } })]]);
+    expect(await lifecycle(inst.id)).toEqual(['provisioning']);
+  });
+
+  it.each([
+    [{ sku: 'nope' }, 'sku'],
+    [{ gpus: 3 }, 'gpus'],
+    [{ sku: 'l40s-48gb', gpus: 8 }, 'gpus'],
+    [{ sku: 'l40s-48gb', pool: 'apac' as const }, 'pool'],
+    [{ image: 'Not A Ref' }, 'image'],
+    [{ ssh_keys: ['ssh-ed25519 AAAA'] }, 'ssh_keys[0]'],
+    [{ labels: { 'bad key': 'x' } }, 'labels.bad key'],
+  ])('refuses %o with param %s', async (input, param) => {
+    await expectApiError(create(input), 'invalid_request', param);
+  });
+
+  it('answers no_capacity when no node has enough free GPUs, and never double-claims under concurrency', async () => {
+    await create({ gpus: 4 });
+    await create({ gpus: 2 });
+    await expectApiError(create({ gpus: 4 }), 'no_capacity');
+    const results = await Promise.allSettled([create({ gpus: 2 }), create({ gpus: 2 })]);
+    expect(results.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    expect((await instances.claimedGpuUuids()).size).toBe(8);
+  });
+
+  it('charges a reservation up front at its tier rate', async () => {
+    const inst = await create({ gpus: 2, duration_hours: 48 });
+    const charges = await instances.chargesFor(inst.id);
+    // $2.49 x 0.7 = $1.743 per GPU-hour, 2 GPUs, 48 h.
+    expect(charges.map((c) => [c.kind, c.amountMicros])).toEqual([['reservation', 167_328_000]]);
+    expect(inst.expiresAt).toBe(clock.now() + 48 * 3_600_000);
+  });
+});
+
+describe('lifecycle from agent reports', () => {
+  it('goes provisioning -> starting (pull progress) -> ready -> draining -> terminated and bills on demand', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'pulling', { progress: 0.25 });
+    expect((await service.get('org_1', inst.id)).progress).toEqual({ phase: 'pulling', fraction: 0.25 });
+    await service.onTaskState('node-a', inst.id, 'pulling', { progress: 0.75 });
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    clock.advance(90_500);
+    const draining = await service.terminate('org_1', inst.id, false);
+    expect(draining.status).toBe('draining');
+    expect(dispatcher.stopped).toEqual([['node-a', { taskId: inst.id, timeoutMs: 60_000, force: false }]]);
+    clock.advance(10_000);
+    await service.onTaskState('node-a', inst.id, 'gone', {});
+    const done = await service.get('org_1', inst.id);
+    expect(done.status).toBe('terminated');
+    expect(await lifecycle(inst.id)).toEqual(['provisioning', 'starting', 'ready', 'draining', 'terminated']);
+    // Ready for 100.5 s -> 101 billable seconds at $2.49 per GPU-hour.
+    expect((await instances.chargesFor(inst.id)).map((c) => c.amountMicros)).toEqual([Math.round((2_490_000 * 101) / 3600)]);
+    expect((await instances.claimedGpuUuids()).size).toBe(0);
+    // Repeated terminate is safe.
+    expect((await service.terminate('org_1', inst.id, true)).status).toBe('terminated');
+  });
+
+  it('bills at least 60 seconds and skips the grace with force', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    clock.advance(5_000);
+    await service.terminate('org_1', inst.id, true);
+    expect(dispatcher.stopped.at(-1)).toEqual(['node-a', { taskId: inst.id, timeoutMs: 0, force: true }]);
+    await service.onTaskState('node-a', inst.id, 'gone', {});
+    expect((await instances.chargesFor(inst.id))[0]!.amountMicros).toBe(Math.round((2_490_000 * 60) / 3600));
+  });
+
+  it('fails a pull error with the reason and charges nothing', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'pulling', { progress: 0 });
+    await service.onTaskState('node-a', inst.id, 'failed', { message: 'pull failed: manifest unknown' });
+    const failed = await service.get('org_1', inst.id);
+    expect(failed).toMatchObject({ status: 'failed', failureReason: 'pull failed: manifest unknown' });
+    expect(await instances.chargesFor(inst.id)).toEqual([]);
+    expect((await instances.claimedGpuUuids()).size).toBe(0);
+  });
+
+  it('fails instances that never became ready when their node is lost', async () => {
+    const inst = await create();
+    await service.onNodeLost('node-a');
+    expect((await service.get('org_1', inst.id))).toMatchObject({ status: 'failed', failureReason: 'node lost before ready' });
+  });
+
+  it('records a terminate for an unreachable node and carries it out when the node returns', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    dispatcher.connected.delete('node-a');
+    expect((await service.terminate('org_1', inst.id, false)).status).toBe('draining');
+    expect((await service.get('org_1', inst.id)).pendingStop).toEqual({ force: false, at: clock.now() });
+    dispatcher.connected.add('node-a');
+    await service.onNodeConnected('node-a', new Set([inst.id]));
+    expect(dispatcher.stopped).toEqual([['node-a', { taskId: inst.id, timeoutMs: 60_000, force: false }]]);
+  });
+
+  it('delivers stops recorded by another process on the next sweep', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    const offline: TaskDispatcher = { startTask: () => false, stopTask: () => false };
+    const cli = new InstanceService(instances, loadSkuCatalog(), nodes, offline, clock, { defaultImage: 'x', terminationGraceMs: 60_000 }, pino({ level: 'silent' }));
+    expect((await cli.terminate('org_1', inst.id, true)).pendingStop).toEqual({ force: true, at: clock.now() });
+    expect(await service.deliverPendingStops()).toBe(1);
+    expect(dispatcher.stopped).toEqual([['node-a', { taskId: inst.id, timeoutMs: 0, force: true }]]);
+    expect(await service.deliverPendingStops()).toBe(0);
+  });
+
+  it('settles lost reports from the running set a reconnecting node announces', async () => {
+    const lostRunning = await create();
+    const lostGone = await create();
+    await service.onTaskState('node-a', lostGone.id, 'running', {});
+    await service.onNodeConnected('node-a', new Set([lostRunning.id, 'inst_stranger']));
+    expect((await service.get('org_1', lostRunning.id)).status).toBe('ready');
+    expect((await service.get('org_1', lostGone.id)).status).toBe('terminated');
+    expect(dispatcher.stopped).toEqual([['node-a', { taskId: 'inst_stranger', timeoutMs: 0, force: true }]]);
+  });
+
+  it('ignores reports from a node the instance is not on', async () => {
+    const inst = await create();
+    await service.onTaskState('node-b', inst.id, 'running', {});
+    expect((await service.get('org_1', inst.id)).status).toBe('provisioning');
+  });
+});
+
+describe('reservations', () => {
+  it('extends at the booked rate up to 720 h in total; refuses on-demand instances', async () => {
+    const inst = await create({ duration_hours: 24 });
+    const extended = await service.extend('org_1', inst.id, 24);
+    expect(extended).toMatchObject({ durationHours: 48, expiresAt: inst.expiresAt! + 24 * 3_600_000 });
+    expect((await instances.chargesFor(inst.id)).map((c) => c.kind)).toEqual(['reservation', 'extension']);
+    expect((await instances.chargesFor(inst.id))[1]!.amountMicros).toBe(Math.round(1_743_000 * 24));
+    await expectApiError(service.extend('org_1', inst.id, 700), 'invalid_request', 'hours');
+    const onDemand = await create();
+    await expectApiError(service.extend('org_1', onDemand.id, 1), 'invalid_request', 'hours');
+  });
+
+  it('answers no_capacity to an extension while the node is not schedulable', async () => {
+    const inst = await create({ duration_hours: 24 });
+    nodes.list[0]!.schedulable = false;
+    await expectApiError(service.extend('org_1', inst.id, 1), 'no_capacity');
+  });
+
+  it('terminates by itself, gracefully, at expires_at', async () => {
+    const inst = await create({ duration_hours: 1 });
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    clock.advance(3_599_000);
+    expect(await service.expireDue()).toBe(0);
+    clock.advance(1_000);
+    expect(await service.expireDue()).toBe(1);
+    expect((await service.get('org_1', inst.id)).status).toBe('draining');
+    expect(dispatcher.stopped).toEqual([['node-a', { taskId: inst.id, timeoutMs: 60_000, force: false }]]);
+  });
+});
+
+describe('reads', () => {
+  it('hides other orgs\' instances and pages newest first with a status filter', async () => {
+    await expectApiError(service.get('org_2', (await create()).id), 'not_found');
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      clock.advance(1000);
+      ids.push((await create()).id);
+    }
+    await service.onTaskState('node-a', ids[1]!, 'running', {});
+    const first = await instances.list('org_1', { limit: 2 });
+    expect(first.hasMore).toBe(true);
+    expect(first.data.map((i) => i.id)).toEqual([ids[3], ids[2]]);
+    const ready = await instances.list('org_1', { limit: 10, statuses: ['ready'] });
+    expect(ready.data.map((i) => i.id)).toEqual([ids[1]]);
+    const next = await instances.list('org_1', { limit: 10, after: ids[2] });
+    expect(next.data.map((i) => i.id).slice(0, 2)).toEqual([ids[1], ids[0]]);
+  });
+});

@@ -1,0 +1,34 @@
+// What the instance service needs from the rest of the control plane, as two small
+// interfaces: the GPUs nodes report (node registry) and a way to send tasks to agents
+// (agent gateway). Keeping them here keeps the service free of gRPC and registry details.
+import type { CandidateNode } from './placement.js';
+
+export interface GpuInventory {
+  /** Every node with its GPUs as the registry sees them (claimed GPUs marked). */
+  nodes(): Promise<CandidateNode[]>;
+}
+
+export interface StartTaskOrder {
+  taskId: string;
+  image: string;
+  gpuUuids: string[];
+  labels: Record<string, string>;
+  env: Record<string, string>;
+  sshAuthorizedKeys: string[];
+}
+
+export interface StopTaskOrder {
+  taskId: string;
+  /** Grace between SIGTERM and SIGKILL; 0 with force. */
+  timeoutMs: number;
+  force: boolean;
+}
+
+export interface TaskDispatcher {
+  /** Sends the order to the node's live session; false when the node has none right now. */
+  startTask(nodeId: string, order: StartTaskOrder): boolean;
+  stopTask(nodeId: string, order: StopTaskOrder): boolean;
+}
+
+/** The task states agents report (proto TaskState.state). */
+export type AgentTaskState = 'pulling' | 'starting' | 'running' | 'stopping' | 'exited' | 'failed' | 'gone';

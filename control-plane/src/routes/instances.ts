@@ -1,0 +1,158 @@
+// GPU instances (spec 2.6, 3, 4; DESIGN section 4): create, list, read, terminate, extend.
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { ApiError } from '@svc/shared';
+import { POOLS } from '../models/catalog.js';
+import { INSTANCE_STATUSES, type InstanceStatus } from '../instances/lifecycle.js';
+import { MAX_CREATE_HOURS, instanceView, type InstanceService } from '../instances/instance-service.js';
+import type { InstanceStore } from '../store/instance-store.js';
+import { StringEnum, responses } from '../http/schemas.js';
+
+const Instance = Type.Object(
+  {
+    id: Type.String(),
+    object: Type.Literal('instance'),
+    status: StringEnum(INSTANCE_STATUSES),
+    failure_reason: Type.Union([Type.String(), Type.Null()]),
+    sku: Type.String(),
+    gpus: Type.Integer(),
+    pool: Type.String(),
+    mode: StringEnum(['on_demand', 'reserved'] as const),
+    duration_hours: Type.Union([Type.Number(), Type.Null()]),
+    image: Type.String(),
+    labels: Type.Record(Type.String(), Type.String()),
+    node_id: Type.Union([Type.String(), Type.Null()]),
+    progress: Type.Union([Type.Object({ phase: Type.String(), fraction: Type.Union([Type.Number(), Type.Null()]) }), Type.Null()]),
+    ssh: Type.Union([Type.Object({ host: Type.String(), port: Type.Integer(), user: Type.String(), command: Type.String() }), Type.Null()]),
+    jupyter: Type.Union([Type.Object({ url: Type.String() }), Type.Null()]),
+    created_at: Type.String(),
+    ready_at: Type.Union([Type.String(), Type.Null()]),
+    expires_at: Type.Union([Type.String(), Type.Null()]),
+    terminated_at: Type.Union([Type.String(), Type.Null()]),
+    price: Type.Object({
+      currency: Type.Literal('usd'),
+      per_gpu_hour: Type.Number(),
+      per_hour: Type.Number(),
+      reservation_total: Type.Optional(Type.Number()),
+    }),
+  },
+  { $id: 'Instance' },
+);
+
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+export function instanceRoutes(instances: InstanceService, store: InstanceStore): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.addSchema(Instance);
+    const tags = ['instances'];
+    const write = { scope: 'compute:write' as const };
+    const read = { scope: 'compute:read' as const };
+
+    app.post(
+      '/instances',
+      {
+        config: write,
+        schema: {
+          tags,
+          summary: 'Create a GPU instance: on demand, or reserved for duration_hours (charged up front)',
+          body: Type.Object(
+            {
+              sku: Type.String({ minLength: 1, maxLength: 64 }),
+              gpus: Type.Integer({ enum: [1, 2, 4, 8] }),
+              pool: Type.Optional(StringEnum(POOLS)),
+              duration_hours: Type.Optional(Type.Number({ minimum: 1, maximum: MAX_CREATE_HOURS })),
+              image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+              ssh_keys: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 16_384 }), { maxItems: 32 })),
+              labels: Type.Optional(Type.Record(Type.String(), Type.String())),
+            },
+            { additionalProperties: false },
+          ),
+          response: responses({ 201: Type.Ref(Instance) }),
+        },
+      },
+      async (request, reply) => {
+        const { org, key } = request.principal!;
+        const record = await instances.create(org.id, key.id, request.body);
+        return reply.code(201).send(instanceView(record));
+      },
+    );
+
+    app.get(
+      '/instances',
+      {
+        config: read,
+        schema: {
+          tags,
+          summary: 'List instances, newest first; `status` is a comma-separated list',
+          querystring: Type.Object(
+            {
+              status: Type.Optional(Type.String({ maxLength: 200 })),
+              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+              after: Type.Optional(Type.String({ maxLength: 64 })),
+            },
+            { additionalProperties: false },
+          ),
+          response: responses({
+            200: Type.Object({ object: Type.Literal('list'), data: Type.Array(Type.Ref(Instance)), has_more: Type.Boolean(), next_cursor: Type.Union([Type.String(), Type.Null()]) }),
+          }),
+        },
+      },
+      async (request) => {
+        const statuses = request.query.status?.split(',').map((s) => s.trim()).filter(Boolean) ?? [];
+        const unknown = statuses.find((s) => !(INSTANCE_STATUSES as readonly string[]).includes(s));
+        if (unknown) throw new ApiError('invalid_request', `unknown status "${unknown}"; statuses are: ${INSTANCE_STATUSES.join(', ')}`, { param: 'status' });
+        const page = await store.list(request.principal!.org.id, {
+          statuses: statuses as InstanceStatus[],
+          limit: request.query.limit ?? 20,
+          ...(request.query.after ? { after: request.query.after } : {}),
+        });
+        return {
+          object: 'list' as const,
+          data: page.data.map(instanceView),
+          has_more: page.hasMore,
+          next_cursor: page.hasMore ? page.data.at(-1)!.id : null,
+        };
+      },
+    );
+
+    app.get(
+      '/instances/:id',
+      { config: read, schema: { tags, summary: 'Read one instance', params: IdParams, response: responses({ 200: Type.Ref(Instance) }) } },
+      async (request) => instanceView(await instances.get(request.principal!.org.id, request.params.id)),
+    );
+
+    app.post(
+      '/instances/:id/terminate',
+      {
+        config: write,
+        schema: {
+          tags,
+          summary: 'Terminate: SIGTERM, up to 60 s, then SIGKILL; force=true skips the grace. Safe to repeat.',
+          params: IdParams,
+          querystring: Type.Object({ force: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+          body: Type.Object({ force: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+          response: responses({ 200: Type.Ref(Instance) }),
+        },
+      },
+      async (request) => {
+        const force = request.body.force ?? request.query.force ?? false;
+        return instanceView(await instances.terminate(request.principal!.org.id, request.params.id, force));
+      },
+    );
+
+    app.post(
+      '/instances/:id/extend',
+      {
+        config: write,
+        schema: {
+          tags,
+          summary: 'Extend a reservation by `hours`, charged up front at its booked rate (total up to 720 h)',
+          params: IdParams,
+          body: Type.Object({ hours: Type.Integer({ minimum: 1, maximum: 720 }) }, { additionalProperties: false }),
+          response: responses({ 200: Type.Ref(Instance) }),
+        },
+      },
+      async (request) => instanceView(await instances.extend(request.principal!.org.id, request.params.id, request.body.hours)),
+    );
+  };
+}

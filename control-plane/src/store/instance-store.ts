@@ -1,0 +1,47 @@
+// The part of the store that keeps instances, their GPU claims and the charges ledger.
+// Every status change goes through `transition`, which checks the expected current
+// status, writes the change and appends its `instance.lifecycle` event in one
+// transaction; GPUs are claimed and released in the same transactions.
+import type { ChargeRecord, InstanceRecord } from '../instances/instance-record.js';
+import type { InstanceStatus } from '../instances/lifecycle.js';
+import type { EventRecord } from './records.js';
+
+export class GpuAlreadyClaimed extends Error {
+  constructor(readonly gpuUuid: string) {
+    super(`GPU ${gpuUuid} is already claimed`);
+    this.name = 'GpuAlreadyClaimed';
+  }
+}
+
+export interface InstancePage {
+  data: InstanceRecord[];
+  hasMore: boolean;
+}
+
+export interface InstanceStore {
+  /** Inserts the instance with its GPU claims (and an up-front charge); throws GpuAlreadyClaimed on a race. */
+  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null): Promise<void>;
+  get(id: string): Promise<InstanceRecord | undefined>;
+  /** Newest first; `after` is the id of the last instance of the previous page. */
+  list(orgId: string, options: { statuses?: InstanceStatus[]; limit: number; after?: string }): Promise<InstancePage>;
+  /** Instances on a node that are not terminal, for reconciliation with what the agent runs. */
+  listActiveOnNode(nodeId: string): Promise<InstanceRecord[]>;
+  listActive(): Promise<InstanceRecord[]>;
+  /**
+   * Moves `id` from `from` to `next.status` if it is still `from`; returns the updated
+   * record, or undefined when the status had changed meanwhile. Terminal statuses
+   * release the instance's GPU claims.
+   */
+  transition(
+    id: string,
+    from: InstanceStatus,
+    next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
+    event: (updated: InstanceRecord) => EventRecord,
+    charge: ChargeRecord | null,
+  ): Promise<InstanceRecord | undefined>;
+  /** Changes that are not a status (progress, pending stop, expiry): no event. */
+  update(id: string, patch: Partial<Pick<InstanceRecord, 'progress' | 'pendingStop' | 'expiresAt' | 'durationHours' | 'updatedAt'>>, charge?: ChargeRecord | null): Promise<InstanceRecord | undefined>;
+  claimedGpuUuids(): Promise<Set<string>>;
+  listCharges(orgId: string, options: { limit: number; after?: string }): Promise<{ data: ChargeRecord[]; hasMore: boolean }>;
+  chargesFor(instanceId: string): Promise<ChargeRecord[]>;
+}

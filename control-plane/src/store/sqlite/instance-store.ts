@@ -1,0 +1,194 @@
+// SQLite implementation of the instance store. Placement claims, transitions and the
+// events/charges they cause are written in one transaction each.
+import type Database from 'better-sqlite3';
+import type { ChargeRecord, InstanceRecord } from '../../instances/instance-record.js';
+import type { InstanceStatus } from '../../instances/lifecycle.js';
+import { TERMINAL } from '../../instances/lifecycle.js';
+import { GpuAlreadyClaimed, type InstancePage, type InstanceStore } from '../instance-store.js';
+import type { EventRecord } from '../records.js';
+import { insertEvent } from './sqlite-store.js';
+
+type Row = Record<string, unknown>;
+
+const COLUMNS: Record<keyof InstanceRecord, string> = {
+  id: 'id',
+  orgId: 'org_id',
+  keyId: 'key_id',
+  status: 'status',
+  failureReason: 'failure_reason',
+  sku: 'sku',
+  gpus: 'gpus',
+  pool: 'pool',
+  mode: 'mode',
+  durationHours: 'duration_hours',
+  image: 'image',
+  sshKeys: 'ssh_keys',
+  labels: 'labels',
+  nodeId: 'node_id',
+  gpuUuids: 'gpu_uuids',
+  rateMicros: 'rate_micros',
+  progress: 'progress',
+  createdAt: 'created_at',
+  readyAt: 'ready_at',
+  expiresAt: 'expires_at',
+  terminatedAt: 'terminated_at',
+  pendingStop: 'pending_stop',
+  updatedAt: 'updated_at',
+};
+const JSON_FIELDS = new Set<keyof InstanceRecord>(['sshKeys', 'labels', 'gpuUuids', 'progress', 'pendingStop']);
+
+function toColumns(record: Partial<InstanceRecord>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(record) as Array<[keyof InstanceRecord, unknown]>) {
+    out[COLUMNS[field]] = JSON_FIELDS.has(field) ? (value === null ? null : JSON.stringify(value)) : value;
+  }
+  return out;
+}
+
+function toRecord(row: Row): InstanceRecord {
+  const out: Record<string, unknown> = {};
+  for (const [field, column] of Object.entries(COLUMNS) as Array<[keyof InstanceRecord, string]>) {
+    const value = row[column];
+    out[field] = JSON_FIELDS.has(field) && value !== null ? JSON.parse(String(value)) : value;
+  }
+  return out as unknown as InstanceRecord;
+}
+
+function toCharge(row: Row): ChargeRecord {
+  return {
+    id: String(row.id),
+    orgId: String(row.org_id),
+    instanceId: String(row.instance_id),
+    kind: row.kind as ChargeRecord['kind'],
+    amountMicros: Number(row.amount_micros),
+    description: String(row.description),
+    createdAt: Number(row.created_at),
+  };
+}
+
+export class SqliteInstanceStore implements InstanceStore {
+  constructor(private readonly db: Database.Database) {}
+
+  private insertCharge(charge: ChargeRecord | null | undefined): void {
+    if (!charge) return;
+    this.db
+      .prepare('INSERT INTO charges (id, org_id, instance_id, kind, amount_micros, description, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(charge.id, charge.orgId, charge.instanceId, charge.kind, charge.amountMicros, charge.description, charge.createdAt);
+  }
+
+  private getSync(id: string): InstanceRecord | undefined {
+    const row = this.db.prepare('SELECT * FROM instances WHERE id = ?').get(id) as Row | undefined;
+    return row && toRecord(row);
+  }
+
+  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null): Promise<void> {
+    this.db.transaction(() => {
+      // gpu_claims' primary key makes a second claim of one GPU impossible, across processes too.
+      const claim = this.db.prepare('INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
+      for (const uuid of instance.gpuUuids) {
+        if (claim.run(uuid, instance.nodeId, instance.id, instance.createdAt).changes === 0) throw new GpuAlreadyClaimed(uuid);
+      }
+      const columns = toColumns(instance);
+      const names = Object.keys(columns);
+      this.db.prepare(`INSERT INTO instances (${names.join(', ')}) VALUES (${names.map((n) => `@${n}`).join(', ')})`).run(columns);
+      insertEvent(this.db, event);
+      this.insertCharge(charge);
+    }).immediate();
+  }
+
+  async get(id: string): Promise<InstanceRecord | undefined> {
+    return this.getSync(id);
+  }
+
+  async list(orgId: string, options: { statuses?: InstanceStatus[]; limit: number; after?: string }): Promise<InstancePage> {
+    const where = ['org_id = @orgId'];
+    const params: Record<string, unknown> = { orgId, limit: options.limit + 1 };
+    if (options.statuses && options.statuses.length > 0) {
+      where.push(`status IN (${options.statuses.map((_, i) => `@s${i}`).join(', ')})`);
+      options.statuses.forEach((s, i) => (params[`s${i}`] = s));
+    }
+    if (options.after) {
+      const cursor = this.db.prepare('SELECT created_at, id FROM instances WHERE id = ? AND org_id = ?').get(options.after, orgId) as Row | undefined;
+      if (!cursor) return { data: [], hasMore: false };
+      where.push('(created_at < @cAt OR (created_at = @cAt AND id < @cId))');
+      params.cAt = cursor.created_at;
+      params.cId = cursor.id;
+    }
+    const rows = this.db
+      .prepare(`SELECT * FROM instances WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`)
+      .all(params) as Row[];
+    return { data: rows.slice(0, options.limit).map(toRecord), hasMore: rows.length > options.limit };
+  }
+
+  async listActiveOnNode(nodeId: string): Promise<InstanceRecord[]> {
+    const rows = this.db.prepare(`SELECT * FROM instances WHERE node_id = ? AND status NOT IN ('terminated', 'failed')`).all(nodeId) as Row[];
+    return rows.map(toRecord);
+  }
+
+  async listActive(): Promise<InstanceRecord[]> {
+    const rows = this.db.prepare(`SELECT * FROM instances WHERE status NOT IN ('terminated', 'failed')`).all() as Row[];
+    return rows.map(toRecord);
+  }
+
+  async transition(
+    id: string,
+    from: InstanceStatus,
+    next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
+    event: (updated: InstanceRecord) => EventRecord,
+    charge: ChargeRecord | null,
+  ): Promise<InstanceRecord | undefined> {
+    return this.db.transaction(() => {
+      const columns = toColumns(next);
+      const sets = Object.keys(columns).map((c) => `${c} = @${c}`).join(', ');
+      const changed = this.db.prepare(`UPDATE instances SET ${sets} WHERE id = @__id AND status = @__from`).run({ ...columns, __id: id, __from: from });
+      if (changed.changes === 0) return undefined;
+      this.db
+        .prepare('INSERT INTO instance_transitions (instance_id, at, from_status, to_status, reason) VALUES (?, ?, ?, ?, ?)')
+        .run(id, next.updatedAt, from, next.status, next.failureReason ?? null);
+      if (TERMINAL.has(next.status)) this.db.prepare('DELETE FROM gpu_claims WHERE owner = ?').run(id);
+      const updated = this.getSync(id)!;
+      insertEvent(this.db, event(updated));
+      this.insertCharge(charge);
+      return updated;
+    }).immediate();
+  }
+
+  async update(
+    id: string,
+    patch: Partial<Pick<InstanceRecord, 'progress' | 'pendingStop' | 'expiresAt' | 'durationHours' | 'updatedAt'>>,
+    charge: ChargeRecord | null = null,
+  ): Promise<InstanceRecord | undefined> {
+    return this.db.transaction(() => {
+      const columns = toColumns(patch);
+      const names = Object.keys(columns);
+      if (names.length > 0) this.db.prepare(`UPDATE instances SET ${names.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @__id`).run({ ...columns, __id: id });
+      this.insertCharge(charge);
+      return this.getSync(id);
+    }).immediate();
+  }
+
+  async claimedGpuUuids(): Promise<Set<string>> {
+    const rows = this.db.prepare('SELECT gpu_uuid FROM gpu_claims').all() as Array<{ gpu_uuid: string }>;
+    return new Set(rows.map((r) => r.gpu_uuid));
+  }
+
+  async listCharges(orgId: string, options: { limit: number; after?: string }): Promise<{ data: ChargeRecord[]; hasMore: boolean }> {
+    const params: Record<string, unknown> = { orgId, limit: options.limit + 1 };
+    let cursor = '';
+    if (options.after) {
+      const row = this.db.prepare('SELECT created_at, id FROM charges WHERE id = ? AND org_id = ?').get(options.after, orgId) as Row | undefined;
+      if (!row) return { data: [], hasMore: false };
+      cursor = 'AND (created_at < @cAt OR (created_at = @cAt AND id < @cId))';
+      params.cAt = row.created_at;
+      params.cId = row.id;
+    }
+    const rows = this.db
+      .prepare(`SELECT * FROM charges WHERE org_id = @orgId ${cursor} ORDER BY created_at DESC, id DESC LIMIT @limit`)
+      .all(params) as Row[];
+    return { data: rows.slice(0, options.limit).map(toCharge), hasMore: rows.length > options.limit };
+  }
+
+  async chargesFor(instanceId: string): Promise<ChargeRecord[]> {
+    return (this.db.prepare('SELECT * FROM charges WHERE instance_id = ? ORDER BY created_at, rowid').all(instanceId) as Row[]).map(toCharge);
+  }
+}

@@ -1,0 +1,47 @@
+// Runs webhook delivery with the app: when it is ready, due deprecations are announced
+// and the delivery worker starts; when it closes, the worker stops (attempts in flight
+// are aborted and stay pending, to be sent after the next start).
+import type { FastifyInstance } from 'fastify';
+import type { Clock } from '@svc/shared';
+import type { ControlPlaneConfig } from '../config.js';
+import type { CatalogModel } from '../models/catalog.js';
+import type { Store } from '../store/store.js';
+import { DeliveryWorker } from './delivery-worker.js';
+import { DeprecationAnnouncer } from './deprecation-announcer.js';
+import { httpSender } from './http-sender.js';
+import { parseSchedule } from './retry-schedule.js';
+import { buildTargetPolicy } from './target-policy.js';
+
+/** Deprecations are looked for at start and then this often (announced_at may lie ahead). */
+const DEPRECATION_CHECK_MS = 60_000;
+
+export interface WebhookDeliveryDeps {
+  config: ControlPlaneConfig;
+  store: Store;
+  clock: Clock;
+  models: readonly CatalogModel[];
+}
+
+export function installWebhookDelivery(app: FastifyInstance, deps: WebhookDeliveryDeps): DeliveryWorker {
+  const { config, store, clock } = deps;
+  const announcer = new DeprecationAnnouncer(store, deps.models, clock);
+  let lastDeprecationCheck = Number.NEGATIVE_INFINITY;
+  const worker = new DeliveryWorker({
+    store,
+    clock,
+    send: httpSender(buildTargetPolicy(config.mode, config.webhookAllowedTargets)),
+    schedule: parseSchedule(config.webhookRetrySchedule),
+    timeoutMs: config.webhookTimeoutMs,
+    pollMs: config.webhookPollMs,
+    log: app.log.child({ component: 'webhooks' }),
+    onPoll: async () => {
+      if (clock.now() - lastDeprecationCheck < DEPRECATION_CHECK_MS) return;
+      lastDeprecationCheck = clock.now();
+      const announced = await announcer.announceDue();
+      if (announced.length > 0) app.log.info({ models: announced }, 'model deprecations announced');
+    },
+  });
+  app.addHook('onReady', async () => worker.start());
+  app.addHook('onClose', async () => worker.stop());
+  return worker;
+}

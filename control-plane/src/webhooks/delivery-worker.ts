@@ -1,0 +1,198 @@
+// The delivery worker: turns events into deliveries (the outbox fan-out) and sends the
+// deliveries that are due, recording every attempt. It polls the store, and an event
+// appended in this process wakes it at once. At-least-once: a delivery stays pending
+// until an attempt is recorded, so a crash mid-send means it is sent again after restart.
+import { newId, toUnixSeconds, type Clock } from '@svc/shared';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Store } from '../store/store.js';
+import { orderingKey, pickSendable, planFanOut } from './fan-out.js';
+import type { AttemptSender } from './http-sender.js';
+import { decideAfterAttempt, describeOutcome, type AttemptDecision } from './retry-schedule.js';
+import { signedHeaders } from './signing.js';
+import type { AttemptResult, DueDelivery } from './webhook-store.js';
+
+/** Events fanned out per transaction. */
+const FAN_OUT_BATCH = 200;
+/** Attempts in flight at once, across all endpoints. */
+const MAX_IN_FLIGHT = 16;
+/**
+ * A delivery whose attempt failed unexpectedly (not an endpoint failure: e.g. the store
+ * refused the record) waits this long, so a persistent fault does not resend every poll.
+ */
+const UNEXPECTED_FAILURE_PAUSE_MS = 30_000;
+
+export interface DeliveryWorkerOptions {
+  store: Store;
+  clock: Clock;
+  send: AttemptSender;
+  /** Waits in milliseconds (see retry-schedule.ts). */
+  schedule: readonly number[];
+  timeoutMs: number;
+  pollMs: number;
+  log: FastifyBaseLogger;
+  /** Also run on each pass (the deprecation announcer); failures are logged. */
+  onPoll?: () => Promise<void>;
+}
+
+/** The body a receiver gets: the event as the API shows it. */
+export function deliveryBody(event: DueDelivery['event']): string {
+  return JSON.stringify({ id: event.id, type: event.type, created: toUnixSeconds(event.createdAt), data: event.data });
+}
+
+export class DeliveryWorker {
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly inFlightChains = new Set<string>();
+  /** Delivery id -> clock time before which it is not tried (after an unexpected failure). */
+  private readonly paused = new Map<string, number>();
+  private abort = new AbortController();
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  private ticking: Promise<void> | undefined;
+  private again = false;
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(private readonly options: DeliveryWorkerOptions) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.abort = new AbortController();
+    this.unsubscribe = this.options.store.events.onAppend(() => this.nudge());
+    this.nudge();
+  }
+
+  /** Stops polling and aborts attempts in flight; they stay pending and go out after restart. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.unsubscribe?.();
+    clearTimeout(this.timer);
+    this.abort.abort();
+    await this.ticking;
+    await Promise.allSettled(this.inFlight.values());
+  }
+
+  /** Runs a pass soon (coalesced with one already running). */
+  nudge(): void {
+    if (!this.running) return;
+    if (this.ticking) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.ticking = this.tick()
+      .catch((err: unknown) => this.options.log.error({ err }, 'webhook worker pass failed'))
+      .finally(() => {
+        this.ticking = undefined;
+        if (!this.running) return;
+        if (this.again) {
+          this.again = false;
+          this.nudge();
+        } else {
+          this.timer = setTimeout(() => this.nudge(), this.options.pollMs);
+        }
+      });
+  }
+
+  /** One pass: fan out new events, then start the attempts that are due. */
+  private async tick(): Promise<void> {
+    const { store, clock } = this.options;
+    // Its failure must not hold up deliveries: logged, and tried again on the next pass.
+    await this.options.onPoll?.().catch((err: unknown) => this.options.log.error({ err }, 'webhook worker poll hook failed'));
+    const firstDelayMs = this.options.schedule[0] ?? 0;
+    let consumed: number;
+    do {
+      consumed = await store.webhooks.fanOut(FAN_OUT_BATCH, (events, subscriptions) =>
+        planFanOut(events, subscriptions, { now: clock.now(), firstDelayMs, newId: () => newId('dlv') }),
+      );
+    } while (consumed === FAN_OUT_BATCH);
+    const capacity = MAX_IN_FLIGHT - this.inFlight.size;
+    if (capacity <= 0) return;
+    const now = clock.now();
+    for (const [id, until] of this.paused) if (until <= now) this.paused.delete(id);
+    const held = new Set([...this.inFlight.keys(), ...this.paused.keys()]);
+    // Ask for more than the capacity: some heads are held or share a chain.
+    const due = await store.webhooks.dueDeliveries(now, capacity + held.size + 16);
+    const picked = pickSendable(due, { ids: held, chains: this.inFlightChains }, capacity);
+    for (const item of picked) this.launch(item);
+  }
+
+  private launch(item: DueDelivery): void {
+    const id = item.delivery.id;
+    const chain = orderingKey(item.delivery);
+    if (chain !== null) this.inFlightChains.add(chain);
+    const attempt = this.attempt(item)
+      .catch((err: unknown) => {
+        // The delivery stays pending and is tried again after a pause.
+        this.paused.set(id, this.options.clock.now() + UNEXPECTED_FAILURE_PAUSE_MS);
+        this.options.log.error({ err, delivery: id }, 'webhook attempt failed unexpectedly');
+      })
+      .finally(() => {
+        this.inFlight.delete(id);
+        if (chain !== null) this.inFlightChains.delete(chain);
+        // The outcome may unblock the next event of the chain, or free capacity.
+        this.nudge();
+      });
+    this.inFlight.set(id, attempt);
+  }
+
+  private async attempt({ delivery, subscription, event }: DueDelivery): Promise<void> {
+    const { store, clock, log } = this.options;
+    const startedAt = clock.now();
+    const secrets = (await store.webhooks.activeSecrets(subscription.id, startedAt)).map((s) => s.secret);
+    const body = deliveryBody(event);
+    // webhook-id is the event id: the same on every attempt and every redelivery, for deduplication.
+    const headers = signedHeaders(secrets, event.id, toUnixSeconds(startedAt), body);
+    let outcome;
+    try {
+      outcome = await this.options.send({
+        url: subscription.url,
+        headers: { ...headers },
+        body,
+        timeoutMs: this.options.timeoutMs,
+        signal: this.abort.signal,
+      });
+    } catch (err) {
+      if (this.abort.signal.aborted) return; // shutting down: the delivery stays pending
+      throw err;
+    }
+    const now = clock.now();
+    const decision = decideAfterAttempt({
+      outcome,
+      failedBefore: delivery.failedInRun,
+      schedule: this.options.schedule,
+      now,
+      random: Math.random(),
+    });
+    const result = attemptResult(decision, delivery.failedInRun);
+    await store.webhooks.recordAttempt(
+      {
+        deliveryId: delivery.id,
+        attempt: delivery.attemptCount + 1,
+        startedAt,
+        durationMs: outcome.durationMs,
+        statusCode: outcome.statusCode,
+        error: outcome.error,
+        nextAttemptAt: result.nextAttemptAt,
+      },
+      result,
+    );
+    const fields = { delivery: delivery.id, webhook: subscription.id, event: event.id, outcome: describeOutcome(outcome) };
+    if (decision.kind === 'retry') log.info({ ...fields, next_attempt_at: new Date(decision.at).toISOString() }, 'webhook attempt failed');
+    else if (decision.kind === 'give_up') log.warn({ ...fields, reason: decision.reason }, 'webhook delivery given up');
+    else if (decision.kind === 'disable') log.warn({ ...fields, reason: decision.reason }, 'webhook subscription disabled');
+  }
+}
+
+/** How a decision leaves the delivery row. */
+export function attemptResult(decision: AttemptDecision, failedBefore: number): AttemptResult {
+  switch (decision.kind) {
+    case 'succeeded':
+      return { status: 'succeeded', failedInRun: failedBefore, nextAttemptAt: null };
+    case 'retry':
+      return { status: 'pending', failedInRun: failedBefore + 1, nextAttemptAt: decision.at };
+    case 'give_up':
+      return { status: 'failed', failedInRun: failedBefore + 1, nextAttemptAt: null };
+    case 'disable':
+      return { status: 'failed', failedInRun: failedBefore + 1, nextAttemptAt: null, disableReason: decision.reason };
+  }
+}

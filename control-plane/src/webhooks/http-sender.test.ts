@@ -1,0 +1,72 @@
+import type { LookupAddress } from 'node:dns';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { BlockedTargetError, guardedLookup, httpSender } from './http-sender.js';
+import { buildTargetPolicy } from './target-policy.js';
+
+/** A dns.lookup stand-in answering from a table, as `all: true` does. */
+function fakeDns(table: Record<string, string[]>) {
+  return ((host: string, _options: unknown, callback: (err: Error | null, addresses: LookupAddress[]) => void) => {
+    callback(null, (table[host] ?? []).map((address) => ({ address, family: address.includes(':') ? 6 : 4 })));
+  }) as never;
+}
+
+function lookupOnce(fn: ReturnType<typeof guardedLookup>, host: string): Promise<string> {
+  return new Promise((resolve, reject) => fn(host, {}, (err, address) => (err ? reject(err) : resolve(String(address)))));
+}
+
+describe('the connection-time address check (DNS rebinding)', () => {
+  it('refuses a host that now resolves to a private address in production', async () => {
+    const lookup = guardedLookup(buildTargetPolicy('production', []), fakeDns({ 'hooks.example.com': ['10.0.0.7'] }));
+    await expect(lookupOnce(lookup, 'hooks.example.com')).rejects.toThrow(BlockedTargetError);
+    await expect(lookupOnce(lookup, 'hooks.example.com')).rejects.toThrow(/10\.0\.0\.7, which is a private address/);
+  });
+
+  it('lets public addresses and operator-allowed ones through', async () => {
+    const dns = fakeDns({ 'hooks.example.com': ['93.184.216.34'], 'inside.example.com': ['10.0.0.7'] });
+    expect(await lookupOnce(guardedLookup(buildTargetPolicy('production', []), dns), 'hooks.example.com')).toBe('93.184.216.34');
+    expect(await lookupOnce(guardedLookup(buildTargetPolicy('production', ['10.0.0.0/24']), dns), 'inside.example.com')).toBe('10.0.0.7');
+  });
+});
+
+describe('httpSender', () => {
+  it('refuses an address literal the policy forbids without connecting', async () => {
+    let hits = 0;
+    const server = createServer((_req, res) => {
+      hits += 1;
+      res.end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    const send = httpSender(buildTargetPolicy('production', []));
+    const outcome = await send({ url: `http://127.0.0.1:${port}/`, headers: {}, body: '{}', timeoutMs: 1000, signal: new AbortController().signal });
+    server.close();
+    expect(outcome.statusCode).toBeNull();
+    expect(outcome.error).toMatch(/^blocked: 127\.0\.0\.1 is a loopback address/);
+    expect(hits).toBe(0);
+  });
+
+  it('reports the status, Retry-After, refused connections and timeouts', async () => {
+    const server = createServer((req, res) => {
+      if (req.url === '/slow') return; // never answers
+      if (req.url === '/trickle') return void res.writeHead(200).write('never ends');
+      res.writeHead(503, { 'retry-after': '7' }).end('busy');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const send = httpSender(buildTargetPolicy('development', []));
+    const signal = new AbortController().signal;
+    expect(await send({ url: `${base}/`, headers: {}, body: '{}', timeoutMs: 1000, signal })).toMatchObject({ statusCode: 503, retryAfter: '7' });
+    const slow = await send({ url: `${base}/slow`, headers: {}, body: '{}', timeoutMs: 150, signal });
+    expect(slow).toMatchObject({ statusCode: null, error: expect.stringMatching(/ETIMEDOUT/) });
+    // A body that never ends is cut at the deadline too, so the attempt always settles.
+    const trickle = await send({ url: `${base}/trickle`, headers: {}, body: '{}', timeoutMs: 150, signal });
+    expect(trickle.error).not.toBeNull();
+    expect(trickle.durationMs).toBeLessThan(1000);
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    const refused = await send({ url: `${base}/`, headers: {}, body: '{}', timeoutMs: 1000, signal });
+    expect(refused).toMatchObject({ statusCode: null, error: expect.stringMatching(/ECONNREFUSED/) });
+  });
+});

@@ -1,0 +1,144 @@
+// Webhook subscriptions of an org: create (the secret is shown once), list, read,
+// delete, rotate the secret with an overlap, list deliveries, redeliver. URLs are
+// checked against the target policy (SSRF) before anything is stored.
+import { lookup } from 'node:dns/promises';
+import { ApiError, newId, type Clock } from '@svc/shared';
+import type { Store } from '../store/store.js';
+import { ALL_EVENT_TYPES, EVENT_TYPES } from './event-types.js';
+import { generateSecret } from './signing.js';
+import { refusedUrl, type Resolver, type TargetPolicy } from './target-policy.js';
+import type { DeliveryHistory, DeliveryRecord, WebhookSubscriptionRecord } from './webhook-store.js';
+
+export const DEFAULT_SECRET_OVERLAP_SECONDS = 86_400;
+export const MAX_SECRET_OVERLAP_SECONDS = 7 * 86_400;
+export const MAX_URL_LENGTH = 2048;
+
+export interface CreateWebhookInput {
+  orgId: string;
+  url: string;
+  eventTypes: string[];
+  description?: string | null;
+}
+
+export interface CreatedWebhook {
+  subscription: WebhookSubscriptionRecord;
+  secret: string;
+}
+
+export interface RotatedSecret extends CreatedWebhook {
+  oldSecretExpiresAt: number;
+}
+
+const systemResolver: Resolver = (host) => lookup(host, { all: true, verbatim: true });
+
+/** ["*"] alone, or known event types without repeats. */
+export function checkEventTypes(eventTypes: readonly string[]): string[] {
+  if (eventTypes.length === 0) throw new ApiError('invalid_request', 'event_types needs at least one event type', { param: 'event_types' });
+  if (eventTypes.includes(ALL_EVENT_TYPES)) {
+    if (eventTypes.length > 1) {
+      throw new ApiError('invalid_request', `"${ALL_EVENT_TYPES}" means every event type; give it alone`, { param: 'event_types' });
+    }
+    return [ALL_EVENT_TYPES];
+  }
+  eventTypes.forEach((type, i) => {
+    if (!(EVENT_TYPES as readonly string[]).includes(type)) {
+      throw new ApiError('invalid_request', `unknown event type "${type}"; event types are: ${EVENT_TYPES.join(', ')} or "*"`, {
+        param: `event_types[${i}]`,
+      });
+    }
+  });
+  return [...new Set(eventTypes)];
+}
+
+export class WebhookService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly policy: TargetPolicy,
+    private readonly resolve: Resolver = systemResolver,
+  ) {}
+
+  async create(input: CreateWebhookInput): Promise<CreatedWebhook> {
+    const eventTypes = checkEventTypes(input.eventTypes);
+    await this.checkUrl(input.url);
+    if (!(await this.store.orgs.get(input.orgId))) throw new ApiError('not_found', `no org with id ${input.orgId}`, { param: 'org' });
+    const now = this.clock.now();
+    const id = newId('wh');
+    const secret = generateSecret();
+    const subscription = await this.store.webhooks.createSubscription(
+      {
+        id,
+        orgId: input.orgId,
+        url: input.url,
+        eventTypes,
+        description: input.description ?? null,
+        status: 'enabled',
+        disabledReason: null,
+        createdAt: now,
+      },
+      { subscriptionId: id, secret, createdAt: now, expiresAt: null },
+    );
+    return { subscription, secret };
+  }
+
+  async list(orgId?: string): Promise<WebhookSubscriptionRecord[]> {
+    return this.store.webhooks.listSubscriptions(orgId);
+  }
+
+  /** A subscription by id; with `orgId`, other orgs' subscriptions are as good as missing. */
+  async get(id: string, orgId?: string): Promise<WebhookSubscriptionRecord> {
+    const subscription = await this.store.webhooks.getSubscription(id);
+    if (!subscription || (orgId !== undefined && subscription.orgId !== orgId)) {
+      throw new ApiError('not_found', `no webhook with id ${id}`);
+    }
+    return subscription;
+  }
+
+  async delete(id: string, orgId?: string): Promise<WebhookSubscriptionRecord> {
+    const subscription = await this.get(id, orgId);
+    if (!(await this.store.webhooks.deleteSubscription(id))) throw new ApiError('not_found', `no webhook with id ${id}`);
+    return subscription;
+  }
+
+  async rotateSecret(id: string, overlapSeconds = DEFAULT_SECRET_OVERLAP_SECONDS, orgId?: string): Promise<RotatedSecret> {
+    const subscription = await this.get(id, orgId);
+    const now = this.clock.now();
+    const secret = generateSecret();
+    const oldSecretExpiresAt = now + overlapSeconds * 1000;
+    const rotated = await this.store.webhooks.rotateSecret(id, { subscriptionId: id, secret, createdAt: now, expiresAt: null }, oldSecretExpiresAt);
+    if (!rotated) throw new ApiError('not_found', `no webhook with id ${id}`);
+    return { subscription, secret, oldSecretExpiresAt };
+  }
+
+  async deliveries(id: string, options: { limit: number; after?: string }, orgId?: string): Promise<DeliveryHistory[]> {
+    await this.get(id, orgId);
+    if (options.after !== undefined) {
+      const after = await this.store.webhooks.getDelivery(options.after);
+      if (!after || after.subscriptionId !== id) {
+        throw new ApiError('invalid_request', `after: no delivery ${options.after} of webhook ${id}`, { param: 'after' });
+      }
+    }
+    return this.store.webhooks.listDeliveries(id, options);
+  }
+
+  /** Sends the delivery again now, from the start of the retry schedule; same webhook-id. */
+  async redeliver(id: string, deliveryId: string, orgId?: string): Promise<DeliveryRecord> {
+    const subscription = await this.get(id, orgId);
+    const delivery = await this.store.webhooks.getDelivery(deliveryId);
+    if (!delivery || delivery.subscriptionId !== id) throw new ApiError('not_found', `no delivery ${deliveryId} of webhook ${id}`);
+    if (subscription.status !== 'enabled') {
+      throw new ApiError('invalid_request', `webhook ${id} is disabled (${subscription.disabledReason ?? 'no reason recorded'}); create a new one`);
+    }
+    const redelivered = await this.store.webhooks.redeliver(deliveryId, this.clock.now());
+    if (!redelivered) throw new ApiError('not_found', `no delivery ${deliveryId} of webhook ${id}`);
+    return redelivered;
+  }
+
+  private async checkUrl(url: string): Promise<void> {
+    if (url.length > MAX_URL_LENGTH) {
+      throw new ApiError('invalid_request', `url is longer than ${MAX_URL_LENGTH} characters`, { param: 'url' });
+    }
+    const refused = await refusedUrl(url, this.policy, this.resolve);
+    if (refused) throw new ApiError('invalid_request', refused, { param: 'url' });
+  }
+}

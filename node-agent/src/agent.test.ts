@@ -1,0 +1,161 @@
+// The agent against a fake control plane: a real gRPC server in this process, the real
+// agent session, and the fake libnvidia-ml built from C (loaded through koffi).
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger, systemClock } from '@svc/shared';
+import { createFakeNvmlFixture, type FakeNvmlFixture } from 'node-nvml-bindings';
+import { startAgent, type RunningAgent } from './agent.js';
+import { loadAgentConfig } from './config/agent-config.js';
+import { readIdentity, writeIdentity } from './identity/identity-store.js';
+import { SessionRefusedError } from './session/session-errors.js';
+import { FakeControlPlane } from './testing/fake-control-plane.js';
+
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 'agent-test');
+let fixture: FakeNvmlFixture;
+const running: RunningAgent[] = [];
+const planes: FakeControlPlane[] = [];
+
+beforeAll(async () => {
+  fixture = await createFakeNvmlFixture({ gpus: [{ uuid: 'GPU-aaaa' }, { uuid: 'GPU-bbbb', temperatureC: 50 }] });
+});
+afterAll(() => fixture.dispose());
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((a) => a.stop()));
+  await Promise.all(planes.splice(0).map((p) => p.stop()));
+});
+
+async function plane(options: ConstructorParameters<typeof FakeControlPlane>[0] = {}): Promise<FakeControlPlane> {
+  const p = await new FakeControlPlane(options).start();
+  planes.push(p);
+  return p;
+}
+
+async function agent(cp: FakeControlPlane, env: Record<string, string> = {}, dataDir = mkdtempSync(join(tmpdir(), 'agent-'))) {
+  const config = loadAgentConfig({
+    SVC_CONTROL_PLANE: cp.address,
+    SVC_NODE_TOKEN: 'good-token',
+    SVC_AGENT_DATA_DIR: dataDir,
+    SVC_NVML_LIBRARY: fixture.libraryPath,
+    SVC_AGENT_HOSTNAME: 'gpu-host-1',
+    SVC_POOL: 'eu',
+    ...env,
+  });
+  const a = await startAgent(config, { log, clock: systemClock });
+  running.push(a);
+  return { agent: a, dataDir };
+}
+
+describe('node agent session', () => {
+  it('enrolls once, says hello, and reports host facts, telemetry and heartbeats', async () => {
+    const cp = await plane({ reportIntervalMs: 100 });
+    const { dataDir } = await agent(cp);
+    await cp.waitFor(() => cp.messagesOf('heartbeat').length >= 3, 5_000, 'three heartbeats');
+
+    expect(cp.enrollments).toMatchObject([{ token: 'good-token', hostname: 'gpu-host-1', pool: 'eu', protocol_version: 1 }]);
+    const identity = await readIdentity(dataDir);
+    expect(identity?.node_id).toBe('node_1');
+    expect(cp.sessions[0]!.hello).toMatchObject({ node_id: 'node_1', node_secret: 'secret-node_1', protocol_version: 1, hostname: 'gpu-host-1', pool: 'eu', running_tasks: [] });
+
+    const facts = cp.messagesOf('host_facts');
+    expect(facts).toHaveLength(1);
+    expect(facts[0]).toMatchObject({ hostname: 'gpu-host-1', nvml_available: true, nvidia_driver_version: expect.any(String) });
+    expect(facts[0]!.cpu_cores).toBeGreaterThan(0);
+
+    const telemetry = cp.messagesOf('telemetry').at(-1)!;
+    expect(telemetry.gpus.map((g) => [g.uuid, g.healthy])).toEqual([['GPU-aaaa', true], ['GPU-bbbb', true]]);
+    expect(telemetry.gpus[1]!.temperature_c).toBe(50);
+    const seqs = cp.messagesOf('heartbeat').map((h) => h.seq);
+    expect(seqs.slice(0, 3)).toEqual([1, 2, 3]);
+  });
+
+  it('reports at the interval the control plane sets, and changes it when told', async () => {
+    const cp = await plane({ reportIntervalMs: 60_000 });
+    await agent(cp);
+    await cp.waitFor(() => cp.messagesOf('heartbeat').length >= 1, 5_000, 'first heartbeat');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cp.messagesOf('heartbeat')).toHaveLength(1); // 60 s interval: nothing more yet
+    cp.current!.send({ body: 'report_interval', report_interval: { interval_ms: 100 } });
+    await cp.waitFor(() => cp.messagesOf('heartbeat').length >= 4, 2_000, 'heartbeats at 100 ms');
+  });
+
+  it('pushes a critical XID at once, ignores XID 13, and recovers on ResetGpuHealth', async () => {
+    const cp = await plane({ reportIntervalMs: 60_000 });
+    await agent(cp);
+    await cp.waitFor(() => cp.messagesOf('telemetry').length >= 1, 5_000, 'telemetry');
+
+    fixture.state.injectXid(0, 13);
+    fixture.state.injectXid(1, 79);
+    const started = Date.now();
+    const [event] = await cp.waitFor(() => (cp.messagesOf('health_event').length ? cp.messagesOf('health_event') : undefined), 3_000, 'a health event');
+    expect(Date.now() - started).toBeLessThan(3_000); // far sooner than the 60 s report interval
+    expect(event).toMatchObject({ gpu_uuid: 'GPU-bbbb', gpu_index: 1, kind: 'XID', xid: 79, healthy: false, message: 'XID 79: GPU has fallen off the bus' });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cp.messagesOf('health_event')).toHaveLength(1); // XID 13 changed nothing
+
+    cp.current!.send({ body: 'command', command: { command_id: 'cmd-1', body: 'reset_gpu_health', reset_gpu_health: { gpu_uuid: 'GPU-bbbb' } } });
+    const result = await cp.waitFor(() => cp.messagesOf('command_result')[0], 3_000, 'command result');
+    expect(result).toMatchObject({ command_id: 'cmd-1', ok: true });
+    expect(cp.messagesOf('health_event')[1]).toMatchObject({ gpu_uuid: 'GPU-bbbb', kind: 'RECOVERED', healthy: true });
+
+    cp.current!.send({ body: 'command', command: { command_id: 'cmd-2', body: 'start_task', start_task: { task_id: 't1' } } });
+    const unimplemented = await cp.waitFor(() => cp.messagesOf('command_result')[1], 3_000, 'second command result');
+    expect(unimplemented).toMatchObject({ command_id: 'cmd-2', ok: false, error_code: 'unimplemented' });
+  });
+
+  it('reconnects after a control plane restart as the same node, without enrolling again', async () => {
+    const cp = await plane({ reportIntervalMs: 100 });
+    await agent(cp);
+    await cp.waitFor(() => cp.sessions.length === 1 && cp.messagesOf('heartbeat').length >= 1, 5_000, 'first session');
+    await cp.stop();
+    await new Promise((r) => setTimeout(r, 300));
+    await cp.start(); // same port
+    await cp.waitFor(() => cp.sessions.length === 2, 8_000, 'a second session');
+    expect(cp.sessions[1]!.hello.node_id).toBe('node_1');
+    expect(cp.enrollments).toHaveLength(1);
+    await cp.waitFor(() => cp.sessions[1]!.messages.some((m) => m.body === 'host_facts'), 3_000, 'host facts again');
+  });
+
+  it('a restarted agent reuses its stored identity', async () => {
+    const cp = await plane();
+    const first = await agent(cp);
+    await cp.waitFor(() => cp.sessions.length === 1, 5_000, 'first session');
+    await first.agent.stop();
+    await agent(cp, { SVC_NODE_TOKEN: '' }, first.dataDir);
+    await cp.waitFor(() => cp.sessions.length === 2, 5_000, 'second session');
+    expect(cp.sessions.map((s) => s.hello.node_id)).toEqual(['node_1', 'node_1']);
+    expect(cp.enrollments).toHaveLength(1);
+  });
+
+  it('stops with the control plane message when the token is refused', async () => {
+    const cp = await plane();
+    const { agent: a } = await agent(cp, { SVC_NODE_TOKEN: 'bad-token' });
+    await expect(a.done).rejects.toThrow(SessionRefusedError);
+    await expect(a.done).rejects.toThrow('enrollment refused: unknown, used or revoked enrollment token (UNAUTHENTICATED)');
+  });
+
+  it('stops with what to do when there is neither identity nor token', async () => {
+    const cp = await plane();
+    const { agent: a } = await agent(cp, { SVC_NODE_TOKEN: '' });
+    await expect(a.done).rejects.toThrow(/no node identity .* and no enrollment token: .*svcctl nodes token create.*SVC_NODE_TOKEN/);
+    expect(cp.enrollments).toHaveLength(0);
+  });
+
+  it('stops when the control plane does not know its stored identity', async () => {
+    const cp = await plane();
+    const dataDir = mkdtempSync(join(tmpdir(), 'agent-'));
+    await writeIdentity(dataDir, { node_id: 'node_gone', node_secret: 'x', control_plane: cp.address, enrolled_at: '' });
+    const { agent: a } = await agent(cp, {}, dataDir);
+    await expect(a.done).rejects.toThrow('the control plane refused this node: unknown node node_gone (UNAUTHENTICATED)');
+    expect(cp.enrollments).toHaveLength(0);
+  });
+
+  it('closes the stream on stop', async () => {
+    const cp = await plane();
+    const { agent: a } = await agent(cp);
+    await cp.waitFor(() => cp.sessions.length === 1, 5_000, 'session');
+    await a.stop();
+    await cp.waitFor(() => cp.sessions[0]!.ended, 2_000, 'the stream to end');
+  });
+});

@@ -1,0 +1,118 @@
+// Builds and runs the node agent: NVML (real, or the fake for simulated GPUs), the GPU
+// monitor and its event watch, the gRPC client, and the one reconnect loop around
+// enrollment + session. stop() is the clean shutdown: end the session politely, stop the
+// watch, close the channel, then nvmlShutdown.
+import { readFileSync } from 'node:fs';
+import type { Clock, Logger } from '@svc/shared';
+import { openNvml, type Nvml } from 'node-nvml-bindings';
+import type { AgentConfig } from './config/agent-config.js';
+import { GpuHealthFile } from './health/health-file.js';
+import { collectHostFacts } from './host-facts/host-facts.js';
+import { ensureIdentity } from './identity/enrollment.js';
+import { runReconnectLoop } from './session/reconnect-loop.js';
+import { runSession } from './session/session.js';
+import { prepareSimulatedNvml } from './simulation/simulated-gpus.js';
+import { GpuMonitor } from './telemetry/gpu-monitor.js';
+import { HealthEventOutbox } from './telemetry/health-outbox.js';
+import { createGatewayClient } from './transport/channel.js';
+
+export const AGENT_VERSION: string = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
+export interface RunningAgent {
+  nvml: Nvml;
+  /** Settles when the agent stops: resolves after stop(), rejects when the control plane refuses it. */
+  done: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startAgent(config: AgentConfig, deps: { log: Logger; clock: Clock }): Promise<RunningAgent> {
+  const { log, clock } = deps;
+  // Reads the TLS files: a missing one fails here, before anything is opened.
+  const client = createGatewayClient(config);
+  let libraryPath = config.nvmlLibrary || undefined;
+  if (config.simulation) {
+    const simulated = await prepareSimulatedNvml(config.simulation, config.dataDir);
+    libraryPath = simulated.libraryPath;
+    log.info({ gpus: config.simulation.count, state_file: simulated.stateFile }, 'simulating GPUs with the fake NVML; edit the state file to script them');
+  }
+  const nvml = openNvml({ libraryPath });
+  if (nvml.available) {
+    log.info({ library: nvml.libraryPath, gpus: nvml.deviceCount(), driver: nvml.driverVersion(), simulated: Boolean(config.simulation) }, 'NVML ready');
+  } else {
+    log.warn({ reason: nvml.unavailableReason }, 'NVML unavailable: this node reports zero GPUs');
+  }
+
+  const outbox = new HealthEventOutbox();
+  let monitor: GpuMonitor;
+  try {
+    monitor = new GpuMonitor({
+      nvml,
+      clock,
+      log,
+      policy: {
+        ignoredXids: config.ignoredXidSet,
+        maxTemperatureC: config.maxGpuTemperatureC,
+        temperatureHysteresisC: config.temperatureHysteresisC,
+      },
+      onHealthEvent: (event) => outbox.push(event),
+      healthFile: new GpuHealthFile(config.dataDir),
+    });
+  } catch (err) {
+    // A corrupt health file: release what is open, let the caller report it.
+    client.close();
+    await nvml.close();
+    throw err;
+  }
+  const stopping = new AbortController();
+  const watching = monitor.watch(stopping.signal);
+
+  const done = runReconnectLoop(
+    async (signal, hooks) => {
+      const { identity, enrolled } = await ensureIdentity({
+        client,
+        dataDir: config.dataDir,
+        token: config.nodeToken,
+        hostname: config.nodeName,
+        pool: config.pool,
+        controlPlane: config.controlPlane,
+        clock,
+        signal,
+      });
+      if (enrolled) log.info({ node_id: identity.node_id, data_dir: config.dataDir }, 'enrolled; node identity stored');
+      await runSession(
+        {
+          client,
+          identity,
+          hostname: config.nodeName,
+          pool: config.pool,
+          agentVersion: AGENT_VERSION,
+          monitor,
+          outbox,
+          clock,
+          log,
+          collectHostFacts: () => collectHostFacts({ nvml, hostname: config.nodeName, agentVersion: AGENT_VERSION, log }),
+        },
+        signal,
+        { onWelcome: hooks.onWelcome },
+      );
+    },
+    { signal: stopping.signal, log, clock },
+  );
+
+  let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopped ??= (async () => {
+      stopping.abort();
+      await done.catch(() => undefined); // a refusal is reported through `done` itself
+      await watching;
+      client.close();
+      await nvml.close();
+    })();
+    return stopped;
+  };
+  // A refused agent releases what it holds too; the caller still sees the refusal.
+  done.catch(() => stop());
+  return { nvml, done, stop };
+}

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '@svc/shared';
+import { loadAgentConfig } from './agent-config.js';
+
+describe('loadAgentConfig', () => {
+  it('has working defaults for a local agent', () => {
+    const config = loadAgentConfig({});
+    expect(config).toMatchObject({ controlPlane: '127.0.0.1:7070', pool: 'na', dataDir: './data/agent', useTls: false, simulation: undefined });
+    expect([...config.ignoredXidSet]).toEqual([13, 31, 43, 45, 68, 109]);
+    expect(config.nodeName).not.toBe('');
+  });
+
+  it('refuses plaintext to a control plane off loopback, with what to do', () => {
+    expect(() => loadAgentConfig({ SVC_CONTROL_PLANE: 'cp.example.com:7070' })).toThrow(ConfigError);
+    expect(() => loadAgentConfig({ SVC_CONTROL_PLANE: 'cp.example.com:7070' })).toThrow(/plaintext is allowed only to a loopback.*SVC_AGENT_TLS_CA/);
+    expect(loadAgentConfig({ SVC_CONTROL_PLANE: 'cp.example.com:7070', SVC_AGENT_TLS_CA: '/etc/svc/ca.pem' }).useTls).toBe(true);
+    expect(loadAgentConfig({ SVC_CONTROL_PLANE: 'cp.example.com:7070', SVC_AGENT_TLS: 'true' }).useTls).toBe(true);
+  });
+
+  it('wants a client certificate and key together', () => {
+    expect(() => loadAgentConfig({ SVC_AGENT_TLS_CERT: '/c.pem' })).toThrow(/go together/);
+    expect(loadAgentConfig({ SVC_AGENT_TLS_CERT: '/c.pem', SVC_AGENT_TLS_KEY: '/k.pem' }).useTls).toBe(true);
+  });
+
+  it('parses the ignored XIDs and the simulated GPUs', () => {
+    const config = loadAgentConfig({ SVC_GPU_IGNORED_XIDS: '13, 79', SVC_SIMULATE_GPUS: '4xNVIDIA A100-SXM4-80GB' });
+    expect([...config.ignoredXidSet]).toEqual([13, 79]);
+    expect(config.simulation).toEqual({ count: 4, name: 'NVIDIA A100-SXM4-80GB' });
+    expect(loadAgentConfig({ SVC_SIMULATE_GPUS: '2' }).simulation).toEqual({ count: 2, name: undefined });
+  });
+
+  it.each([
+    ['SVC_POOL', 'mars'],
+    ['SVC_GPU_IGNORED_XIDS', '13;31'],
+    ['SVC_SIMULATE_GPUS', '9'],
+    ['SVC_SIMULATE_GPUS', 'lots'],
+    ['SVC_GPU_MAX_TEMPERATURE_C', 'hot'],
+  ])('stops on a bad %s (%s) naming the setting', (name, value) => {
+    expect(() => loadAgentConfig({ [name]: value })).toThrow(new RegExp(name));
+  });
+});

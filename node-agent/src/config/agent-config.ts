@@ -1,0 +1,145 @@
+// Every node-agent setting, parsed once at start-up by the shared loader (defaults, then
+// an optional JSON file named by SVC_AGENT_CONFIG_FILE, then the environment), plus the
+// cross-field rules the schema cannot say: TLS material comes in pairs, and plaintext is
+// allowed only to a control plane on loopback. docs/node-agent.md lists every setting.
+import { hostname } from 'node:os';
+import { Type } from '@sinclair/typebox';
+import { ConfigError, loadConfig, setting, type ConfigOf } from '@svc/shared';
+import { isLoopbackTarget } from '../transport/address.js';
+import { parseSimulatedGpus, type SimulatedGpus } from '../simulation/simulated-gpus.js';
+
+/** XIDs that are the application's fault, not the GPU's; as NVIDIA's k8s device plugin. */
+export const DEFAULT_IGNORED_XIDS = '13,31,43,45,68,109';
+
+export const agentSettings = {
+  controlPlane: setting(
+    'SVC_CONTROL_PLANE',
+    Type.String({ minLength: 1 }),
+    '127.0.0.1:7070',
+    'host:port of the control plane gRPC endpoint the agent dials.',
+  ),
+  nodeToken: setting(
+    'SVC_NODE_TOKEN',
+    Type.String(),
+    '',
+    'One-time enrollment token (svcctl nodes token create); needed only until the node identity is stored.',
+    { secret: true },
+  ),
+  pool: setting(
+    'SVC_POOL',
+    Type.Union([Type.Literal('na'), Type.Literal('eu'), Type.Literal('apac')]),
+    'na',
+    'Region pool this node sells its GPUs in.',
+  ),
+  dataDir: setting(
+    'SVC_AGENT_DATA_DIR',
+    Type.String({ minLength: 1 }),
+    './data/agent',
+    'Directory holding the node identity (identity.json, mode 0600) and sticky GPU health (gpu-health.json).',
+  ),
+  hostname: setting('SVC_AGENT_HOSTNAME', Type.String(), '', 'Name the node reports; empty means the OS hostname.'),
+  nvmlLibrary: setting(
+    'SVC_NVML_LIBRARY',
+    Type.String(),
+    '',
+    'Path of libnvidia-ml; empty means libnvidia-ml.so.1 through the dynamic loader.',
+  ),
+  simulateGpus: setting(
+    'SVC_SIMULATE_GPUS',
+    Type.String({ pattern: '^$|^[0-8](x.+)?$' }),
+    '',
+    'Development: load the fake NVML with <count>[x<NVML name>] GPUs instead of the real library (0..8).',
+  ),
+  tls: setting(
+    'SVC_AGENT_TLS',
+    Type.Boolean(),
+    false,
+    'Dial with TLS using the system roots; implied by SVC_AGENT_TLS_CA.',
+  ),
+  tlsCa: setting('SVC_AGENT_TLS_CA', Type.String(), '', 'PEM file of the CA that signed the control plane certificate.'),
+  tlsCert: setting('SVC_AGENT_TLS_CERT', Type.String(), '', 'PEM client certificate for mutual TLS (with SVC_AGENT_TLS_KEY).'),
+  tlsKey: setting('SVC_AGENT_TLS_KEY', Type.String(), '', 'PEM private key of the client certificate.'),
+  tlsServerName: setting(
+    'SVC_AGENT_TLS_SERVER_NAME',
+    Type.String(),
+    '',
+    'Name to verify the control plane certificate against; empty means the host in SVC_CONTROL_PLANE.',
+  ),
+  ignoredXids: setting(
+    'SVC_GPU_IGNORED_XIDS',
+    Type.String({ pattern: '^$|^\\s*\\d+\\s*(,\\s*\\d+\\s*)*$' }),
+    DEFAULT_IGNORED_XIDS,
+    'Comma-separated XIDs that do not make a GPU unhealthy (application errors).',
+  ),
+  maxGpuTemperatureC: setting(
+    'SVC_GPU_MAX_TEMPERATURE_C',
+    Type.Integer({ minimum: 1, maximum: 150 }),
+    90,
+    'A GPU at or above this temperature is unhealthy (thermal).',
+  ),
+  temperatureHysteresisC: setting(
+    'SVC_GPU_TEMPERATURE_HYSTERESIS_C',
+    Type.Integer({ minimum: 0, maximum: 50 }),
+    5,
+    'A hot GPU is healthy again once it is this many degrees below the maximum.',
+  ),
+  logLevel: setting(
+    'SVC_LOG_LEVEL',
+    Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+    'info',
+    'Minimum level of the JSON logs written to stdout.',
+  ),
+};
+
+export type AgentSettings = ConfigOf<typeof agentSettings>;
+
+/** The settings plus what is derived from them once. */
+export interface AgentConfig extends AgentSettings {
+  /** The hostname to report (SVC_AGENT_HOSTNAME or the OS's). */
+  nodeName: string;
+  ignoredXidSet: ReadonlySet<number>;
+  simulation: SimulatedGpus | undefined;
+  /** True when the channel uses TLS. */
+  useTls: boolean;
+}
+
+export function loadAgentConfig(env: Record<string, string | undefined> = process.env): AgentConfig {
+  const settings = loadConfig(agentSettings, { env, file: env.SVC_AGENT_CONFIG_FILE || undefined });
+  return deriveAgentConfig(settings);
+}
+
+/** Applies the cross-field rules and derives the parsed forms. Throws ConfigError. */
+export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
+  if (Boolean(settings.tlsCert) !== Boolean(settings.tlsKey)) {
+    throw new ConfigError('SVC_AGENT_TLS_CERT and SVC_AGENT_TLS_KEY go together (mutual TLS needs both)');
+  }
+  const useTls = settings.tls || settings.tlsCa !== '' || settings.tlsCert !== '';
+  if (!useTls && !isLoopbackTarget(settings.controlPlane)) {
+    throw new ConfigError(
+      `refusing plaintext gRPC to ${settings.controlPlane}: plaintext is allowed only to a loopback control plane. ` +
+        'Set SVC_AGENT_TLS_CA (and SVC_AGENT_TLS_CERT/SVC_AGENT_TLS_KEY for mutual TLS), or SVC_AGENT_TLS=true for a publicly trusted certificate.',
+    );
+  }
+  const ignoredXidSet = new Set(
+    settings.ignoredXids
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map(Number),
+  );
+  return {
+    ...settings,
+    nodeName: settings.hostname || hostname(),
+    ignoredXidSet,
+    simulation: simulationOf(settings.simulateGpus),
+    useTls,
+  };
+}
+
+function simulationOf(value: string): SimulatedGpus | undefined {
+  try {
+    return parseSimulatedGpus(value);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}

@@ -1,0 +1,175 @@
+// The GPU health policy, as a pure function: (state, observation) -> (state, changes).
+// A GPU is unhealthy while any condition holds:
+//   - xid:     a critical XID (not in the ignored set) was reported;      sticky until reset
+//   - ecc:     the uncorrectable ECC count grew since the previous sample
+//              (or NVML pushed a double-bit ECC event);                   sticky until reset
+//   - thermal: temperature >= max; clears at max - hysteresis or below.
+// Sticky conditions clear on a GPU reset, seen as NVML's volatile uncorrectable ECC count
+// going down (a reset or driver reload zeroes it) or the GPU reading again after it could
+// not be read (fallen off the bus, then reset), and on an operator's ResetGpuHealth.
+// Unlike NVIDIA's device plugin, a GPU recovers. Every change of health, and every new
+// condition on an already unhealthy GPU, is a HealthChange the agent pushes at once.
+
+export interface HealthPolicy {
+  ignoredXids: ReadonlySet<number>;
+  maxTemperatureC: number;
+  temperatureHysteresisC: number;
+}
+
+export type HealthChangeKind = 'XID' | 'ECC_UNCORRECTABLE' | 'THERMAL' | 'RECOVERED';
+
+export interface HealthChange {
+  kind: HealthChangeKind;
+  /** Health after this change. */
+  healthy: boolean;
+  /** The XID, for kind XID. */
+  xid?: number;
+  message: string;
+}
+
+export interface GpuHealthState {
+  /** The critical XID that made the GPU unhealthy; undefined when none holds. */
+  xid: number | undefined;
+  /** Why the ECC condition holds; undefined when it does not. */
+  ecc: string | undefined;
+  /** The temperature that made the GPU unhealthy; undefined when not too hot. */
+  thermalC: number | undefined;
+  /** Uncorrectable ECC counts at the previous sample: the baseline for "new" errors. */
+  lastEccVolatile: number | undefined;
+  lastEccAggregate: number | undefined;
+  /** The last read failed; the next successful read counts as a GPU reset. */
+  unreadable: boolean;
+}
+
+export const INITIAL_GPU_HEALTH: GpuHealthState = {
+  xid: undefined,
+  ecc: undefined,
+  thermalC: undefined,
+  lastEccVolatile: undefined,
+  lastEccAggregate: undefined,
+  unreadable: false,
+};
+
+export type HealthObservation =
+  /** From the NVML event watch. */
+  | { type: 'xid'; xid: number; description: string }
+  /** NVML's double-bit (uncorrectable) ECC event. */
+  | { type: 'ecc_uncorrectable_event' }
+  /** A telemetry sample; absent values are unsupported and leave their condition alone. */
+  | { type: 'sample'; temperatureC?: number; eccUncorrectedVolatile?: number; eccUncorrectedAggregate?: number }
+  /** The GPU could not be read (handle, UUID or name failed). */
+  | { type: 'unreadable' }
+  /** ResetGpuHealth from the control plane. */
+  | { type: 'operator_reset' };
+
+export interface HealthResult {
+  state: GpuHealthState;
+  changes: HealthChange[];
+}
+
+export function isHealthy(state: GpuHealthState): boolean {
+  return state.xid === undefined && state.ecc === undefined && state.thermalC === undefined;
+}
+
+/** Why the GPU is unhealthy, for telemetry; empty when healthy. */
+export function healthReason(state: GpuHealthState): string {
+  const reasons: string[] = [];
+  if (state.xid !== undefined) reasons.push(`critical XID ${state.xid}`);
+  if (state.ecc !== undefined) reasons.push(state.ecc);
+  if (state.thermalC !== undefined) reasons.push(`too hot (${state.thermalC} °C)`);
+  return reasons.join('; ');
+}
+
+export function observeHealth(state: GpuHealthState, observation: HealthObservation, policy: HealthPolicy): HealthResult {
+  const wasHealthy = isHealthy(state);
+  const changes: HealthChange[] = [];
+  let next = state;
+  let recoveredBy: string | undefined;
+
+  switch (observation.type) {
+    case 'xid': {
+      if (policy.ignoredXids.has(observation.xid) || state.xid === observation.xid) break;
+      next = { ...state, xid: observation.xid };
+      changes.push({ kind: 'XID', healthy: false, xid: observation.xid, message: observation.description });
+      break;
+    }
+    case 'ecc_uncorrectable_event': {
+      if (state.ecc !== undefined) break;
+      const ecc = 'uncorrectable (double-bit) ECC error event';
+      next = { ...state, ecc };
+      changes.push({ kind: 'ECC_UNCORRECTABLE', healthy: false, message: ecc });
+      break;
+    }
+    case 'unreadable':
+      next = { ...state, unreadable: true };
+      break;
+    case 'operator_reset':
+      next = { ...state, xid: undefined, ecc: undefined, thermalC: undefined };
+      recoveredBy = 'health reset by an operator';
+      break;
+    case 'sample': {
+      const sampled = applySample(state, observation, policy);
+      next = sampled.state;
+      changes.push(...sampled.changes);
+      recoveredBy = sampled.recoveredBy;
+      break;
+    }
+  }
+
+  // Changes raised above are new conditions (healthy=false); a GPU that ends the step
+  // healthy after being unhealthy has recovered.
+  if (!wasHealthy && isHealthy(next)) {
+    changes.push({ kind: 'RECOVERED', healthy: true, message: recoveredBy ?? 'condition cleared' });
+  }
+  return { state: next, changes };
+}
+
+function applySample(
+  state: GpuHealthState,
+  sample: Extract<HealthObservation, { type: 'sample' }>,
+  policy: HealthPolicy,
+): HealthResult & { recoveredBy: string | undefined } {
+  const changes: HealthChange[] = [];
+  let next: GpuHealthState = { ...state, unreadable: false };
+  let recoveredBy: string | undefined;
+
+  const volatile = sample.eccUncorrectedVolatile;
+  const aggregate = sample.eccUncorrectedAggregate;
+  const countersZeroed = volatile !== undefined && state.lastEccVolatile !== undefined && volatile < state.lastEccVolatile;
+  const resetSeen = state.unreadable || countersZeroed;
+  if (resetSeen && (next.xid !== undefined || next.ecc !== undefined)) {
+    next = { ...next, xid: undefined, ecc: undefined };
+    recoveredBy = state.unreadable ? 'GPU readable again after a reset' : 'GPU reset (volatile ECC counters cleared)';
+  }
+
+  // New uncorrectable errors: prefer the volatile counter (since the last reset), fall back
+  // to the lifetime one when the GPU reports only that.
+  const grew =
+    volatile !== undefined && state.lastEccVolatile !== undefined
+      ? volatile - state.lastEccVolatile
+      : aggregate !== undefined && state.lastEccAggregate !== undefined
+        ? aggregate - state.lastEccAggregate
+        : 0;
+  if (grew > 0 && next.ecc === undefined) {
+    const ecc = `${grew} new uncorrectable ECC error${grew === 1 ? '' : 's'}`;
+    next = { ...next, ecc };
+    changes.push({ kind: 'ECC_UNCORRECTABLE', healthy: false, message: ecc });
+  }
+  next = {
+    ...next,
+    lastEccVolatile: volatile ?? next.lastEccVolatile,
+    lastEccAggregate: aggregate ?? next.lastEccAggregate,
+  };
+
+  const t = sample.temperatureC;
+  if (t !== undefined) {
+    if (next.thermalC === undefined && t >= policy.maxTemperatureC) {
+      next = { ...next, thermalC: t };
+      changes.push({ kind: 'THERMAL', healthy: false, message: `${t} °C, at or above the ${policy.maxTemperatureC} °C limit` });
+    } else if (next.thermalC !== undefined && t <= policy.maxTemperatureC - policy.temperatureHysteresisC) {
+      next = { ...next, thermalC: undefined };
+      recoveredBy ??= `cooled down to ${t} °C`;
+    }
+  }
+  return { state: next, changes, recoveredBy };
+}

@@ -1,0 +1,342 @@
+// DockerRuntime against the real engine and the loopback registry (scripts/setup-host.sh).
+// Every container carries a node id unique to this run, and afterAll removes them all.
+import { randomBytes } from 'node:crypto';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
+import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type TaskSpec } from './container-spec.js';
+import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
+import { deleteFreshImage, ensureBusybox, pushFreshImage } from './docker-test-images.js';
+import { RuntimeError, type PullProgress } from './runtime.js';
+
+const docker = new Docker();
+const run = randomBytes(4).toString('hex');
+const nodeId = `test-node-${run}`;
+const otherNodeId = `test-other-${run}`;
+const freshImages: string[] = [];
+
+let seq = 0;
+const task = (overrides: Partial<TaskSpec> = {}): TaskSpec => ({
+  taskId: `t${run}-${++seq}`,
+  kind: 'instance',
+  image: BUSYBOX_IMAGE,
+  gpuUuids: [],
+  command: ['sh', '-c', 'while true; do sleep 0.1; done'],
+  ...overrides,
+});
+// sh is PID 1, which the kernel shields from signals it has no handler for; the trap
+// must be installed before the signal goes out, hence "ready" and waitForLog.
+const TRAPS_TERM = ['sh', '-c', 'trap "echo bye; exit 0" TERM; echo ready; while true; do sleep 0.1; done'];
+const IGNORES_TERM = ['sh', '-c', 'trap "" TERM; echo ready; while true; do sleep 0.1; done'];
+
+async function waitForLog(containerId: string, text: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const logs = await docker.getContainer(containerId).logs({ stdout: true, stderr: true });
+    if (logs.toString('utf8').includes(text)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${containerId} did not log "${text}" within ${timeoutMs} ms`);
+}
+
+async function rejection(promise: Promise<unknown>): Promise<RuntimeError> {
+  const err = await promise.then(
+    () => new Error('expected a rejection'),
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(RuntimeError);
+  return err as RuntimeError;
+}
+
+const timed = async <T>(fn: () => Promise<T>): Promise<[T, number]> => {
+  const t0 = Date.now();
+  const value = await fn();
+  return [value, Date.now() - t0];
+};
+
+const runtime = new DockerRuntime({ docker, nodeId });
+
+beforeAll(async () => {
+  // Fail loudly: a suite that silently skips without Docker hides regressions.
+  if (!(await dockerAvailable(docker))) {
+    throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
+  }
+  await ensureBusybox(docker);
+});
+
+afterAll(async () => {
+  for (const node of [nodeId, otherNodeId]) {
+    const leftovers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${node}`] } });
+    await Promise.all(leftovers.map((c) => docker.getContainer(c.Id).remove({ force: true })));
+  }
+  for (const ref of freshImages) await deleteFreshImage(docker, ref);
+});
+
+describe('withDefaultTag', () => {
+  it('adds :latest only where neither a tag nor a digest is given', () => {
+    expect(withDefaultTag('busybox')).toBe('busybox:latest');
+    expect(withDefaultTag('127.0.0.1:5000/svc/busybox')).toBe('127.0.0.1:5000/svc/busybox:latest');
+    expect(withDefaultTag('127.0.0.1:5000/svc/busybox:1')).toBe('127.0.0.1:5000/svc/busybox:1');
+    expect(withDefaultTag('svc/busybox@sha256:abc')).toBe('svc/busybox@sha256:abc');
+  });
+});
+
+describe('DockerRuntime: pulls', () => {
+  it('pulls a missing image from the registry, reporting progress up to 1, then runs it', async () => {
+    const image = await pushFreshImage(docker, `progress-${run}`);
+    freshImages.push(image);
+    const seen: PullProgress[] = [];
+
+    const handle = await runtime.startTask(task({ image }), (p) => seen.push(p));
+
+    expect(handle.state).toBe('running');
+    const fractions = seen.map((p) => p.fraction);
+    expect(fractions.some((f) => f > 0 && f < 1)).toBe(true);
+    expect(fractions.every((f, i) => i === 0 || f >= fractions[i - 1]!)).toBe(true);
+    expect(seen.at(-1)).toMatchObject({ image, fraction: 1, status: expect.stringMatching(/Downloaded newer image/) });
+    expect(seen.map((p) => p.status).join('\n')).toMatch(/Downloading|Extracting/);
+    expect(runtime.pulls.inFlightImages).toEqual([]);
+
+    // Present now: no second pull, progress says so at once.
+    const again: PullProgress[] = [];
+    const pull = vi.spyOn(docker, 'pull');
+    await runtime.startTask(task({ image }), (p) => again.push(p));
+    expect(pull).not.toHaveBeenCalled();
+    pull.mockRestore();
+    expect(again).toEqual([{ image, fraction: 1, status: 'Image is present' }]);
+  });
+
+  it('shares one pull between concurrent starts of the same image', async () => {
+    const image = await pushFreshImage(docker, `shared-${run}`);
+    freshImages.push(image);
+    const pull = vi.spyOn(docker, 'pull');
+    const startedBefore = runtime.pulls.pullsStarted;
+    const seenA: PullProgress[] = [];
+    const seenB: PullProgress[] = [];
+
+    const [a, b] = await Promise.all([
+      runtime.startTask(task({ image }), (p) => seenA.push(p)),
+      runtime.startTask(task({ image }), (p) => seenB.push(p)),
+    ]);
+
+    expect(pull).toHaveBeenCalledTimes(1);
+    pull.mockRestore();
+    expect(runtime.pulls.pullsStarted - startedBefore).toBe(1);
+    expect([a.state, b.state]).toEqual(['running', 'running']);
+    expect(a.containerId).not.toBe(b.containerId);
+    expect(seenA.at(-1)?.fraction).toBe(1);
+    expect(seenB.at(-1)?.fraction).toBe(1);
+  });
+
+  it('pulls again when the image vanishes between the check and the create', async () => {
+    const image = await pushFreshImage(docker, `vanished-${run}`, 100_000);
+    freshImages.push(image);
+    // The presence check says "there" although the engine does not have it.
+    const getImage = vi
+      .spyOn(docker, 'getImage')
+      .mockImplementation((name) => ({ name, inspect: async () => ({}) }) as unknown as Docker.Image);
+    const pull = vi.spyOn(docker, 'pull');
+    try {
+      const handle = await runtime.startTask(task({ image }));
+      expect(handle.state).toBe('running');
+      expect(pull).toHaveBeenCalledTimes(1);
+    } finally {
+      getImage.mockRestore();
+      pull.mockRestore();
+    }
+  });
+
+  it('fails with pull_failed and Docker’s message for an unknown image, creating nothing', async () => {
+    const spec = task({ image: '127.0.0.1:5000/svc/nope:1' });
+    const err = await rejection(runtime.startTask(spec));
+    expect(err.code).toBe('pull_failed');
+    expect(err.recoverable).toBe(false);
+    expect(err.message).toMatch(/svc\/nope:1.*(not found|manifest unknown)/);
+    const made = await docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${spec.taskId}`] } });
+    expect(made).toEqual([]);
+  });
+
+  it('calls an unreachable registry a recoverable pull_failed', async () => {
+    const err = await rejection(runtime.startTask(task({ image: '127.0.0.1:5999/svc/busybox:1' })));
+    expect(err.code).toBe('pull_failed');
+    expect(err.recoverable).toBe(true);
+    expect(err.message).toMatch(/connection refused/);
+  });
+});
+
+describe('DockerRuntime: start and inspect', () => {
+  it('starts a labelled container and inspects it as running', async () => {
+    const spec = task({ labels: { team: 'ml' } });
+    const handle = await runtime.startTask(spec);
+
+    expect(handle).toMatchObject({ taskId: spec.taskId, kind: 'instance', image: BUSYBOX_IMAGE, state: 'running' });
+    const status = await runtime.inspectTask(handle.containerId);
+    expect(status).toMatchObject({ taskId: spec.taskId, nodeId, state: 'running', exitCode: null, finishedAt: null, error: null });
+    expect(status.startedAt!.getTime()).toBeGreaterThan(Date.now() - 60_000);
+    expect(status.labels).toMatchObject({ [LABEL_INSTANCE]: spec.taskId, [LABEL_NODE]: nodeId, 'svc.label.team': 'ml' });
+    const info = await docker.getContainer(handle.containerId).inspect();
+    expect(info.HostConfig.Privileged).toBe(false);
+  });
+
+  it('returns the running container when the same task is started again', async () => {
+    const spec = task();
+    const first = await runtime.startTask(spec);
+    const second = await runtime.startTask(spec);
+    expect(second.containerId).toBe(first.containerId);
+  });
+
+  it('replaces a stopped leftover of the task on a retried start', async () => {
+    const spec = task();
+    const first = await runtime.startTask(spec);
+    await runtime.stopTask(first.containerId, { timeoutMs: 0, force: true });
+    const second = await runtime.startTask(spec);
+    expect(second.containerId).not.toBe(first.containerId);
+    expect(second.state).toBe('running');
+    await expect(runtime.inspectTask(first.containerId)).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('replaces a created-but-never-started leftover of the task', async () => {
+    const spec = task();
+    const leftover = await docker.createContainer(buildContainerSpec(spec, { nodeId, nvidiaRuntime: false }));
+    const handle = await runtime.startTask(spec);
+    expect(handle.state).toBe('running');
+    expect(handle.containerId).not.toBe(leftover.id);
+  });
+
+  it('refuses a container name owned by another node', async () => {
+    const spec = task();
+    await new DockerRuntime({ docker, nodeId: otherNodeId }).startTask(spec);
+    const err = await rejection(runtime.startTask(spec));
+    expect(err.code).toBe('create_failed');
+    expect(err.message).toMatch(/does not own/);
+  });
+
+  it('fails with start_failed when the command cannot run, and removes the container', async () => {
+    const spec = task({ command: ['/no/such/binary'] });
+    const err = await rejection(runtime.startTask(spec));
+    expect(err.code).toBe('start_failed');
+    expect(err.message).toMatch(/no such file|not found/i);
+    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${spec.taskId}`] } });
+    expect(left).toEqual([]);
+  });
+
+  it('waits for the exit code, and a wait can be abandoned', async () => {
+    const exits = await runtime.startTask(task({ command: ['sh', '-c', 'sleep 0.3; exit 5'] }));
+    expect(await runtime.waitTask(exits.containerId)).toEqual({ exitCode: 5, error: null });
+    // Already exited: resolves at once.
+    expect((await runtime.waitTask(exits.containerId)).exitCode).toBe(5);
+    expect((await runtime.inspectTask(exits.containerId)).exitCode).toBe(5);
+
+    const runs = await runtime.startTask(task());
+    const abort = new AbortController();
+    const waiting = runtime.waitTask(runs.containerId, abort.signal);
+    abort.abort(new Error('agent shutting down'));
+    await expect(waiting).rejects.toThrow('agent shutting down');
+    expect((await runtime.inspectTask(runs.containerId)).state).toBe('running');
+  });
+});
+
+describe('DockerRuntime: stop and destroy', () => {
+  it('stops a container that traps SIGTERM gracefully: it exits 0 on the signal', async () => {
+    const handle = await runtime.startTask(task({ command: TRAPS_TERM }));
+    await waitForLog(handle.containerId, 'ready');
+
+    const [outcome, ms] = await timed(() => runtime.stopTask(handle.containerId, { timeoutMs: 10_000 }));
+
+    expect(outcome).toBe('exited');
+    expect(ms).toBeLessThan(3_000);
+    const status = await runtime.inspectTask(handle.containerId);
+    expect(status).toMatchObject({ state: 'exited', exitCode: 0 });
+    await waitForLog(handle.containerId, 'bye');
+  });
+
+  it('kills a container that ignores SIGTERM once the grace runs out (137)', async () => {
+    const handle = await runtime.startTask(task({ command: IGNORES_TERM }));
+    await waitForLog(handle.containerId, 'ready');
+
+    const [outcome, ms] = await timed(() => runtime.stopTask(handle.containerId, { timeoutMs: 1_000 }));
+
+    expect(outcome).toBe('killed');
+    expect(ms).toBeGreaterThanOrEqual(1_000);
+    expect(ms).toBeLessThan(5_000);
+    expect(await runtime.inspectTask(handle.containerId)).toMatchObject({ state: 'exited', exitCode: 137 });
+  });
+
+  it('force stop skips the grace', async () => {
+    const handle = await runtime.startTask(task({ command: IGNORES_TERM }));
+    await waitForLog(handle.containerId, 'ready');
+
+    const [outcome, ms] = await timed(() => runtime.stopTask(handle.containerId, { timeoutMs: 60_000, force: true }));
+
+    expect(outcome).toBe('killed');
+    expect(ms).toBeLessThan(3_000);
+    expect((await runtime.inspectTask(handle.containerId)).exitCode).toBe(137);
+  });
+
+  it('is safe to repeat stop and destroy; a gone container is not_found for inspect and wait', async () => {
+    const handle = await runtime.startTask(task());
+    const id = handle.containerId;
+    await expect(runtime.destroyTask(id)).rejects.toMatchObject({ code: 'task_running' });
+
+    expect(await runtime.stopTask(id, { timeoutMs: 1_000, force: true })).toBe('killed');
+    expect(await runtime.stopTask(id, { timeoutMs: 1_000 })).toBe('not_running');
+    expect(await runtime.stopTask(id, { timeoutMs: 1_000, force: true })).toBe('not_running');
+    await runtime.destroyTask(id);
+    await runtime.destroyTask(id);
+    await runtime.destroyTask(id, { force: true });
+    expect(await runtime.stopTask(id, { timeoutMs: 1_000 })).toBe('not_running');
+    await expect(runtime.inspectTask(id)).rejects.toMatchObject({ code: 'not_found', recoverable: false });
+    await expect(runtime.waitTask(id)).rejects.toMatchObject({ code: 'not_found' });
+  });
+});
+
+describe('DockerRuntime: recovery and reconcile', () => {
+  it('a new runtime (a restarted agent) re-adopts running and exited containers of its node only', async () => {
+    const running = await runtime.startTask(task({ command: TRAPS_TERM }));
+    const exited = await runtime.startTask(task({ command: ['sh', '-c', 'exit 3'] }));
+    await runtime.waitTask(exited.containerId);
+    const other = new DockerRuntime({ docker, nodeId: otherNodeId });
+    const foreign = await other.startTask(task());
+
+    const restarted = new DockerRuntime({ docker, nodeId });
+    const handles = await restarted.recoverTasks();
+
+    const byId = new Map(handles.map((h) => [h.containerId, h]));
+    expect(byId.get(running.containerId)).toMatchObject({ taskId: running.taskId, state: 'running' });
+    expect(byId.get(exited.containerId)).toMatchObject({ taskId: exited.taskId, state: 'exited' });
+    expect(byId.has(foreign.containerId)).toBe(false);
+    expect(handles.every((h) => h.taskId.startsWith(`t${run}-`))).toBe(true);
+
+    // The adopted handle is fully usable: stop it through the new runtime.
+    await waitForLog(running.containerId, 'ready');
+    expect(await restarted.stopTask(running.containerId, { timeoutMs: 5_000 })).toBe('exited');
+    expect((await restarted.waitTask(running.containerId)).exitCode).toBe(0);
+  });
+
+  it('reconcile removes unwanted and never-started containers of this node, keeps wanted and foreign ones', async () => {
+    const wanted = await runtime.startTask(task());
+    const unwanted = await runtime.startTask(task());
+    // Created but never started: what a create that "failed" on the network leaves behind.
+    const orphanSpec = task();
+    const orphan = await docker.createContainer(buildContainerSpec(orphanSpec, { nodeId, nvidiaRuntime: false }));
+    const foreign = await new DockerRuntime({ docker, nodeId: otherNodeId }).startTask(task());
+
+    const keep = new Set((await runtime.recoverTasks()).map((h) => h.taskId));
+    keep.delete(unwanted.taskId);
+    const { removed } = await runtime.reconcile(keep);
+
+    expect(removed).toEqual(
+      expect.arrayContaining([
+        { containerId: unwanted.containerId, taskId: unwanted.taskId },
+        { containerId: orphan.id, taskId: orphanSpec.taskId },
+      ]),
+    );
+    expect(removed).toHaveLength(2);
+    expect((await runtime.inspectTask(wanted.containerId)).state).toBe('running');
+    expect((await runtime.inspectTask(foreign.containerId)).state).toBe('running');
+    await expect(runtime.inspectTask(unwanted.containerId)).rejects.toMatchObject({ code: 'not_found' });
+    await expect(runtime.inspectTask(orphan.id)).rejects.toMatchObject({ code: 'not_found' });
+    // Nothing more to do the second time.
+    expect((await runtime.reconcile(keep)).removed).toEqual([]);
+  });
+});

@@ -1,0 +1,348 @@
+// The TaskRuntime over the local Docker engine (dockerode): pull with progress, create
+// from buildContainerSpec, start, graceful stop, removal, re-adoption and the sweep of
+// containers nobody wants. Everything it makes is labelled with this node's id, and it
+// only ever lists, re-adopts or sweeps containers carrying that label.
+import Docker from 'dockerode';
+import { LABEL_NODE, buildContainerSpec, containerName, taskFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
+import {
+  dockerMessage,
+  dockerStatus,
+  engineError,
+  isNotFound,
+  isNotRunning,
+  isRemovalInProgress,
+  notFound,
+  pullFailed,
+  taskFailed,
+} from './docker-errors.js';
+import { hasNvidiaRuntime } from './nvidia-runtime.js';
+import { PullCoordinator } from './pull-coordinator.js';
+import { PullProgressTracker, pullEventError, type PullEvent } from './pull-progress.js';
+import {
+  RuntimeError,
+  type DestroyOptions,
+  type ProgressListener,
+  type ReconcileResult,
+  type StopOptions,
+  type StopOutcome,
+  type TaskExit,
+  type TaskHandle,
+  type TaskRuntime,
+  type TaskState,
+  type TaskStatus,
+} from './runtime.js';
+
+export interface DockerRuntimeOptions {
+  /** This node's id: the `svc.node` label on everything the runtime creates or adopts. */
+  nodeId: string;
+  /** Defaults to the engine on /var/run/docker.sock. */
+  docker?: Docker;
+  /** Skips detection; otherwise `docker info` is asked once, on the first start. */
+  nvidiaRuntime?: boolean;
+  /** How long to wait for a container to die after SIGKILL before calling it an engine error. */
+  killTimeoutMs?: number;
+}
+
+// Docker reports never-set times as the zero time.
+const parseDockerTime = (value: string | undefined): Date | null =>
+  !value || value.startsWith('0001-01-01') ? null : new Date(value);
+
+/**
+ * `busybox` and `busybox:latest` are one pull, so they share one in-flight entry.
+ * (Registry host aliases such as docker.io/library/ are not unified.)
+ */
+export const withDefaultTag = (ref: string): string => {
+  const name = ref.slice(ref.lastIndexOf('/') + 1);
+  return name.includes(':') || name.includes('@') ? ref : `${ref}:latest`;
+};
+
+export class DockerRuntime implements TaskRuntime {
+  readonly docker: Docker;
+  readonly nodeId: string;
+  /** Shared pulls; exposed so tests and metrics can count real pulls. */
+  readonly pulls: PullCoordinator;
+  private readonly killTimeoutMs: number;
+  private hostCapabilities: Promise<HostCapabilities> | null;
+
+  constructor(options: DockerRuntimeOptions) {
+    this.docker = options.docker ?? new Docker();
+    this.nodeId = options.nodeId;
+    this.killTimeoutMs = options.killTimeoutMs ?? 10_000;
+    this.hostCapabilities =
+      options.nvidiaRuntime === undefined
+        ? null
+        : Promise.resolve({ nodeId: this.nodeId, nvidiaRuntime: options.nvidiaRuntime });
+    this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
+  }
+
+  async startTask(spec: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
+    const host = await this.host();
+    await this.ensureImage(spec.image, onProgress);
+    const container = await this.createContainer(spec, host);
+    try {
+      await container.start();
+    } catch (err) {
+      // 304: already started (a retried start that adopted a running container).
+      if (dockerStatus(err) !== 304) throw await this.discardUnstarted(container.id, spec, err);
+    }
+    return this.handleOf(await this.inspectTask(container.id));
+  }
+
+  async recoverTasks(): Promise<TaskHandle[]> {
+    const containers = await this.listOwnContainers();
+    const handles: TaskHandle[] = [];
+    for (const c of containers) {
+      const task = taskFromLabels(c.Labels);
+      if (!task || (c.State !== 'running' && c.State !== 'exited')) continue;
+      try {
+        handles.push(this.handleOf(await this.inspectTask(c.Id)));
+      } catch (err) {
+        // Removed between list and inspect: nothing to adopt.
+        if (!(err instanceof RuntimeError && err.code === 'not_found')) throw err;
+      }
+    }
+    return handles;
+  }
+
+  async waitTask(id: string, signal?: AbortSignal): Promise<TaskExit> {
+    try {
+      const result = (await this.docker
+        .getContainer(id)
+        .wait({ condition: 'not-running', ...(signal ? { abortSignal: signal } : {}) })) as {
+        StatusCode: number;
+        Error?: { Message?: string } | null;
+      };
+      return { exitCode: result.StatusCode, error: result.Error?.Message || null };
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason ?? err;
+      if (isNotFound(err)) throw notFound(id, err);
+      throw engineError(`wait for ${id}`, err);
+    }
+  }
+
+  async stopTask(id: string, options: StopOptions): Promise<StopOutcome> {
+    const container = this.docker.getContainer(id);
+    // Our own signal + wait rather than `container.stop({t})`: any signal, millisecond
+    // graces, and one code path for SIGTERM and the rest.
+    if (!options.force) {
+      if (!(await this.signal(container, options.signal ?? 'SIGTERM'))) return 'not_running';
+      if (await this.exitsWithin(container, options.timeoutMs)) return 'exited';
+    }
+    if (!(await this.signal(container, 'SIGKILL'))) return options.force ? 'not_running' : 'exited';
+    if (!(await this.exitsWithin(container, this.killTimeoutMs))) {
+      throw new RuntimeError('engine_error', `${id} still runs ${this.killTimeoutMs} ms after SIGKILL`, true);
+    }
+    return 'killed';
+  }
+
+  async destroyTask(id: string, options: DestroyOptions = {}): Promise<void> {
+    try {
+      await this.docker.getContainer(id).remove({ force: options.force ?? false, v: true });
+    } catch (err) {
+      if (isNotFound(err) || isRemovalInProgress(err)) return;
+      if (dockerStatus(err) === 409) {
+        throw new RuntimeError('task_running', `${id} is running; stop it or destroy with force: ${dockerMessage(err)}`, false, {
+          cause: err,
+        });
+      }
+      throw engineError(`remove ${id}`, err);
+    }
+  }
+
+  async inspectTask(id: string): Promise<TaskStatus> {
+    let info: Docker.ContainerInspectInfo;
+    try {
+      info = await this.docker.getContainer(id).inspect();
+    } catch (err) {
+      if (isNotFound(err)) throw notFound(id, err);
+      throw engineError(`inspect ${id}`, err);
+    }
+    const labels = info.Config.Labels ?? {};
+    const task = taskFromLabels(labels);
+    const state = info.State.Status as TaskState;
+    return {
+      containerId: info.Id,
+      taskId: task?.taskId ?? '',
+      kind: task?.kind ?? 'instance',
+      nodeId: labels[LABEL_NODE] ?? '',
+      image: info.Config.Image,
+      state,
+      exitCode: state === 'exited' || state === 'dead' ? info.State.ExitCode : null,
+      startedAt: parseDockerTime(info.State.StartedAt),
+      finishedAt: parseDockerTime(info.State.FinishedAt),
+      oomKilled: info.State.OOMKilled,
+      error: info.State.Error || null,
+      labels,
+    };
+  }
+
+  async reconcile(wanted: ReadonlySet<string>): Promise<ReconcileResult> {
+    const removed: ReconcileResult['removed'] = [];
+    const failures: string[] = [];
+    for (const c of await this.listOwnContainers()) {
+      const taskId = taskFromLabels(c.Labels)?.taskId ?? null;
+      if (taskId !== null && wanted.has(taskId)) continue;
+      try {
+        await this.destroyTask(c.Id, { force: true });
+        removed.push({ containerId: c.Id, taskId });
+      } catch (err) {
+        failures.push(`${c.Id}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    if (failures.length > 0) {
+      throw new RuntimeError('engine_error', `reconcile could not remove ${failures.join('; ')}`, true);
+    }
+    return { removed };
+  }
+
+  // --- provisioning ---------------------------------------------------------
+
+  private host(): Promise<HostCapabilities> {
+    if (!this.hostCapabilities) {
+      const detecting = hasNvidiaRuntime(this.docker).then(
+        (nvidiaRuntime) => ({ nodeId: this.nodeId, nvidiaRuntime }),
+        (err: unknown) => {
+          this.hostCapabilities = null; // ask again next time
+          throw engineError('docker info', err);
+        },
+      );
+      this.hostCapabilities = detecting;
+    }
+    return this.hostCapabilities;
+  }
+
+  /** Pulls only when the image is missing: a present tag is used as is (no "always pull"). */
+  private async ensureImage(image: string, onProgress?: ProgressListener): Promise<void> {
+    try {
+      await this.docker.getImage(image).inspect();
+      onProgress?.({ image, fraction: 1, status: 'Image is present' });
+      return;
+    } catch (err) {
+      if (!isNotFound(err)) throw engineError(`inspect image ${image}`, err);
+    }
+    await this.pulls.pull(withDefaultTag(image), onProgress);
+  }
+
+  private async pullImage(image: string, onProgress: ProgressListener): Promise<void> {
+    const tracker = new PullProgressTracker(image);
+    onProgress(tracker.update({ status: `Pulling ${image}` }));
+    let stream: NodeJS.ReadableStream;
+    try {
+      stream = await this.docker.pull(image);
+    } catch (err) {
+      throw pullFailed(image, err);
+    }
+    const lastStatus = await new Promise<string | undefined>((resolve, reject) => {
+      let last: string | undefined;
+      let streamError: string | null = null;
+      this.docker.modem.followProgress(
+        stream,
+        (err: Error | null) => {
+          // followProgress does not treat an `error` line as a failure; we do.
+          if (err || streamError) reject(pullFailed(image, err ?? new Error(streamError ?? '')));
+          else resolve(last);
+        },
+        (event: PullEvent) => {
+          const error = pullEventError(event);
+          if (error) streamError ??= error;
+          else {
+            last = event.status;
+            onProgress(tracker.update(event));
+          }
+        },
+      );
+    });
+    onProgress(tracker.complete(lastStatus));
+  }
+
+  private async createContainer(spec: TaskSpec, host: HostCapabilities, retried = false): Promise<Docker.Container> {
+    try {
+      return await this.docker.createContainer(buildContainerSpec(spec, host));
+    } catch (err) {
+      if (retried) throw taskFailed('create_failed', `create ${containerName(spec)}`, err);
+      // The name is taken: a retried start, or a leftover of an earlier attempt.
+      if (dockerStatus(err) === 409) return this.adoptOrReplace(spec, host, err);
+      // The image vanished between our check and the create (someone removed it): once more.
+      if (isNotFound(err)) {
+        await this.pulls.pull(withDefaultTag(spec.image));
+        return this.createContainer(spec, host, true);
+      }
+      throw taskFailed('create_failed', `create ${containerName(spec)}`, err);
+    }
+  }
+
+  private async adoptOrReplace(spec: TaskSpec, host: HostCapabilities, conflict: unknown): Promise<Docker.Container> {
+    const name = containerName(spec);
+    const existing = await this.inspectTask(name);
+    if (existing.nodeId !== this.nodeId || existing.taskId !== spec.taskId) {
+      throw taskFailed('create_failed', `create ${name}: the name belongs to a container this node does not own`, conflict);
+    }
+    if (existing.state === 'running') return this.docker.getContainer(existing.containerId);
+    await this.destroyTask(existing.containerId, { force: true });
+    return this.createContainer(spec, host, true);
+  }
+
+  /** A container that would not start is removed, so the failure leaves nothing behind. */
+  private async discardUnstarted(id: string, spec: TaskSpec, startError: unknown): Promise<RuntimeError> {
+    const failure = taskFailed('start_failed', `start ${containerName(spec)}`, startError);
+    try {
+      await this.destroyTask(id, { force: true });
+    } catch (cleanupError) {
+      // Still labelled, so reconcile sweeps it; say so rather than hide it.
+      return new RuntimeError(failure.code, `${failure.message} (and its removal failed: ${dockerMessage(cleanupError)})`, failure.recoverable, {
+        cause: startError,
+      });
+    }
+    return failure;
+  }
+
+  // --- stopping -------------------------------------------------------------
+
+  /** Sends a signal; false when the container is not running or gone (both: nothing to stop). */
+  private async signal(container: Docker.Container, signal: string): Promise<boolean> {
+    try {
+      await container.kill({ signal });
+      return true;
+    } catch (err) {
+      if (isNotFound(err) || isNotRunning(err)) return false;
+      throw engineError(`kill -${signal} ${container.id}`, err);
+    }
+  }
+
+  /** True once the container is not running; false when `ms` passed first. */
+  private async exitsWithin(container: Docker.Container, ms: number): Promise<boolean> {
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(), ms);
+    try {
+      await container.wait({ condition: 'not-running', abortSignal: timeout.signal });
+      return true;
+    } catch (err) {
+      if (timeout.signal.aborted) return false;
+      if (isNotFound(err)) return true;
+      throw engineError(`wait for ${container.id}`, err);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // --- listing --------------------------------------------------------------
+
+  private async listOwnContainers(): Promise<Docker.ContainerInfo[]> {
+    try {
+      return await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${this.nodeId}`] } });
+    } catch (err) {
+      throw engineError('list containers', err);
+    }
+  }
+
+  private handleOf(status: TaskStatus): TaskHandle {
+    return {
+      taskId: status.taskId,
+      kind: status.kind,
+      containerId: status.containerId,
+      image: status.image,
+      state: status.state,
+      startedAt: status.startedAt,
+    };
+  }
+}

@@ -1,0 +1,9 @@
+// Whether the Docker engine can attach NVIDIA GPUs. A dev host without the NVIDIA
+// container runtime runs task containers without device requests instead of failing.
+import type Docker from 'dockerode';
+
+/** True when `docker info` lists a runtime named like "nvidia" (nvidia, nvidia-legacy, ...). */
+export async function hasNvidiaRuntime(docker: Pick<Docker, 'info'>): Promise<boolean> {
+  const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+  return Object.keys(info.Runtimes ?? {}).some((name) => name.toLowerCase().includes('nvidia'));
+}

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { PullProgressTracker, pullEventError, type PullEvent } from './pull-progress.js';
+
+const layer = (id: string, status: string, current?: number, total?: number): PullEvent => ({
+  id,
+  status,
+  progressDetail: current === undefined ? {} : { current, total },
+});
+
+describe('PullProgressTracker', () => {
+  it('weighs download and extraction half each, by layer size, ignoring layers already present', () => {
+    const t = new PullProgressTracker('img:1');
+    expect(t.update({ status: 'Pulling from svc/x', id: '1' }).fraction).toBe(0);
+    t.update(layer('base', 'Already exists'));
+    t.update(layer('big', 'Pulling fs layer'));
+    t.update(layer('small', 'Pulling fs layer'));
+    // big: 300 of 600 downloaded; small's size unknown, so it weighs the mean known size (600).
+    expect(t.update(layer('big', 'Downloading', 300, 600)).fraction).toBeCloseTo((600 * 0.25) / 1200);
+    // small's size appears: 1200, so the true value drops to 150/1800; the report stays.
+    expect(t.update(layer('small', 'Downloading', 0, 1200)).fraction).toBeCloseTo(0.125);
+    t.update(layer('big', 'Download complete'));
+    // big downloaded (half its weight: 300), small 0: 300/1800.
+    expect(t.update(layer('big', 'Extracting', 0, 600)).fraction).toBeCloseTo(300 / 1800);
+    t.update(layer('small', 'Downloading', 1200, 1200));
+    expect(t.update(layer('big', 'Pull complete')).fraction).toBeCloseTo((600 + 600) / 1800);
+    // Everything done but the stream has not ended: not yet 1.
+    const almost = t.update(layer('small', 'Pull complete'));
+    expect(almost.fraction).toBe(0.99);
+    expect(almost.status).toBe('Pull complete small');
+    expect(t.complete('Status: Downloaded newer image for img:1')).toEqual({
+      image: 'img:1',
+      fraction: 1,
+      status: 'Status: Downloaded newer image for img:1',
+    });
+  });
+
+  it('never goes backwards, even when a layer download is retried', () => {
+    const t = new PullProgressTracker('img:1');
+    t.update(layer('a', 'Downloading', 50, 100));
+    const before = t.update(layer('a', 'Downloading', 80, 100)).fraction;
+    const after = t.update(layer('a', 'Retrying in 5 seconds')).fraction;
+    expect(after).toBe(before);
+    expect(t.update(layer('a', 'Downloading', 10, 100)).fraction).toBe(before);
+  });
+
+  it('finds errors reported inside the stream', () => {
+    expect(pullEventError({ error: 'manifest unknown', errorDetail: { message: 'manifest unknown' } })).toBe('manifest unknown');
+    expect(pullEventError({ errorDetail: { message: 'EOF' } })).toBe('EOF');
+    expect(pullEventError({ status: 'Downloading' })).toBeNull();
+  });
+});

@@ -1,0 +1,86 @@
+// The supervisor over the real Docker runtime and engine, with the loopback registry.
+import { randomUUID } from 'node:crypto';
+import Docker from 'dockerode';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BUSYBOX_IMAGE } from '../../../test/support/images.js';
+import { LABEL_NODE } from '../runtime/container-spec.js';
+import { DockerRuntime } from '../runtime/docker-runtime.js';
+import { ensureBusybox } from '../runtime/docker-test-images.js';
+import { TaskSupervisor, type TaskReport } from './task-supervisor.js';
+
+const docker = new Docker();
+const nodeId = `node-sup-${randomUUID().slice(0, 8)}`;
+const log = pino({ level: 'silent' });
+
+function supervisor(): { sup: TaskSupervisor; reports: TaskReport[] } {
+  const reports: TaskReport[] = [];
+  const sup = new TaskSupervisor(new DockerRuntime({ nodeId, docker }), (r) => reports.push(r), log);
+  return { sup, reports };
+}
+
+async function until(check: () => boolean, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const states = (reports: TaskReport[], taskId: string) => reports.filter((r) => r.task_id === taskId).map((r) => r.state);
+const task = (taskId: string, command: string[]) => ({ taskId, kind: 'instance' as const, image: BUSYBOX_IMAGE, gpuUuids: [], command });
+const TRAP = ['sh', '-c', 'trap "exit 0" TERM; echo ready; while true; do sleep 0.1; done'];
+
+beforeAll(() => ensureBusybox(docker), 60_000);
+afterAll(async () => {
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${nodeId}`] } })) {
+    await docker.getContainer(c.Id).remove({ force: true });
+  }
+});
+
+describe('TaskSupervisor', () => {
+  it('starts a task and reports pulling then running; a graceful stop reports stopping then gone', async () => {
+    const { sup, reports } = supervisor();
+    sup.start(task('inst_a', TRAP));
+    await until(() => states(reports, 'inst_a').includes('running'));
+    expect(states(reports, 'inst_a')[0]).toBe('pulling');
+    expect(sup.runningTasks().map((r) => r.task_id)).toEqual(['inst_a']);
+    await sup.stop({ taskId: 'inst_a', kind: 'instance', timeoutMs: 5_000, force: false });
+    expect(states(reports, 'inst_a').slice(-2)).toEqual(['stopping', 'gone']);
+    expect(reports.at(-1)!.exit_code).toBe(0);
+    expect(await docker.listContainers({ all: true, filters: { label: [`svc.instance=inst_a`, `${LABEL_NODE}=${nodeId}`] } })).toEqual([]);
+  }, 30_000);
+
+  it('reports failed with the pull error for an image that does not exist', async () => {
+    const { sup, reports } = supervisor();
+    sup.start({ ...task('inst_bad', ['true']), image: '127.0.0.1:5000/svc/does-not-exist:1' });
+    await until(() => states(reports, 'inst_bad').includes('failed'));
+    expect(reports.at(-1)!.message).toMatch(/pull failed/);
+  });
+
+  it('reports exited with the exit code when the task ends by itself', async () => {
+    const { sup, reports } = supervisor();
+    sup.start(task('inst_exit', ['sh', '-c', 'sleep 0.3; exit 3']));
+    await until(() => states(reports, 'inst_exit').includes('exited'));
+    expect(reports.at(-1)).toMatchObject({ state: 'exited', exit_code: 3 });
+  });
+
+  it('re-adopts a running task after an agent restart and can stop it', async () => {
+    const first = supervisor();
+    first.sup.start(task('inst_keep', TRAP));
+    await until(() => states(first.reports, 'inst_keep').includes('running'));
+    first.sup.detach();
+
+    const second = supervisor();
+    const running = await second.sup.recover();
+    expect(running.map((r) => [r.task_id, r.state])).toEqual([['inst_keep', 'running']]);
+    await second.sup.stop({ taskId: 'inst_keep', kind: 'instance', timeoutMs: 0, force: true });
+    expect(states(second.reports, 'inst_keep')).toEqual(['stopping', 'gone']);
+  }, 30_000);
+
+  it('treats a stop for an unknown task as done', async () => {
+    const { sup, reports } = supervisor();
+    await sup.stop({ taskId: 'inst_never', kind: 'instance', timeoutMs: 1000, force: false });
+    expect(states(reports, 'inst_never')).toEqual(['stopping', 'gone']);
+  });
+});

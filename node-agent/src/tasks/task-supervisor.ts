@@ -1,0 +1,174 @@
+// Runs the tasks the control plane orders on this node through the runtime, and reports
+// each task's state back (proto TaskState): pulling (with progress), starting, running,
+// stopping, exited (by itself), failed (could not start), gone (stopped and removed).
+// Reports that miss a disconnected control plane are not lost: the next Hello carries
+// the running tasks, and the control plane settles the rest from that.
+import type { Logger } from '@svc/shared';
+import { containerName, type TaskSpec } from '../runtime/container-spec.js';
+import { isRuntimeError, type TaskHandle, type TaskRuntime } from '../runtime/runtime.js';
+
+export type ReportedState = 'pulling' | 'starting' | 'running' | 'stopping' | 'exited' | 'failed' | 'gone';
+
+/** The shape of proto TaskState (snake_case as it goes on the wire). */
+export interface TaskReport {
+  task_id: string;
+  kind: 'INSTANCE' | 'REPLICA';
+  state: ReportedState;
+  message: string;
+  exit_code: number;
+  pull_progress: number;
+  endpoint: string;
+  at_ms: number;
+}
+
+export interface StartOrder extends TaskSpec {}
+
+export interface StopOrder {
+  taskId: string;
+  kind: TaskSpec['kind'];
+  timeoutMs: number;
+  force: boolean;
+}
+
+interface Tracked {
+  kind: TaskSpec['kind'];
+  handle: TaskHandle | null;
+  /** Settles when the start attempt has finished, successfully or not. */
+  starting: Promise<void>;
+  stopping: boolean;
+  watch: AbortController;
+}
+
+/** Pull progress is reported when it moved this much, so a fast pull is not a flood. */
+const PROGRESS_STEP = 0.05;
+
+export class TaskSupervisor {
+  private readonly tasks = new Map<string, Tracked>();
+
+  constructor(
+    private readonly runtime: TaskRuntime,
+    private readonly report: (report: TaskReport) => void,
+    private readonly log: Pick<Logger, 'info' | 'warn' | 'error'>,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** After an agent restart: re-adopt running containers; report those that exited meanwhile. */
+  async recover(): Promise<TaskReport[]> {
+    const running: TaskReport[] = [];
+    for (const handle of await this.runtime.recoverTasks()) {
+      if (handle.state === 'running') {
+        this.track(handle.taskId, handle.kind, handle);
+        running.push(this.make(handle.taskId, handle.kind, 'running', {}));
+      } else {
+        const status = await this.runtime.inspectTask(handle.containerId);
+        this.emit(handle.taskId, handle.kind, 'exited', { exitCode: status.exitCode ?? -1, message: 'the container exited while the agent was away' });
+        await this.runtime.destroyTask(handle.containerId, { force: true });
+      }
+    }
+    return running;
+  }
+
+  /** What this node runs now, for Hello.running_tasks. */
+  runningTasks(): TaskReport[] {
+    return [...this.tasks.entries()]
+      .filter(([, t]) => t.handle !== null && !t.stopping)
+      .map(([taskId, t]) => this.make(taskId, t.kind, 'running', {}));
+  }
+
+  /** Starts a task; a repeated order for a task already here is ignored (idempotent). */
+  start(order: StartOrder): void {
+    if (this.tasks.has(order.taskId)) return;
+    const tracked = this.track(order.taskId, order.kind, null);
+    tracked.starting = this.provision(order, tracked);
+  }
+
+  /** Stops and removes a task, gracefully unless forced; safe to repeat and for unknown tasks. */
+  async stop(order: StopOrder): Promise<void> {
+    const tracked = this.tasks.get(order.taskId);
+    if (tracked) {
+      tracked.stopping = true;
+      tracked.watch.abort();
+      await tracked.starting;
+    }
+    this.emit(order.taskId, order.kind, 'stopping', {});
+    const id = tracked?.handle?.containerId ?? containerName({ kind: order.kind, taskId: order.taskId });
+    let exitCode = 0;
+    try {
+      await this.runtime.stopTask(id, { timeoutMs: order.timeoutMs, force: order.force });
+      exitCode = (await this.runtime.inspectTask(id)).exitCode ?? 0;
+      await this.runtime.destroyTask(id, { force: true });
+    } catch (err) {
+      if (!isRuntimeError(err, 'not_found')) throw err;
+    }
+    this.tasks.delete(order.taskId);
+    this.emit(order.taskId, order.kind, 'gone', { exitCode });
+  }
+
+  /** Stops watching (agent shutdown); containers keep running and are re-adopted next start. */
+  detach(): void {
+    for (const t of this.tasks.values()) t.watch.abort();
+  }
+
+  private track(taskId: string, kind: TaskSpec['kind'], handle: TaskHandle | null): Tracked {
+    const tracked: Tracked = { kind, handle, starting: Promise.resolve(), stopping: false, watch: new AbortController() };
+    this.tasks.set(taskId, tracked);
+    if (handle) this.watchExit(taskId, tracked);
+    return tracked;
+  }
+
+  private async provision(order: StartOrder, tracked: Tracked): Promise<void> {
+    let reported = -1;
+    this.emit(order.taskId, order.kind, 'pulling', { progress: 0 });
+    try {
+      const handle = await this.runtime.startTask(order, (p) => {
+        if (p.fraction - reported >= PROGRESS_STEP || (p.fraction === 1 && reported < 1)) {
+          reported = p.fraction;
+          this.emit(order.taskId, order.kind, 'pulling', { progress: p.fraction, message: p.status });
+        }
+      });
+      tracked.handle = handle;
+      if (tracked.stopping) return;
+      this.emit(order.taskId, order.kind, 'running', {});
+      this.watchExit(order.taskId, tracked);
+    } catch (err) {
+      this.tasks.delete(order.taskId);
+      const message = isRuntimeError(err) ? `${err.code.replace('_', ' ')}: ${err.message}` : String(err);
+      this.log.warn({ task: order.taskId, err }, 'task failed to start');
+      this.emit(order.taskId, order.kind, 'failed', { message });
+    }
+  }
+
+  /** A task that exits by itself is reported and its container removed. */
+  private watchExit(taskId: string, tracked: Tracked): void {
+    const id = tracked.handle!.containerId;
+    this.runtime.waitTask(id, tracked.watch.signal).then(
+      async (exit) => {
+        if (tracked.stopping) return;
+        this.tasks.delete(taskId);
+        this.emit(taskId, tracked.kind, 'exited', { exitCode: exit.exitCode, message: exit.error ?? `exited with code ${exit.exitCode}` });
+        await this.runtime.destroyTask(id, { force: true }).catch((err: unknown) => this.log.error({ task: taskId, err }, 'removing an exited container failed'));
+      },
+      (err: unknown) => {
+        if (tracked.watch.signal.aborted || tracked.stopping) return;
+        this.log.error({ task: taskId, err }, 'waiting for a task failed');
+      },
+    );
+  }
+
+  private make(taskId: string, kind: TaskSpec['kind'], state: ReportedState, detail: { message?: string; exitCode?: number; progress?: number }): TaskReport {
+    return {
+      task_id: taskId,
+      kind: kind === 'instance' ? 'INSTANCE' : 'REPLICA',
+      state,
+      message: detail.message ?? '',
+      exit_code: detail.exitCode ?? 0,
+      pull_progress: detail.progress ?? 0,
+      endpoint: '',
+      at_ms: this.now(),
+    };
+  }
+
+  private emit(taskId: string, kind: TaskSpec['kind'], state: ReportedState, detail: { message?: string; exitCode?: number; progress?: number }): void {
+    this.report(this.make(taskId, kind, state, detail));
+  }
+}

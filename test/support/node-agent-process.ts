@@ -1,0 +1,71 @@
+// Runs the real node agent (`node --import tsx node-agent/src/main.ts`) and svcctl as child
+// processes for the end-to-end suites, capturing their output.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface AgentProcess {
+  child: ChildProcess;
+  output(): string;
+  /** Exit code (or signal name) once the process ended. */
+  exited: Promise<number | string>;
+}
+
+export function spawnAgent(env: Record<string, string>): AgentProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'node-agent/src/main.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, SVC_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  return { child, output: () => output, exited };
+}
+
+const run = promisify(execFile);
+
+/** `svcctl ARGS --json` against a data dir; returns the parsed JSON. */
+export async function svcctlJson<T = Record<string, unknown>>(dataDir: string, ...args: string[]): Promise<T> {
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', join(ROOT, 'control-plane/src/cli/svcctl.ts'), ...args, '--json'], {
+    cwd: ROOT,
+    env: { ...process.env, SVC_DATA_DIR: dataDir },
+  });
+  return JSON.parse(stdout) as T;
+}
+
+/** A TCP port nothing listens on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `probe` until it returns a value (not undefined/false); fails with `what` after `timeoutMs`. */
+export async function eventually<T>(probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs: number, what: string, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
