@@ -6,7 +6,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import secureJson from 'secure-json-parse';
-import { ApiError, loggerOptions, systemClock, type Clock } from '@svc/shared';
+import { ApiError, createLogger, loggerOptions, systemClock, type Clock } from '@svc/shared';
 import type { ControlPlaneConfig } from './config.js';
 import { ChangeFeed } from './changes.js';
 import { errorHandler, installNotFound } from './http/error-handler.js';
@@ -19,6 +19,12 @@ import { DEFAULT_CATALOG_PATH, loadCatalog, type Catalog } from './models/catalo
 import { ModelService, noReplicasYet, type LiveCapacity } from './models/model-service.js';
 import { EnrollmentService } from './nodes/enrollment-service.js';
 import { NodeService } from './nodes/node-service.js';
+import { AgentTaskDispatcher } from './instances/agent-dispatcher.js';
+import { InstanceService, type ServiceLogger } from './instances/instance-service.js';
+import { DEFAULT_SKU_CATALOG_PATH, loadSkuCatalog, type SkuCatalog } from './instances/sku-catalog.js';
+import { billingRoutes } from './routes/billing.js';
+import { instanceRoutes } from './routes/instances.js';
+import { skuRoutes } from './routes/skus.js';
 import { OrgService } from './orgs/org-service.js';
 import { Idempotency } from './pipeline/idempotency.js';
 import { RateLimiter } from './pipeline/rate-limit.js';
@@ -55,6 +61,10 @@ export interface Services {
   webhooks: WebhookService;
   enrollment: EnrollmentService;
   nodes: NodeService;
+  instances: InstanceService;
+  skuCatalog: SkuCatalog;
+  /** Attached to the agent gateway by server.ts; unattached, every node counts as disconnected. */
+  taskDispatcher: AgentTaskDispatcher;
 }
 
 declare module 'fastify' {
@@ -65,11 +75,15 @@ declare module 'fastify' {
 
 export const API_VERSION = '1.0.0';
 
-export function buildServices(deps: AppDeps): Services {
+/** `log` receives what services report outside a request (fastify's logger in the server). */
+export function buildServices(deps: AppDeps, log: ServiceLogger = createLogger('warn', 'control-plane')): Services {
   const { config, store } = deps;
   const clock = deps.clock ?? systemClock;
   const changes = new ChangeFeed();
   const catalog = deps.catalog ?? loadCatalog(config.modelCatalog || DEFAULT_CATALOG_PATH);
+  const skuCatalog = loadSkuCatalog(config.skuCatalog || DEFAULT_SKU_CATALOG_PATH);
+  const nodes = new NodeService(store.nodes, clock);
+  const taskDispatcher = new AgentTaskDispatcher();
   return {
     orgs: new OrgService(store, clock, changes),
     keys: new KeyService(store, clock, changes),
@@ -82,7 +96,18 @@ export function buildServices(deps: AppDeps): Services {
     }),
     webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets)),
     enrollment: new EnrollmentService(store.nodes, clock, config.nodeTokenTtlSeconds),
-    nodes: new NodeService(store.nodes, clock),
+    nodes,
+    instances: new InstanceService(
+      store.instances,
+      skuCatalog,
+      { nodes: () => nodes.candidates() },
+      taskDispatcher,
+      clock,
+      { defaultImage: config.defaultInstanceImage, terminationGraceMs: config.terminationGraceMs },
+      log,
+    ),
+    skuCatalog,
+    taskDispatcher,
   };
 }
 
@@ -100,7 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     schemaController: { compilersFactory: { buildValidator: buildValidator as never } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const services = buildServices(deps);
+  const services = buildServices(deps, app.log);
   app.decorate('services', services);
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
@@ -165,6 +190,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(adminKeyRoutes(services.keys));
       await v1.register(adminOrgRoutes(services.orgs));
       await v1.register(webhookRoutes(services.webhooks));
+      await v1.register(instanceRoutes(services.instances, store.instances));
+      await v1.register(skuRoutes(services.skuCatalog, { nodes: () => services.nodes.candidates() }, store.instances));
+      await v1.register(billingRoutes(store.instances));
     },
     { prefix: '/v1' },
   );
@@ -178,6 +206,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }, 60_000);
   housekeeping.unref();
   app.addHook('onClose', async () => clearInterval(housekeeping));
+
+  // Instances: stops waiting for their node (or recorded by svcctl), and reservations that expired.
+  const instanceSweep = setInterval(() => {
+    services.instances
+      .deliverPendingStops()
+      .then(() => services.instances.expireDue())
+      .catch((err: unknown) => app.log.error({ err }, 'instance sweep failed'));
+  }, 1_000);
+  instanceSweep.unref();
+  app.addHook('onClose', async () => clearInterval(instanceSweep));
 
   return app;
 }

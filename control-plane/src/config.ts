@@ -132,6 +132,24 @@ export const controlPlaneSettings = {
     250,
     'How often the webhook worker looks for new events and due retries (events appended in-process also wake it at once).',
   ),
+  skuCatalog: setting(
+    'SVC_SKU_CATALOG',
+    Type.String(),
+    '',
+    'Path of the GPU SKU catalog JSON file; empty means the catalog shipped in control-plane/catalog/skus.json.',
+  ),
+  defaultInstanceImage: setting(
+    'SVC_DEFAULT_INSTANCE_IMAGE',
+    Type.String({ minLength: 1 }),
+    'nvidia/cuda:12.8.1-base-ubuntu24.04',
+    'Image of an instance created without `image`: the platform CUDA base image (cu128).',
+  ),
+  terminationGraceMs: setting(
+    'SVC_TERMINATION_GRACE_MS',
+    Type.Integer({ minimum: 0, maximum: 3_600_000 }),
+    60_000,
+    'Grace between SIGTERM and SIGKILL when an instance is terminated gracefully (spec: 60 s).',
+  ),
 };
 
 export type ControlPlaneConfig = ConfigOf<typeof controlPlaneSettings>;

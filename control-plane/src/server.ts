@@ -2,7 +2,9 @@
 // and close gracefully on SIGTERM/SIGINT.
 import { ConfigError } from '@svc/shared';
 import { AgentGateway } from './agents/gateway.js';
+import type { TaskState__Output } from '@svc/proto';
 import { buildApp } from './app.js';
+import type { AgentTaskState } from './instances/task-dispatch.js';
 import { loadControlPlaneConfig, type ControlPlaneConfig } from './config.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
 
@@ -15,12 +17,31 @@ export async function startControlPlane(config: ControlPlaneConfig) {
   let gateway: AgentGateway;
   let grpcPort: number;
   try {
+    const { instances } = app.services;
+    const instanceTasks = (tasks: TaskState__Output[]) => tasks.filter((t) => t.kind === 'INSTANCE');
     gateway = new AgentGateway({
       config,
       store: store.nodes,
       enrollment: app.services.enrollment,
       log: app.log.child({ component: 'agent-gateway' }),
+      onTaskState: (nodeId, state) => {
+        if (state.kind !== 'INSTANCE') return;
+        void instances.onTaskState(nodeId, state.task_id, state.state as AgentTaskState, {
+          message: state.message,
+          exitCode: state.exit_code,
+          progress: state.pull_progress,
+        }).catch(() => {}); // logged by the service's queue
+      },
+      onNodeConnected: (nodeId, running) => {
+        instances
+          .onNodeConnected(nodeId, new Set(instanceTasks(running).map((t) => t.task_id)))
+          .catch((err: unknown) => app.log.error({ err, node: nodeId }, 'settling instances of a reconnected node failed'));
+      },
+      onNodeUnreachable: (nodeId) => {
+        instances.onNodeLost(nodeId).catch((err: unknown) => app.log.error({ err, node: nodeId }, 'failing instances of a lost node failed'));
+      },
     });
+    app.services.taskDispatcher.attach((nodeId, command) => gateway.send(nodeId, command));
     grpcPort = await gateway.listen();
   } catch (err) {
     await app.close();

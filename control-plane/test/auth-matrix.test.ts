@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@svc/shared';
 import { planFanOut } from '../src/webhooks/fan-out.js';
-import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
+import { addReadyNode, expectError, startControlPlane, type TestControlPlane } from './harness.js';
 
 interface RouteCase {
   method: string;
@@ -30,6 +30,13 @@ const ROUTES: RouteCase[] = [
   { method: 'POST', path: '/v1/webhooks/{webhook_id}/rotate-secret', scope: 'admin:write', body: { overlap_seconds: 60 } },
   { method: 'GET', path: '/v1/webhooks/{webhook_id}/deliveries', scope: 'admin:write' },
   { method: 'POST', path: '/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver', scope: 'admin:write' },
+  { method: 'POST', path: '/v1/instances', scope: 'compute:write', body: { sku: 'h100-80gb', gpus: 1 } },
+  { method: 'GET', path: '/v1/instances', scope: 'compute:read' },
+  { method: 'GET', path: '/v1/instances/{id}', scope: 'compute:read' },
+  { method: 'POST', path: '/v1/instances/{id}/terminate', scope: 'compute:write' },
+  { method: 'POST', path: '/v1/instances/{id}/extend', scope: 'compute:write', body: { hours: 1 } },
+  { method: 'GET', path: '/v1/skus', scope: 'compute:read' },
+  { method: 'GET', path: '/v1/billing/charges', scope: 'billing:read' },
 ];
 
 let cp: TestControlPlane;
@@ -45,6 +52,10 @@ beforeAll(async () => {
   readOnlyKey = await cp.key({ scopes: ['inference:read'] });
   adminKey = await cp.key({ admin: true });
   testKey = await cp.key({ kind: 'test' });
+  await addReadyNode(cp, { gpus: 8 });
+  await addReadyNode(cp, { gpus: 8 });
+  // No agent runs here: the matrix tests the pipeline, so commands to nodes are just accepted.
+  cp.app.services.taskDispatcher.attach(() => true);
 });
 afterAll(() => cp.close());
 
@@ -52,6 +63,11 @@ async function concretePath(path: string): Promise<string> {
   // Each call gets its own target key, so revoke and rotate always act on a live one.
   const target = (await cp.app.services.keys.create({ orgId: cp.org.id })).record.id;
   path = path.replace('{model_id}', 'bge-m3').replace('{key_id}', target);
+  if (path.includes('{id}')) {
+    // An instance of its own: a reservation, so extend applies.
+    const instance = await cp.app.services.instances.create(cp.org.id, null, { sku: 'h100-80gb', gpus: 1, duration_hours: 1 });
+    return path.replace('{id}', instance.id);
+  }
   if (!path.includes('{webhook_id}')) return path;
   // Likewise a webhook of its own (delete removes it) with one delivery to redeliver.
   const { subscription } = await cp.app.services.webhooks.create({ orgId: cp.org.id, url: 'http://127.0.0.1:9/hook', eventTypes: ['*'] });

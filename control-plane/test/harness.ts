@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { ManualClock, type Clock } from '@svc/shared';
+import { PROTOCOL_VERSION } from '@svc/proto';
 import { buildApp } from '../src/app.js';
 import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../src/config.js';
 import type { Scope } from '../src/keys/scopes.js';
@@ -94,6 +95,33 @@ export async function startControlPlane(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A node with GPUs, registered the way an agent registers (enrollment, ready, telemetry
+ * flush), for suites that need capacity without running an agent.
+ */
+export async function addReadyNode(
+  cp: TestControlPlane,
+  options: { pool?: 'na' | 'eu' | 'apac'; gpus?: number; model?: string } = {},
+): Promise<{ nodeId: string; gpuUuids: string[] }> {
+  const { services } = cp.app;
+  const pool = options.pool ?? 'na';
+  const token = await services.enrollment.createToken({ pool });
+  const { node } = await services.enrollment.enroll({ token: token.value, hostname: `host-${token.record.id}`, pool, protocolVersion: PROTOCOL_VERSION });
+  await cp.store.nodes.setStatus(node.id, 'ready', null);
+  const gpus = Array.from({ length: options.gpus ?? 8 }, (_, index) => ({
+    uuid: `GPU-${node.id}-${index}`,
+    index,
+    name: options.model ?? 'NVIDIA H100 80GB HBM3',
+    memoryTotalBytes: 80 * 2 ** 30,
+    healthy: true,
+    healthReason: '',
+    sample: null,
+    sampledAt: cp.clock.now(),
+  }));
+  await cp.store.nodes.flushTelemetry([{ nodeId: node.id, lastSeenAt: cp.clock.now(), gpus }]);
+  return { nodeId: node.id, gpuUuids: gpus.map((g) => g.uuid) };
 }
 
 /** Asserts the spec's error envelope and returns the error object. */

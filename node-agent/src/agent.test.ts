@@ -117,6 +117,14 @@ describe('node agent session', () => {
     await cp.waitFor(() => cp.sessions[1]!.messages.some((m) => m.body === 'host_facts'), 3_000, 'host facts again');
   });
 
+  it('gives up a session whose heartbeats go unacknowledged, and reconnects', async () => {
+    const cp = await plane({ reportIntervalMs: 100, ackHeartbeats: false });
+    await agent(cp);
+    await cp.waitFor(() => cp.sessions.length >= 2, 6_000, 'a second session after the ack deadline');
+    expect(cp.sessions[0]!.ended).toBe(true);
+    expect(cp.sessions.map((s) => s.hello.node_id)).toEqual(['node_1', 'node_1']);
+  });
+
   it('a restarted agent reuses its stored identity', async () => {
     const cp = await plane();
     const first = await agent(cp);

@@ -39,6 +39,10 @@ export interface GatewayDeps {
   onTaskState?: (nodeId: string, state: TaskState__Output) => void;
   /** Results of commands sent with send() (not operator commands from the store). */
   onCommandResult?: (nodeId: string, result: CommandResult__Output) => void;
+  /** A session opened; `runningTasks` is what the agent runs now (Hello). Default: each goes to onTaskState. */
+  onNodeConnected?: (nodeId: string, runningTasks: TaskState__Output[]) => void;
+  /** The registry's sweep found the node silent past the deadline. */
+  onNodeUnreachable?: (nodeId: string) => void;
 }
 
 /** A ping unanswered this long closes the connection. */
@@ -95,7 +99,12 @@ export class AgentGateway {
         else deps.log.warn({ node: nodeId, command: result.command_id }, 'result for an unknown command');
       },
       taskState: deps.onTaskState ?? ((nodeId, state) => deps.log.debug({ node: nodeId, task: state.task_id, state: state.state }, 'task state')),
+      nodeConnected: (nodeId, running) => {
+        if (deps.onNodeConnected) deps.onNodeConnected(nodeId, running);
+        else for (const task of running) this.host.taskState(nodeId, task);
+      },
     };
+    if (deps.onNodeUnreachable) this.registry.onUnreachable = deps.onNodeUnreachable;
     this.server = new grpc.Server(serverOptions(deps.config));
     this.server.addService(loadAgentProto().svc.agent.v1.AgentGateway.service, this.handlers());
   }

@@ -26,6 +26,8 @@ export interface SessionHost {
   detach(session: AgentSession): void;
   commandResult(nodeId: string, result: CommandResult__Output): Promise<void>;
   taskState(nodeId: string, state: TaskState__Output): void;
+  /** The session is open; the agent runs `running` now. */
+  nodeConnected(nodeId: string, running: TaskState__Output[]): void;
 }
 
 export const HELLO_TIMEOUT_MS = 10_000;
@@ -146,7 +148,7 @@ export class AgentSession {
       });
       this.host.log.info({ node: node.id, hostname: hello.hostname, agent_version: hello.agent_version }, 'agent session open');
       // What the agent runs right now, for the instances feature to reconcile.
-      for (const task of hello.running_tasks) this.host.taskState(node.id, task);
+      this.host.nodeConnected(node.id, hello.running_tasks);
       for (const message of this.early.splice(0)) this.dispatch(message);
     } catch (err) {
       if (err instanceof NodeRefusal) {

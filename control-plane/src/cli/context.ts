@@ -1,5 +1,6 @@
 // What every svcctl command works on: the local data dir (SVC_DATA_DIR or --data-dir),
 // opened with the same store and services as the server.
+import { createLogger } from '@svc/shared';
 import { loadControlPlaneConfig } from '../config.js';
 import { buildServices, type Services } from '../app.js';
 import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
@@ -15,7 +16,8 @@ export async function withContext<T>(dataDir: string | undefined, fn: (ctx: CliC
   const config = loadControlPlaneConfig(env);
   const store = openSqliteStore(config.dataDir);
   try {
-    return await fn({ store, services: buildServices({ config, store }) });
+    const log = createLogger('warn', 'svcctl', process.stderr);
+    return await fn({ store, services: buildServices({ config, store }, log) });
   } finally {
     await store.close();
   }

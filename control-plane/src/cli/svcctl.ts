@@ -2,19 +2,21 @@
 import { Command, CommanderError } from 'commander';
 import { ApiError, ConfigError } from '@svc/shared';
 import { registerKeyCommands } from './keys.js';
+import { registerInstanceCommands } from './instances.js';
 import { registerNodeCommands } from './nodes.js';
 import { registerOrgCommands } from './orgs.js';
 import { registerWebhookCommands } from './webhooks.js';
 
 export function buildProgram(): Command {
   const program = new Command('svcctl')
-    .description('Operate the GPU cloud control plane: keys, orgs (nodes, instances, replicas, webhooks come with their features)')
+    .description('Operate the GPU cloud control plane: keys, orgs, nodes, instances, webhooks')
     .option('--data-dir <dir>', 'control-plane data directory (default: SVC_DATA_DIR or ./data)')
     .showHelpAfterError()
     .exitOverride();
   registerKeyCommands(program);
   registerOrgCommands(program);
   registerNodeCommands(program);
+  registerInstanceCommands(program);
   registerWebhookCommands(program);
   return program;
 }

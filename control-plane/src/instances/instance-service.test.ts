@@ -7,8 +7,6 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError, ManualClock } from '@svc/shared';
-import { MIGRATIONS } from '../store/sqlite/migrations.js';
-import { INSTANCES_MIGRATION } from '../store/sqlite/instance-migration.js';
 import { SqliteInstanceStore } from '../store/sqlite/instance-store.js';
 import { openSqliteStore, type SqliteStore } from '../store/sqlite/sqlite-store.js';
 import { InstanceService } from './instance-service.js';
@@ -50,8 +48,8 @@ let clock: ManualClock;
 let service: InstanceService;
 
 beforeEach(() => {
-  store = openSqliteStore(mkdtempSync(join(tmpdir(), 'svc-inst-')), [...MIGRATIONS, INSTANCES_MIGRATION]);
-  instances = new SqliteInstanceStore(store.db);
+  store = openSqliteStore(mkdtempSync(join(tmpdir(), 'svc-inst-')));
+  instances = store.instances as SqliteInstanceStore;
   nodes = new Nodes();
   nodes.add('node-a', 'na', 8);
   dispatcher = new Dispatcher();
@@ -190,6 +188,17 @@ describe('lifecycle from agent reports', () => {
     expect((await service.get('org_1', lostRunning.id)).status).toBe('ready');
     expect((await service.get('org_1', lostGone.id)).status).toBe('terminated');
     expect(dispatcher.stopped).toEqual([['node-a', { taskId: 'inst_stranger', timeoutMs: 0, force: true }]]);
+  });
+
+  it('applies reports for one instance in arrival order even when they come at once', async () => {
+    const inst = await create();
+    await Promise.all([
+      service.onTaskState('node-a', inst.id, 'pulling', { progress: 0.5 }),
+      service.onTaskState('node-a', inst.id, 'pulling', { progress: 1 }),
+      service.onTaskState('node-a', inst.id, 'running', {}),
+    ]);
+    expect((await service.get('org_1', inst.id)).status).toBe('ready');
+    expect(await lifecycle(inst.id)).toEqual(['provisioning', 'starting', 'ready']);
   });
 
   it('ignores reports from a node the instance is not on', async () => {

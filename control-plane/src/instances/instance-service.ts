@@ -2,7 +2,7 @@
 // the task to the node), follow what the agent reports, terminate gracefully, extend
 // reservations, expire them. Status changes go through the lifecycle table and are
 // persisted with their `instance.lifecycle` event in one transaction.
-import { ApiError, newId, type Clock, type Logger } from '@svc/shared';
+import { ApiError, newId, type Clock } from '@svc/shared';
 import { billableSeconds, onDemandChargeMicros, reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
 import type { Pool } from '../models/catalog.js';
 import { GpuAlreadyClaimed, type InstanceStore } from '../store/instance-store.js';
@@ -30,6 +30,12 @@ export interface CreateInstanceInput {
   labels?: Record<string, string>;
 }
 
+/** The part of a pino/fastify logger the service uses. */
+export interface ServiceLogger {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
 export interface InstanceServiceOptions {
   defaultImage: string;
   /** Grace between SIGTERM and SIGKILL on a graceful terminate (spec: 60 s). */
@@ -37,6 +43,9 @@ export interface InstanceServiceOptions {
 }
 
 export class InstanceService {
+  /** Reports about one instance are applied one at a time, in arrival order. */
+  private readonly queues = new Map<string, Promise<void>>();
+
   constructor(
     private readonly store: InstanceStore,
     private readonly catalog: SkuCatalog,
@@ -44,7 +53,7 @@ export class InstanceService {
     private readonly dispatcher: TaskDispatcher,
     private readonly clock: Clock,
     private readonly options: InstanceServiceOptions,
-    private readonly log: Logger,
+    private readonly log: ServiceLogger,
   ) {}
 
   skuById(id: string): Sku | undefined {
@@ -172,7 +181,18 @@ export class InstanceService {
   }
 
   /** What an agent reports about a task it runs. Unknown tasks are ignored (the reconciler removes them). */
-  async onTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: { message?: string; exitCode?: number; progress?: number }): Promise<void> {
+  onTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: { message?: string; exitCode?: number; progress?: number }): Promise<void> {
+    const previous = this.queues.get(taskId) ?? Promise.resolve();
+    const next = previous.then(() => this.applyTaskState(nodeId, taskId, state, detail));
+    const settled = next.catch((err: unknown) => this.log.error({ err, instance: taskId, state }, 'applying a task state failed'));
+    this.queues.set(taskId, settled);
+    void settled.then(() => {
+      if (this.queues.get(taskId) === settled) this.queues.delete(taskId);
+    });
+    return next;
+  }
+
+  private async applyTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: { message?: string; exitCode?: number; progress?: number }): Promise<void> {
     const record = await this.store.get(taskId);
     if (!record || record.nodeId !== nodeId || TERMINAL.has(record.status)) return;
     switch (state) {

@@ -82,6 +82,9 @@ export function gpuFromSample(sample: GpuSample__Output, sampledAt: number): Liv
 const gpuSetKey = (uuids: Iterable<string>): string => [...uuids].sort().join(',');
 
 export class NodeRegistry {
+  /** Told about each node the sweep finds silent past the deadline (instances fail those not yet ready). */
+  onUnreachable: ((nodeId: string) => void) | undefined;
+
   private readonly live = new Map<string, LiveNode>();
   private timers: NodeJS.Timeout[] = [];
   private flushing: Promise<void> | null = null;
@@ -232,6 +235,7 @@ export class NodeRegistry {
       const silentSeconds = ((now - node.lastSeenAt) / 1000).toFixed(1);
       await this.persistStatus(node.id, node.status, 'node_down', `no message for ${silentSeconds} s (deadline ${this.timing.deadlineMs} ms)`);
       this.log.warn({ node: node.id, silent_s: Number(silentSeconds) }, 'node unreachable');
+      this.onUnreachable?.(node.id);
     }
     return overdue.map((n) => n.id);
   }

@@ -13,6 +13,7 @@ import type {
 } from './records.js';
 import type { NodeStore } from './node-store.js';
 import type { WebhookStore } from '../webhooks/webhook-store.js';
+import type { InstanceStore } from './instance-store.js';
 
 export interface OrgStore {
   create(org: OrgRecord): Promise<void>;
@@ -72,6 +73,7 @@ export interface Store {
   readonly idempotency: IdempotencyStore;
   readonly nodes: NodeStore;
   readonly webhooks: WebhookStore;
+  readonly instances: InstanceStore;
   /** Latest applied migration version; proves the database answers. */
   schemaVersion(): Promise<number>;
   close(): Promise<void>;

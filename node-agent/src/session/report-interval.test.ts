@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_REPORT_INTERVAL_MS, reportIntervalFrom } from './session.js';
+import { ackDeadlineMs, DEFAULT_REPORT_INTERVAL_MS, reportIntervalFrom } from './session.js';
 
 describe('reportIntervalFrom', () => {
   it.each([
@@ -10,5 +10,12 @@ describe('reportIntervalFrom', () => {
     [0, DEFAULT_REPORT_INTERVAL_MS], // unset by the server
   ])('%i ms from the server reports every %i ms', (server, expected) => {
     expect(reportIntervalFrom(server)).toBe(expected);
+  });
+});
+
+describe('ackDeadlineMs', () => {
+  it('gives the control plane five report intervals and two seconds to acknowledge', () => {
+    expect(ackDeadlineMs(5000)).toBe(27_000);
+    expect(ackDeadlineMs(100)).toBe(2_500);
   });
 });

@@ -20,6 +20,16 @@ export const MIN_REPORT_INTERVAL_MS = 100;
 /** Used when the server leaves the interval unset (0), as proto3 would for an old server. */
 export const DEFAULT_REPORT_INTERVAL_MS = 5_000;
 
+/**
+ * How long the agent waits for a heartbeat Ack before it gives the session up: a control
+ * plane that is hung (but whose HTTP/2 layer still answers keepalive pings) would
+ * otherwise hold the agent forever. Generous, so an overloaded control plane is not
+ * answered with a reconnect storm.
+ */
+export function ackDeadlineMs(intervalMs: number): number {
+  return 5 * intervalMs + 2_000;
+}
+
 /** The interval to report at, from what the control plane sent. */
 export function reportIntervalFrom(serverMs: number): number {
   return serverMs > 0 ? Math.max(MIN_REPORT_INTERVAL_MS, serverMs) : DEFAULT_REPORT_INTERVAL_MS;
@@ -85,6 +95,7 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
           break;
         }
         case 'ack':
+          reporter.acked(message.ack?.heartbeat_seq ?? 0);
           break;
         default:
           log.warn({ body: message.body }, 'unexpected control message');
@@ -140,6 +151,8 @@ class Reporter {
   private seq = 0;
   private stopped = false;
   private wake: (() => void) | undefined;
+  /** Heartbeats sent and not acknowledged yet: seq -> sent at (insertion order = seq order). */
+  private readonly unacked = new Map<number, number>();
 
   constructor(
     private readonly stream: ControlStream,
@@ -147,11 +160,24 @@ class Reporter {
     private readonly intervalMs: () => number,
   ) {}
 
+  /** An Ack covers its heartbeat and every earlier one. */
+  acked(seq: number): void {
+    for (const sent of this.unacked.keys()) if (sent <= seq) this.unacked.delete(sent);
+  }
+
   async run(): Promise<void> {
     while (!this.stopped) {
+      const oldest = this.unacked.values().next();
+      const waitedMs = oldest.done ? 0 : this.deps.clock.now() - oldest.value;
+      if (waitedMs > ackDeadlineMs(this.intervalMs())) {
+        throw new SessionEndedError(`the control plane has not acknowledged a heartbeat sent ${waitedMs} ms ago`);
+      }
       const telemetry = this.deps.monitor.sample();
       await this.stream.send({ body: 'telemetry', telemetry });
-      await this.stream.send({ body: 'heartbeat', heartbeat: { seq: ++this.seq, sent_at_ms: this.deps.clock.now() } });
+      const seq = ++this.seq;
+      const sentAt = this.deps.clock.now();
+      this.unacked.set(seq, sentAt);
+      await this.stream.send({ body: 'heartbeat', heartbeat: { seq, sent_at_ms: sentAt } });
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, this.intervalMs());
         this.wake = () => {

@@ -25,6 +25,8 @@ export interface FakeControlPlaneOptions {
   tls?: { cert: Buffer; key: Buffer; clientCa?: Buffer };
   /** Tokens Enroll accepts (each once). */
   tokens?: string[];
+  /** False: never Ack heartbeats (a hung control plane). */
+  ackHeartbeats?: boolean;
 }
 
 export class FakeControlPlane {
@@ -35,6 +37,7 @@ export class FakeControlPlane {
   reportIntervalMs: number;
   private readonly tokens: Set<string>;
   private readonly tls: FakeControlPlaneOptions['tls'];
+  private readonly ackHeartbeats: boolean;
   private server: grpc.Server | undefined;
   private nextNode = 1;
   private listeners: Array<() => void> = [];
@@ -44,6 +47,7 @@ export class FakeControlPlane {
     this.reportIntervalMs = options.reportIntervalMs ?? 200;
     this.tokens = new Set(options.tokens ?? ['good-token']);
     this.tls = options.tls;
+    this.ackHeartbeats = options.ackHeartbeats ?? true;
   }
 
   get address(): string {
@@ -140,7 +144,7 @@ export class FakeControlPlane {
         call.write({ body: 'welcome', welcome: { node_id: hello.node_id, protocol_version: PROTOCOL_VERSION, report_interval_ms: this.reportIntervalMs } });
       } else {
         session.messages.push(message);
-        if (message.body === 'heartbeat') call.write({ body: 'ack', ack: { heartbeat_seq: message.heartbeat!.seq } });
+        if (message.body === 'heartbeat' && this.ackHeartbeats) call.write({ body: 'ack', ack: { heartbeat_seq: message.heartbeat!.seq } });
       }
       this.notify();
     });

@@ -6,7 +6,7 @@ import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, type InstancePage, type InstanceStore } from '../instance-store.js';
 import type { EventRecord } from '../records.js';
-import { insertEvent } from './sqlite-store.js';
+import { insertEvent } from './event-rows.js';
 
 type Row = Record<string, unknown>;
 

@@ -1,6 +1,8 @@
 // Versioned schema migrations, applied in order at start-up inside one transaction each.
 // Never edit a released migration: add a new one.
 
+import { INSTANCES_MIGRATION } from './instance-migration.js';
+
 export interface Migration {
   version: number;
   name: string;
@@ -222,4 +224,5 @@ export const MIGRATIONS: Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  INSTANCES_MIGRATION,
 ];

@@ -14,11 +14,14 @@ import type {
   StoredResponse,
 } from '../records.js';
 import type { EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
+import { addAppendListener, insertEvent, toEvent } from './event-rows.js';
 import { MIGRATIONS, type Migration } from './migrations.js';
 import { SqliteNodeStore } from './node-store.js';
 import type { NodeStore } from '../node-store.js';
 import type { WebhookStore } from '../../webhooks/webhook-store.js';
 import { SqliteWebhookStore } from './webhook-store.js';
+import { SqliteInstanceStore } from './instance-store.js';
+import type { InstanceStore } from '../instance-store.js';
 
 type Row = Record<string, unknown>;
 type Db = Database.Database;
@@ -93,34 +96,6 @@ function toSecret(row: Row): KeySecretRecord {
     createdAt: Number(row.created_at),
     expiresAt: row.expires_at === null ? null : Number(row.expires_at),
   };
-}
-
-export function toEvent(row: Row): StoredEvent {
-  return {
-    seq: Number(row.seq),
-    id: String(row.id),
-    type: String(row.type),
-    orgId: row.org_id === null ? null : String(row.org_id),
-    subject: row.subject === null ? null : String(row.subject),
-    data: parse<unknown>(row.data),
-    createdAt: Number(row.created_at),
-  };
-}
-
-/**
- * Who hears that an event was appended through a connection. They are told on a
- * microtask: better-sqlite3 transactions are synchronous, so by then the insert has
- * committed (or rolled back, and a listener that looks finds nothing new).
- */
-const appendListeners = new WeakMap<Db, Set<() => void>>();
-
-export function insertEvent(db: Db, event: EventRecord): StoredEvent {
-  const info = db
-    .prepare('INSERT INTO events (id, type, org_id, subject, data, created_at) VALUES (?, ?, ?, ?, ?, ?)')
-    .run(event.id, event.type, event.orgId, event.subject, json(event.data), event.createdAt);
-  const listeners = appendListeners.get(db);
-  if (listeners && listeners.size > 0) queueMicrotask(() => listeners.forEach((listener) => listener()));
-  return { ...event, seq: Number(info.lastInsertRowid) };
 }
 
 class SqliteOrgStore implements OrgStore {
@@ -285,10 +260,7 @@ class SqliteEventStore implements EventStore {
   }
 
   onAppend(listener: () => void): () => void {
-    let listeners = appendListeners.get(this.db);
-    if (!listeners) appendListeners.set(this.db, (listeners = new Set()));
-    listeners.add(listener);
-    return () => listeners.delete(listener);
+    return addAppendListener(this.db, listener);
   }
 }
 
@@ -356,6 +328,7 @@ export class SqliteStore implements Store {
   readonly idempotency: IdempotencyStore;
   readonly nodes: NodeStore;
   readonly webhooks: WebhookStore;
+  readonly instances: InstanceStore;
 
   constructor(readonly db: Db) {
     this.orgs = new SqliteOrgStore(db);
@@ -364,6 +337,7 @@ export class SqliteStore implements Store {
     this.idempotency = new SqliteIdempotencyStore(db);
     this.nodes = new SqliteNodeStore(db);
     this.webhooks = new SqliteWebhookStore(db);
+    this.instances = new SqliteInstanceStore(db);
   }
 
   async schemaVersion(): Promise<number> {

@@ -15,7 +15,7 @@ import type {
   WebhookStore,
   WebhookSubscriptionRecord,
 } from '../../webhooks/webhook-store.js';
-import { insertEvent, toEvent } from './sqlite-store.js';
+import { insertEvent, toEvent } from './event-rows.js';
 
 type Row = Record<string, unknown>;
 type Db = Database.Database;

@@ -1,0 +1,43 @@
+// TaskDispatcher over the agent gateway: StartTask/StopTask commands on a node's live
+// session. The gateway starts after the app is built, so it is attached late; until then
+// (and in processes without a gateway, like svcctl) every send reports "not connected".
+import { newId } from '@svc/shared';
+import type { Command } from '@svc/proto';
+import type { StartTaskOrder, StopTaskOrder, TaskDispatcher } from './task-dispatch.js';
+
+export type CommandSender = (nodeId: string, command: Command) => boolean;
+
+export class AgentTaskDispatcher implements TaskDispatcher {
+  private send: CommandSender | null = null;
+
+  attach(send: CommandSender): void {
+    this.send = send;
+  }
+
+  startTask(nodeId: string, order: StartTaskOrder): boolean {
+    return this.dispatch(nodeId, {
+      command_id: newId('cmd'),
+      start_task: {
+        task_id: order.taskId,
+        kind: 'INSTANCE',
+        image: order.image,
+        gpu_uuids: order.gpuUuids,
+        env: order.env,
+        labels: order.labels,
+        command: [],
+        ssh_authorized_keys: order.sshAuthorizedKeys,
+      },
+    });
+  }
+
+  stopTask(nodeId: string, order: StopTaskOrder): boolean {
+    return this.dispatch(nodeId, {
+      command_id: newId('cmd'),
+      stop_task: { task_id: order.taskId, signal: 'SIGTERM', timeout_ms: order.timeoutMs, force: order.force },
+    });
+  }
+
+  private dispatch(nodeId: string, command: Command): boolean {
+    return this.send?.(nodeId, command) ?? false;
+  }
+}
