@@ -99,9 +99,13 @@ describe('node agent session', () => {
     expect(result).toMatchObject({ command_id: 'cmd-1', ok: true });
     expect(cp.messagesOf('health_event')[1]).toMatchObject({ gpu_uuid: 'GPU-bbbb', kind: 'RECOVERED', healthy: true });
 
-    cp.current!.send({ body: 'command', command: { command_id: 'cmd-2', body: 'start_task', start_task: { task_id: 't1' } } });
-    const unimplemented = await cp.waitFor(() => cp.messagesOf('command_result')[1], 3_000, 'second command result');
-    expect(unimplemented).toMatchObject({ command_id: 'cmd-2', ok: false, error_code: 'unimplemented' });
+    // A task order is accepted at once; an invalid one then reports failed with the reason.
+    cp.current!.send({ body: 'command', command: { command_id: 'cmd-2', body: 'start_task', start_task: { task_id: 'inst_t1', image: '' } } });
+    const accepted = await cp.waitFor(() => cp.messagesOf('command_result')[1], 3_000, 'second command result');
+    expect(accepted).toMatchObject({ command_id: 'cmd-2', ok: true });
+    const failed = await cp.waitFor(() => cp.messagesOf('task_state').find((s) => s.state === 'failed'), 5_000, 'failed task state');
+    expect(failed).toMatchObject({ task_id: 'inst_t1', kind: 'INSTANCE' });
+    expect(failed.message).toContain('invalid task');
   });
 
   it('reconnects after a control plane restart as the same node, without enrolling again', async () => {

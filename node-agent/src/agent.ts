@@ -9,6 +9,7 @@ import type { AgentConfig } from './config/agent-config.js';
 import { GpuHealthFile } from './health/health-file.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
 import { ensureIdentity } from './identity/enrollment.js';
+import { AgentTasks } from './tasks/agent-tasks.js';
 import { runReconnectLoop } from './session/reconnect-loop.js';
 import { runSession } from './session/session.js';
 import { prepareSimulatedNvml } from './simulation/simulated-gpus.js';
@@ -67,6 +68,8 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   }
   const stopping = new AbortController();
   const watching = monitor.watch(stopping.signal);
+  // Tasks need the node id for their container labels: built at the first session.
+  let tasks: AgentTasks | undefined;
 
   const done = runReconnectLoop(
     async (signal, hooks) => {
@@ -81,6 +84,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
         signal,
       });
       if (enrolled) log.info({ node_id: identity.node_id, data_dir: config.dataDir }, 'enrolled; node identity stored');
+      tasks ??= new AgentTasks(identity.node_id, log);
       await runSession(
         {
           client,
@@ -90,6 +94,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           agentVersion: AGENT_VERSION,
           monitor,
           outbox,
+          tasks,
           clock,
           log,
           collectHostFacts: () => collectHostFacts({ nvml, hostname: config.nodeName, agentVersion: AGENT_VERSION, log }),
@@ -107,6 +112,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       stopping.abort();
       await done.catch(() => undefined); // a refusal is reported through `done` itself
       await watching;
+      tasks?.detach();
       client.close();
       await nvml.close();
     })();

@@ -22,4 +22,6 @@ export type { GpuTelemetry__Output } from '../generated/svc/agent/v1/GpuTelemetr
 export type { HealthEvent, HealthEvent__Output } from '../generated/svc/agent/v1/HealthEvent.js';
 export type { TaskState, TaskState__Output } from '../generated/svc/agent/v1/TaskState.js';
 export type { Command, Command__Output } from '../generated/svc/agent/v1/Command.js';
+export type { StartTask__Output } from '../generated/svc/agent/v1/StartTask.js';
+export type { StopTask__Output } from '../generated/svc/agent/v1/StopTask.js';
 export type { CommandResult__Output } from '../generated/svc/agent/v1/CommandResult.js';

@@ -190,6 +190,15 @@ describe('lifecycle from agent reports', () => {
     expect(dispatcher.stopped).toEqual([['node-a', { taskId: 'inst_stranger', timeoutMs: 0, force: true }]]);
   });
 
+  it('orders the start again for an instance whose agent restarted mid-start', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'pulling', { progress: 0.3 });
+    dispatcher.started.length = 0;
+    await service.onNodeConnected('node-a', new Set());
+    expect(dispatcher.started.map(([node, order]) => [node, order.taskId, order.image])).toEqual([['node-a', inst.id, inst.image]]);
+    expect((await service.get('org_1', inst.id)).status).toBe('starting');
+  });
+
   it('applies reports for one instance in arrival order even when they come at once', async () => {
     const inst = await create();
     await Promise.all([

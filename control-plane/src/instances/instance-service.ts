@@ -128,14 +128,7 @@ export class InstanceService {
         if (err instanceof GpuAlreadyClaimed) throw new ApiError('no_capacity', 'GPUs were taken by concurrent requests; retry');
         throw err;
       }
-      const sent = this.dispatcher.startTask(record.nodeId!, {
-        taskId: record.id,
-        image,
-        gpuUuids: record.gpuUuids,
-        labels,
-        env: { SVC_INSTANCE_ID: record.id },
-        sshAuthorizedKeys: record.sshKeys,
-      });
+      const sent = this.dispatcher.startTask(record.nodeId!, this.startOrder(record));
       if (!sent) return (await this.apply(record, 'fail', { failureReason: 'node lost before ready: the node disconnected during placement' })) ?? record;
       return record;
     }
@@ -237,6 +230,9 @@ export class InstanceService {
         if (record.status === 'provisioning' || record.status === 'starting') await this.apply(record, 'running', { readyAt: this.clock.now(), progress: null });
       } else if (record.status === 'ready' || record.status === 'draining') {
         await this.apply(record, 'stopped', {});
+      } else {
+        // Still provisioning or starting and not running: the agent restarted mid-start. Starts are idempotent there.
+        this.dispatcher.startTask(nodeId, this.startOrder(record));
       }
     }
     for (const taskId of runningTaskIds) {
@@ -282,6 +278,17 @@ export class InstanceService {
       }
     }
     return expired;
+  }
+
+  private startOrder(record: InstanceRecord) {
+    return {
+      taskId: record.id,
+      image: record.image,
+      gpuUuids: record.gpuUuids,
+      labels: record.labels,
+      env: { SVC_INSTANCE_ID: record.id },
+      sshAuthorizedKeys: record.sshKeys,
+    };
   }
 
   private stopOrder(record: InstanceRecord, force: boolean) {

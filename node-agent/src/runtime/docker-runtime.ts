@@ -32,6 +32,9 @@ import {
   type TaskStatus,
 } from './runtime.js';
 
+/** A coarse shape check; the control plane validates references fully before ordering a task. */
+const IMAGE_REFERENCE_SHAPE = /^[A-Za-z0-9][A-Za-z0-9._:/@+\-\[\]]{0,511}$/;
+
 export interface DockerRuntimeOptions {
   /** This node's id: the `svc.node` label on everything the runtime creates or adopts. */
   nodeId: string;
@@ -76,6 +79,11 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   async startTask(spec: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
+    // The agent does not trust its input: an empty or spaced reference makes docker-modem
+    // follow a redirect to a bogus host and throw outside any promise.
+    if (!spec.taskId || !IMAGE_REFERENCE_SHAPE.test(spec.image)) {
+      throw new RuntimeError('create_failed', `invalid task: task id "${spec.taskId}", image reference "${spec.image}"`, false);
+    }
     const host = await this.host();
     await this.ensureImage(spec.image, onProgress);
     const container = await this.createContainer(spec, host);

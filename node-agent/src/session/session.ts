@@ -10,6 +10,7 @@ import { handleCommand } from '../commands/command-handler.js';
 import type { NodeIdentity } from '../identity/identity-store.js';
 import type { GpuMonitor } from '../telemetry/gpu-monitor.js';
 import type { HealthEventOutbox } from '../telemetry/health-outbox.js';
+import type { AgentTasks } from '../tasks/agent-tasks.js';
 import { ControlStream } from './control-stream.js';
 import { isFinalStatus, SessionEndedError, SessionRefusedError } from './session-errors.js';
 
@@ -43,6 +44,7 @@ export interface SessionDeps {
   agentVersion: string;
   monitor: GpuMonitor;
   outbox: HealthEventOutbox;
+  tasks: AgentTasks;
   collectHostFacts: () => Promise<HostFacts>;
   clock: Clock;
   log: Logger;
@@ -66,6 +68,7 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
   const onAbort = (): void => stream.close();
   signal.addEventListener('abort', onAbort, { once: true });
   try {
+    await deps.tasks.recover();
     await stream.send(helloMessage(deps));
     const first = await Promise.race([inbox.next(WELCOME_TIMEOUT_MS), stream.ended]);
     if (first instanceof SessionEndedError) throw refusalOrEnd(first);
@@ -77,6 +80,7 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
 
     await stream.send({ body: 'host_facts', host_facts: await deps.collectHostFacts() });
     void deps.outbox.attach((event) => stream.send({ body: 'health_event', health_event: event }));
+    void deps.tasks.outbox.attach((state) => stream.send({ body: 'task_state', task_state: state }));
 
     const reporter = new Reporter(stream, deps, () => intervalMs);
     inbox.onMessage = (message) => {
@@ -89,7 +93,11 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
         case 'command': {
           const command = message.command!;
           log.info({ command_id: command.command_id, command: command.body }, 'command');
-          const result = handleCommand(command, { resetGpuHealth: (uuid) => deps.monitor.resetHealth(uuid) });
+          const result = handleCommand(command, {
+            resetGpuHealth: (uuid) => deps.monitor.resetHealth(uuid),
+            startTask: (order) => deps.tasks.start(order),
+            stopTask: (order) => deps.tasks.stop(order),
+          });
           // A failed send means the stream ended; `stream.ended` reports that below.
           stream.send({ body: 'command_result', command_result: result }).catch(() => undefined);
           break;
@@ -115,6 +123,7 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
     if (outcome === undefined) throw new SessionEndedError('the report loop stopped');
   } finally {
     deps.outbox.detach();
+    deps.tasks.outbox.detach();
     aborted.dispose();
     signal.removeEventListener('abort', onAbort);
     if (signal.aborted && !stream.isEnded) {
@@ -136,7 +145,7 @@ function helloMessage(deps: SessionDeps): AgentMessage {
       agent_version: deps.agentVersion,
       hostname: deps.hostname,
       pool: deps.pool,
-      running_tasks: [],
+      running_tasks: deps.tasks.running(),
     },
   };
 }

@@ -1,24 +1,26 @@
-// Health events wait here while no session is up, so a GPU that failed during a
-// disconnect still reaches the control plane's timeline after the reconnect. Bounded:
-// past MAX_QUEUED the oldest are dropped (and counted), since the GPU's current verdict
-// also travels in every telemetry sample.
+// Messages that must not be lost to a disconnect wait here while no session is up, and
+// go out in order after the reconnect: health events (a GPU that failed during a
+// disconnect still reaches the timeline) and task states (an instance that failed to
+// start still gets its reason). Bounded: past `maxQueued` the oldest are dropped (and
+// counted); GPU verdicts also travel in every telemetry sample and running tasks in Hello.
 import type { HealthEvent } from '@svc/proto';
 
-const MAX_QUEUED = 256;
+export type OutboxSender<T> = (message: T) => Promise<void>;
+export type HealthEventSender = OutboxSender<HealthEvent>;
 
-export type HealthEventSender = (event: HealthEvent) => Promise<void>;
-
-export class HealthEventOutbox {
-  private queue: HealthEvent[] = [];
-  private sender: HealthEventSender | undefined;
+export class Outbox<T> {
+  private queue: T[] = [];
+  private sender: OutboxSender<T> | undefined;
   /** The pump in progress, if any; one at a time keeps events in order. */
   private pumping: Promise<void> | undefined;
   /** Events dropped because the queue was full. */
   dropped = 0;
 
-  push(event: HealthEvent): void {
-    this.queue.push(event);
-    if (this.queue.length > MAX_QUEUED) {
+  constructor(private readonly maxQueued = 256) {}
+
+  push(message: T): void {
+    this.queue.push(message);
+    if (this.queue.length > this.maxQueued) {
       this.queue.shift();
       this.dropped++;
     }
@@ -26,7 +28,7 @@ export class HealthEventOutbox {
   }
 
   /** Sends what is queued, then every new event at once, through `sender` until detach(). */
-  attach(sender: HealthEventSender): Promise<void> {
+  attach(sender: OutboxSender<T>): Promise<void> {
     this.sender = sender;
     return this.flush(sender);
   }
@@ -44,12 +46,12 @@ export class HealthEventOutbox {
    * The first send starts synchronously, so an event pushed before a command's result is
    * also written before it.
    */
-  private flush(sender: HealthEventSender): Promise<void> {
+  private flush(sender: OutboxSender<T>): Promise<void> {
     this.pumping ??= this.pump(sender).finally(() => (this.pumping = undefined));
     return this.pumping;
   }
 
-  private async pump(sender: HealthEventSender): Promise<void> {
+  private async pump(sender: OutboxSender<T>): Promise<void> {
     while (this.sender === sender && this.queue.length > 0) {
       const event = this.queue[0]!;
       try {
@@ -63,3 +65,5 @@ export class HealthEventOutbox {
     }
   }
 }
+
+export class HealthEventOutbox extends Outbox<HealthEvent> {}
