@@ -37,6 +37,11 @@ export async function startControlPlane(config: ControlPlaneConfig) {
           .onNodeConnected(nodeId, new Set(instanceTasks(running).map((t) => t.task_id)))
           .catch((err: unknown) => app.log.error({ err, node: nodeId }, 'settling instances of a reconnected node failed'));
       },
+      // Task commands are acknowledged here; how the task goes arrives as task states.
+      onCommandResult: (nodeId, result) => {
+        if (result.ok) app.log.debug({ node: nodeId, command: result.command_id }, 'task command accepted');
+        else app.log.warn({ node: nodeId, command: result.command_id, code: result.error_code, why: result.error_message }, 'task command refused');
+      },
       onNodeUnreachable: (nodeId) => {
         instances.onNodeLost(nodeId).catch((err: unknown) => app.log.error({ err, node: nodeId }, 'failing instances of a lost node failed'));
       },

@@ -1,11 +1,12 @@
 // `npm run bench`: runs each benchmark section in order and prints its report.
 // Sections are independent; one that fails is reported and the others still run.
 import { agentsScaleSection } from './agents-scale.js';
+import { instancesSection } from './instances.js';
 import { pipelineSection } from './pipeline.js';
 import type { Section, SectionReport } from './section.js';
 
-// Later sections (GPU-agent scale, instance timings, inference overhead) go here.
-const sections: Section[] = [pipelineSection, agentsScaleSection];
+// Later sections (inference overhead) go here.
+const sections: Section[] = [pipelineSection, agentsScaleSection, instancesSection];
 
 async function main(): Promise<void> {
   const summaries: string[] = [];
