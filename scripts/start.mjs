@@ -6,7 +6,7 @@
 // zero GPUs (or SVC_SIMULATE_GPUS=<count>[x<name>] simulates some). SVC_LOCAL_AGENT=false
 // starts the control plane alone. Ctrl-C stops everything.
 import { execFile, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +17,18 @@ const dataDir = process.env.SVC_DATA_DIR ?? join(root, 'data');
 const grpcPort = Number(process.env.SVC_GRPC_PORT ?? 7070);
 const agentDataDir = process.env.SVC_AGENT_DATA_DIR ?? join(dataDir, 'agent');
 const env = { ...process.env, SVC_DATA_DIR: dataDir };
+
+/**
+ * SVC_SIMULATE_GPUS=<count> without a name simulates the GPU model of the SKU catalog's
+ * first SKU, so a newcomer's simulated GPUs are ones the catalog sells.
+ */
+function simulatedGpus() {
+  const value = process.env.SVC_SIMULATE_GPUS;
+  if (!value || !/^\d+$/.test(value.trim())) return {};
+  const catalogPath = process.env.SVC_SKU_CATALOG || join(root, 'control-plane', 'catalog', 'skus.json');
+  const model = JSON.parse(readFileSync(catalogPath, 'utf8')).skus?.[0]?.gpu_model;
+  return model ? { SVC_SIMULATE_GPUS: `${value.trim()}x${model}` } : {};
+}
 
 const children = [];
 let stopping = false;
@@ -80,6 +92,7 @@ async function startLocalAgent() {
   const agentEnv = {
     ...env,
     SVC_CONTROL_PLANE: process.env.SVC_CONTROL_PLANE ?? `127.0.0.1:${grpcPort}`,
+    ...simulatedGpus(),
     SVC_AGENT_DATA_DIR: agentDataDir,
   };
   if (!existsSync(join(agentDataDir, 'identity.json')) && !process.env.SVC_NODE_TOKEN) {

@@ -2,6 +2,7 @@
 // deliveries that are due, recording every attempt. It polls the store, and an event
 // appended in this process wakes it at once. At-least-once: a delivery stays pending
 // until an attempt is recorded, so a crash mid-send means it is sent again after restart.
+import { setMaxListeners } from 'node:events';
 import { newId, toUnixSeconds, type Clock } from '@svc/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../store/store.js';
@@ -57,6 +58,8 @@ export class DeliveryWorker {
     if (this.running) return;
     this.running = true;
     this.abort = new AbortController();
+    // Every attempt in flight listens on this one shutdown signal: bounded by MAX_IN_FLIGHT, not a leak.
+    setMaxListeners(MAX_IN_FLIGHT + 4, this.abort.signal);
     this.unsubscribe = this.options.store.events.onAppend(() => this.nudge());
     this.nudge();
   }

@@ -78,6 +78,13 @@ describe('TaskSupervisor', () => {
     expect(states(second.reports, 'inst_keep')).toEqual(['stopping', 'gone']);
   }, 30_000);
 
+  it('removes a labelled container that was created but never started when it recovers', async () => {
+    const leftover = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['true'], Labels: { 'svc.instance': 'inst_half', [LABEL_NODE]: nodeId } });
+    const { sup } = supervisor();
+    await sup.recover();
+    await expect(docker.getContainer(leftover.id).inspect()).rejects.toMatchObject({ statusCode: 404 });
+  });
+
   it('treats a stop for an unknown task as done', async () => {
     const { sup, reports } = supervisor();
     await sup.stop({ taskId: 'inst_never', kind: 'instance', timeoutMs: 1000, force: false });

@@ -65,6 +65,9 @@ export class TaskSupervisor {
         await this.runtime.destroyTask(handle.containerId, { force: true });
       }
     }
+    // Containers created but never started (a create that failed half-way) belong to nobody.
+    const removed = await this.runtime.reconcile(new Set(running.map((r) => r.task_id)));
+    if (removed.removed.length > 0) this.log.info({ removed: removed.removed }, 'removed containers no task owns');
     return running;
   }
 
