@@ -122,3 +122,15 @@ export function describeConfig(spec: SettingsSpec): Array<{ name: string; env: s
     description: def.description,
   }));
 }
+
+/**
+ * Checks a parsed JSON document (a catalog, a state file) against its schema; the error
+ * names the document and the path of the first problem.
+ */
+export function parseWithSchema<T extends TSchema>(schema: T, value: unknown, what: string): Static<T> {
+  if (!Value.Check(schema, value)) {
+    const first = Value.Errors(schema, value).First();
+    throw new Error(`${what} is invalid at ${first?.path || '/'}: ${first?.message ?? 'unknown error'}`);
+  }
+  return value;
+}

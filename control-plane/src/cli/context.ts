@@ -1,5 +1,6 @@
 // What every svcctl command works on: the local data dir (SVC_DATA_DIR or --data-dir),
 // opened with the same store and services as the server.
+import type { Command } from 'commander';
 import { createLogger } from '@svc/shared';
 import { loadControlPlaneConfig } from '../config.js';
 import { buildServices, type Services } from '../app.js';
@@ -11,7 +12,9 @@ export interface CliContext {
   services: Services;
 }
 
-export async function withContext<T>(dataDir: string | undefined, fn: (ctx: CliContext) => Promise<T>): Promise<T> {
+/** Runs `fn` on the data dir of `cmd`'s global --data-dir option, or SVC_DATA_DIR. */
+export async function withContext<T>(cmd: Command, fn: (ctx: CliContext) => Promise<T>): Promise<T> {
+  const dataDir = cmd.optsWithGlobals().dataDir as string | undefined;
   const env = dataDir ? { ...process.env, SVC_DATA_DIR: dataDir } : process.env;
   const config = loadControlPlaneConfig(env);
   const store = openSqliteStore(config.dataDir);

@@ -8,7 +8,6 @@ import type { InstanceRecord } from '../instances/instance-record.js';
 import { withContext } from './context.js';
 import { printJson, printTable, splitList } from './output.js';
 
-const dataDir = (cmd: Command): string | undefined => cmd.optsWithGlobals().dataDir as string | undefined;
 
 function ago(ms: number | null): string {
   if (ms === null) return '-';
@@ -54,7 +53,7 @@ export function registerInstanceCommands(program: Command): void {
     .option('--limit <n>', 'how many', '50')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services, store }) => {
+      withContext(cmd, async ({ services, store }) => {
         const statuses = opts.status ? (splitList(opts.status) as InstanceStatus[]) : undefined;
         const bad = statuses?.find((s) => !(INSTANCE_STATUSES as readonly string[]).includes(s));
         if (bad) throw new Error(`unknown status "${bad}"; statuses are: ${INSTANCE_STATUSES.join(', ')}`);
@@ -83,7 +82,7 @@ export function registerInstanceCommands(program: Command): void {
     .option('--watch', 'follow the instance until it is ready or ends, with a pull progress bar', false)
     .option('--json', 'print JSON', false)
     .action(async (id: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ store }) => {
+      withContext(cmd, async ({ store }) => {
         const load = async (): Promise<InstanceRecord> => {
           const record = await store.instances.get(id);
           if (!record) throw new Error(`no instance with id ${id}`);
@@ -112,7 +111,7 @@ export function registerInstanceCommands(program: Command): void {
     .option('--force', 'skip the grace', false)
     .option('--json', 'print JSON', false)
     .action(async (id: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services, store }) => {
+      withContext(cmd, async ({ services, store }) => {
         const record = await store.instances.get(id);
         if (!record) throw new Error(`no instance with id ${id}`);
         const updated = await services.instances.terminate(record.orgId, id, opts.force);

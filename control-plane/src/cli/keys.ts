@@ -7,7 +7,6 @@ import { keyView } from '../routes/views.js';
 import { withContext } from './context.js';
 import { printJson, printTable, splitList } from './output.js';
 
-const dataDir = (cmd: Command): string | undefined => cmd.optsWithGlobals().dataDir as string | undefined;
 
 export function registerKeyCommands(program: Command): void {
   const keys = program.command('keys').description('API keys: create, list, rotate, revoke');
@@ -22,7 +21,7 @@ export function registerKeyCommands(program: Command): void {
     .option('--name <name>', 'a label for the key')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const org = opts.org ? await services.orgs.resolve(opts.org) : (await services.orgs.ensureDefaultOrg()).org;
         const created = await services.keys.create({
           orgId: org.id,
@@ -46,7 +45,7 @@ export function registerKeyCommands(program: Command): void {
     .option('--org <org>', 'only this org (id or name)')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const orgId = opts.org ? (await services.orgs.resolve(opts.org)).id : undefined;
         const views = (await services.keys.list(orgId)).map(keyView);
         if (opts.json) return printJson({ object: 'list', data: views });
@@ -63,7 +62,7 @@ export function registerKeyCommands(program: Command): void {
     .option('--overlap-seconds <n>', 'seconds both values validate', String(DEFAULT_OVERLAP_SECONDS))
     .option('--json', 'print JSON', false)
     .action(async (keyId: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const overlap = Number(opts.overlapSeconds);
         if (!Number.isInteger(overlap) || overlap < 0) throw new Error('--overlap-seconds must be a whole number >= 0');
         const rotated = await services.keys.rotate(keyId, overlap);
@@ -81,7 +80,7 @@ export function registerKeyCommands(program: Command): void {
     .description('revoke a key (idempotent)')
     .option('--json', 'print JSON', false)
     .action(async (keyId: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const key = await services.keys.revoke(keyId);
         const result = { key_id: key.id, revoked: true, revoked_at: toRfc3339(key.revokedAt!) };
         if (opts.json) return printJson(result);

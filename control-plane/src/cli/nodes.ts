@@ -10,7 +10,6 @@ import type { EnrollmentTokenRecord, NodeCommandRecord } from '../store/node-sto
 import { withContext } from './context.js';
 import { printJson, printTable } from './output.js';
 
-const dataDir = (cmd: Command): string | undefined => cmd.optsWithGlobals().dataDir as string | undefined;
 const dash = (value: number | string | null | undefined, unit = ''): string =>
   value === null || value === undefined || value === '' ? '-' : `${value}${unit}`;
 
@@ -35,7 +34,7 @@ export function registerNodeCommands(program: Command): void {
     .description('every node: pool, status, healthy/total GPUs, utilization, last seen')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const now = systemClock.now();
         const list = await services.nodes.list();
         const views = list.map(({ node, gpus }) => nodeView(node, gpus, now));
@@ -56,7 +55,7 @@ export function registerNodeCommands(program: Command): void {
     .option('--events <n>', 'timeline rows to show', '20')
     .option('--json', 'print JSON', false)
     .action(async (ref: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const limit = Number(opts.events);
         if (!Number.isInteger(limit) || limit < 1) throw new Error('--events must be a whole number >= 1');
         const now = systemClock.now();
@@ -83,7 +82,7 @@ export function registerNodeCommands(program: Command): void {
       .description(description)
       .option('--json', 'print JSON', false)
       .action(async (ref: string, opts, cmd: Command) =>
-        withContext(dataDir(cmd), async ({ services }) => {
+        withContext(cmd, async ({ services }) => {
           const node = await services.nodes[name](ref);
           const view = nodeView(node, [], systemClock.now());
           if (opts.json) return printJson({ id: view.id, status: view.status, cordoned: view.cordoned, draining: view.draining, schedulable: view.schedulable });
@@ -99,7 +98,7 @@ export function registerNodeCommands(program: Command): void {
     .option('--pool <pool>', 'na, eu or apac (default: every pool)')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         if (opts.pool !== undefined && !isPool(opts.pool)) throw new Error(`unknown pool "${opts.pool}"; pools are: na, eu, apac`);
         const found = await services.nodes.schedulable({ gpuModel: opts.model, pool: opts.pool });
         const data = found.map((n) => ({ node_id: n.nodeId, pool: n.pool, free_gpu_uuids: n.freeGpuUuids }));
@@ -116,7 +115,7 @@ export function registerNodeCommands(program: Command): void {
     .option('--ttl <duration>', 'lifetime: 90s, 30m, 24h, 7d (default: SVC_NODE_TOKEN_TTL_SECONDS, 24h)')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         let ttlSeconds: number | undefined;
         if (opts.ttl !== undefined) {
           ttlSeconds = parseTtlSeconds(opts.ttl);
@@ -136,7 +135,7 @@ export function registerNodeCommands(program: Command): void {
     .description('enrollment tokens and their state (values are never shown again)')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const now = systemClock.now();
         const views = (await services.enrollment.listTokens()).map((t) => tokenView(t, now));
         if (opts.json) return printJson({ object: 'list', data: views });
@@ -148,7 +147,7 @@ export function registerNodeCommands(program: Command): void {
     .description('revoke an unused token (idempotent)')
     .option('--json', 'print JSON', false)
     .action(async (id: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const view = tokenView(await services.enrollment.revokeToken(id), systemClock.now());
         if (opts.json) return printJson(view);
         process.stdout.write(view.state === 'used' ? `${id} was already used by ${view.used_by_node}; nothing to revoke.\n` : `Revoked ${id}.\n`);
@@ -162,7 +161,7 @@ export function registerNodeCommands(program: Command): void {
     .option('--wait <seconds>', 'wait this long for the agent\'s answer (0: just queue it)', '10')
     .option('--json', 'print JSON', false)
     .action(async (ref: string, gpuRef: string | undefined, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const waitSeconds = Number(opts.wait);
         if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new Error('--wait must be a number of seconds >= 0');
         let command: NodeCommandRecord = await services.nodes.requestGpuHealthReset(ref, gpuRef ?? '');

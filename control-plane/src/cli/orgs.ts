@@ -4,7 +4,6 @@ import { orgView } from '../routes/views.js';
 import { withContext } from './context.js';
 import { printJson, printTable, splitList } from './output.js';
 
-const dataDir = (cmd: Command): string | undefined => cmd.optsWithGlobals().dataDir as string | undefined;
 
 function printOrg(view: ReturnType<typeof orgView>): void {
   printTable(
@@ -27,7 +26,7 @@ export function registerOrgCommands(program: Command): void {
     .command('list')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const views = (await services.orgs.list()).map(orgView);
         if (opts.json) return printJson({ object: 'list', data: views });
         printTable(
@@ -41,7 +40,7 @@ export function registerOrgCommands(program: Command): void {
     .command('show <org>')
     .option('--json', 'print JSON', false)
     .action(async (org: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const view = orgView(await services.orgs.resolve(org));
         return opts.json ? printJson(view) : printOrg(view);
       }),
@@ -52,7 +51,7 @@ export function registerOrgCommands(program: Command): void {
     .option('--tier <tier>', '2 or 3', '2')
     .option('--json', 'print JSON', false)
     .action(async (name: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const tier = Number(opts.tier);
         if (tier !== 2 && tier !== 3) throw new Error('--tier must be 2 or 3');
         const view = orgView(await services.orgs.create(name, tier));
@@ -69,7 +68,7 @@ export function registerOrgCommands(program: Command): void {
     .option('--models <ids>', 'model ids the org may call, or "all"')
     .option('--json', 'print JSON', false)
     .action(async (org: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const target = await services.orgs.resolve(org);
         const updated = await services.orgs.update(target.id, {
           tier: opts.tier === undefined ? undefined : Number(opts.tier),

@@ -6,7 +6,6 @@ import { deliveryView, webhookView } from '../webhooks/views.js';
 import { withContext } from './context.js';
 import { printJson, printTable, splitList } from './output.js';
 
-const dataDir = (cmd: Command): string | undefined => cmd.optsWithGlobals().dataDir as string | undefined;
 
 function wholeNumber(text: string, flag: string, min: number): number {
   const n = Number(text);
@@ -23,7 +22,7 @@ export function registerWebhookCommands(program: Command): void {
     .option('--org <org>', 'only this org (id or name)')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const orgId = opts.org ? (await services.orgs.resolve(opts.org)).id : undefined;
         const views = (await services.webhooks.list(orgId)).map(webhookView);
         if (opts.json) return printJson({ object: 'list', data: views });
@@ -39,7 +38,7 @@ export function registerWebhookCommands(program: Command): void {
     .description('show one webhook')
     .option('--json', 'print JSON', false)
     .action(async (webhookId: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const v = webhookView(await services.webhooks.get(webhookId));
         if (opts.json) return printJson(v);
         printTable(
@@ -66,7 +65,7 @@ export function registerWebhookCommands(program: Command): void {
     .option('--org <org>', 'org id or name (default: the first org)')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const org = opts.org ? await services.orgs.resolve(opts.org) : (await services.orgs.ensureDefaultOrg()).org;
         const created = await services.webhooks.create({
           orgId: org.id,
@@ -88,7 +87,7 @@ export function registerWebhookCommands(program: Command): void {
     .description('delete a webhook and drop its pending deliveries')
     .option('--json', 'print JSON', false)
     .action(async (webhookId: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const deleted = await services.webhooks.delete(webhookId);
         if (opts.json) return printJson({ id: deleted.id, object: 'webhook', deleted: true });
         process.stdout.write(`Deleted webhook ${deleted.id} (${deleted.url}).\n`);
@@ -101,7 +100,7 @@ export function registerWebhookCommands(program: Command): void {
     .option('--overlap-seconds <n>', 'seconds the old secret keeps signing', String(DEFAULT_SECRET_OVERLAP_SECONDS))
     .option('--json', 'print JSON', false)
     .action(async (webhookId: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const overlap = wholeNumber(opts.overlapSeconds, '--overlap-seconds', 0);
         const rotated = await services.webhooks.rotateSecret(webhookId, overlap);
         const result = { ...webhookView(rotated.subscription), secret: rotated.secret, old_secret_expires_at: toRfc3339(rotated.oldSecretExpiresAt) };
@@ -119,7 +118,7 @@ export function registerWebhookCommands(program: Command): void {
     .option('--limit <n>', 'how many deliveries', '20')
     .option('--json', 'print JSON', false)
     .action(async (webhookId: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const limit = wholeNumber(opts.limit, '--limit', 1);
         const views = (await services.webhooks.deliveries(webhookId, { limit })).map(deliveryView);
         if (opts.json) return printJson({ object: 'list', data: views });
@@ -139,7 +138,7 @@ export function registerWebhookCommands(program: Command): void {
     .description('send a delivery again (same webhook-id); a running control plane picks it up')
     .option('--json', 'print JSON', false)
     .action(async (webhookId: string, deliveryId: string, opts, cmd: Command) =>
-      withContext(dataDir(cmd), async ({ services }) => {
+      withContext(cmd, async ({ services }) => {
         const d = await services.webhooks.redeliver(webhookId, deliveryId);
         const nextAttemptAt = d.nextAttemptAt === null ? null : toRfc3339(d.nextAttemptAt);
         const result = { id: d.id, object: 'webhook.delivery', status: d.status, next_attempt_at: nextAttemptAt };

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
+import { parseWithSchema } from '@svc/shared';
 import { POOLS, type Pool } from '../models/catalog.js';
 
 export const GPU_COUNTS = [1, 2, 4, 8] as const;
@@ -40,14 +40,11 @@ export type SkuCatalog = Static<typeof SkuCatalogSchema>;
 export const DEFAULT_SKU_CATALOG_PATH = fileURLToPath(new URL('../../catalog/skus.json', import.meta.url));
 
 export function parseSkuCatalog(value: unknown, source: string): SkuCatalog {
-  if (!Value.Check(SkuCatalogSchema, value)) {
-    const first = Value.Errors(SkuCatalogSchema, value).First();
-    throw new Error(`SKU catalog ${source} is invalid at ${first?.path || '/'}: ${first?.message ?? 'unknown error'}`);
-  }
-  const ids = value.skus.map((s) => s.id);
+  const catalog = parseWithSchema(SkuCatalogSchema, value, `SKU catalog ${source}`);
+  const ids = catalog.skus.map((s) => s.id);
   const duplicate = ids.find((id, i) => ids.indexOf(id) !== i);
   if (duplicate) throw new Error(`SKU catalog ${source} lists ${duplicate} twice`);
-  return value;
+  return catalog;
 }
 
 export function loadSkuCatalog(path: string = DEFAULT_SKU_CATALOG_PATH): SkuCatalog {

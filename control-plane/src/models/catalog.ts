@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
+import { parseWithSchema } from '@svc/shared';
 
 export const POOLS = ['na', 'eu', 'apac'] as const;
 export type Pool = (typeof POOLS)[number];
@@ -105,13 +105,10 @@ export function catalogProblems(catalog: Catalog): string[] {
 }
 
 export function parseCatalog(value: unknown, source: string): Catalog {
-  if (!Value.Check(CatalogSchema, value)) {
-    const first = Value.Errors(CatalogSchema, value).First();
-    throw new Error(`model catalog ${source} is invalid at ${first?.path || '/'}: ${first?.message ?? 'unknown error'}`);
-  }
-  const problems = catalogProblems(value);
+  const catalog = parseWithSchema(CatalogSchema, value, `model catalog ${source}`);
+  const problems = catalogProblems(catalog);
   if (problems.length > 0) throw new Error(`model catalog ${source} is invalid: ${problems.join('; ')}`);
-  return value;
+  return catalog;
 }
 
 export function loadCatalog(path: string = DEFAULT_CATALOG_PATH): Catalog {
