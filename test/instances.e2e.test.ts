@@ -11,6 +11,7 @@ import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-p
 import { startControlPlane } from '../control-plane/src/server.js';
 import { SLEEPER_IMAGE, STUBBORN_IMAGE, REGISTRY } from './support/images.js';
 import { eventually, freePort, spawnAgent, type AgentProcess } from './support/node-agent-process.js';
+import { WebhookReceiver } from '../control-plane/test/webhooks-support.js';
 
 const GRACE_MS = 2_000;
 const docker = new Docker();
@@ -23,6 +24,7 @@ let agent: AgentProcess;
 let nodeId: string;
 let key: string;
 const agents: AgentProcess[] = [];
+let receiver: WebhookReceiver;
 
 function startAgent(token: string): AgentProcess {
   const a = spawnAgent({
@@ -78,7 +80,12 @@ beforeAll(async () => {
     logLevel: 'warn',
   });
   cp = await startControlPlane(config);
-  key = (await cp.app.services.keys.create({ orgId: (await cp.app.services.orgs.ensureDefaultOrg()).org.id, scopes: ['compute:write', 'compute:read', 'billing:read'] })).value;
+  const { org } = await cp.app.services.orgs.ensureDefaultOrg();
+  key = (await cp.app.services.keys.create({ orgId: org.id, scopes: ['compute:write', 'compute:read', 'billing:read'] })).value;
+  // Every instance.lifecycle event goes to a receiver that verifies it with standardwebhooks.
+  receiver = await WebhookReceiver.start();
+  const hook = await cp.app.services.webhooks.create({ orgId: org.id, url: receiver.url, eventTypes: ['instance.lifecycle'] });
+  receiver.secrets = [hook.secret];
   agent = startAgent((await cp.app.services.enrollment.createToken()).value);
   const skus = await eventually(async () => {
     const res = await api('GET', '/v1/skus');
@@ -95,6 +102,7 @@ afterAll(async () => {
     if (c.Labels['svc.node'] === nodeId) await docker.getContainer(c.Id).remove({ force: true });
   }
   await cp?.app.close();
+  await receiver?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -124,6 +132,12 @@ describe('instances on a real Docker engine', () => {
     expect(await containersOf(ready.id)).toEqual([]);
     const charges = (await api('GET', '/v1/billing/charges')).body.data.filter((c: { instance_id: string }) => c.instance_id === ready.id);
     expect(charges).toMatchObject([{ kind: 'on_demand' }]);
+
+    // The whole run reached the webhook receiver, signed, in order, with the instance object.
+    const delivered = () => receiver.requests.filter((r) => r.event.data.id === ready.id);
+    await eventually(() => delivered().length === 5, 10_000, 'five lifecycle deliveries');
+    expect(delivered().map((r) => r.event.data.status)).toEqual(['provisioning', 'starting', 'ready', 'draining', 'terminated']);
+    expect(delivered().every((r) => r.verifiedWith.length === 1 && r.event.type === 'instance.lifecycle' && r.event.data.object === 'instance')).toBe(true);
   }, 60_000);
 
   it('kills a container that ignores SIGTERM after the grace', async () => {
