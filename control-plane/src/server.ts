@@ -2,9 +2,8 @@
 // and close gracefully on SIGTERM/SIGINT.
 import { ConfigError } from '@svc/shared';
 import { AgentGateway } from './agents/gateway.js';
-import type { TaskState__Output } from '@svc/proto';
 import { buildApp } from './app.js';
-import type { AgentTaskState } from './instances/task-dispatch.js';
+import { instanceGatewayHooks } from './instances/gateway-hooks.js';
 import { loadControlPlaneConfig, type ControlPlaneConfig } from './config.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
 
@@ -17,34 +16,12 @@ export async function startControlPlane(config: ControlPlaneConfig) {
   let gateway: AgentGateway;
   let grpcPort: number;
   try {
-    const { instances } = app.services;
-    const instanceTasks = (tasks: TaskState__Output[]) => tasks.filter((t) => t.kind === 'INSTANCE');
     gateway = new AgentGateway({
       config,
       store: store.nodes,
       enrollment: app.services.enrollment,
       log: app.log.child({ component: 'agent-gateway' }),
-      onTaskState: (nodeId, state) => {
-        if (state.kind !== 'INSTANCE') return;
-        void instances.onTaskState(nodeId, state.task_id, state.state as AgentTaskState, {
-          message: state.message,
-          exitCode: state.exit_code,
-          progress: state.pull_progress,
-        }).catch(() => {}); // logged by the service's queue
-      },
-      onNodeConnected: (nodeId, running) => {
-        instances
-          .onNodeConnected(nodeId, new Set(instanceTasks(running).map((t) => t.task_id)))
-          .catch((err: unknown) => app.log.error({ err, node: nodeId }, 'settling instances of a reconnected node failed'));
-      },
-      // Task commands are acknowledged here; how the task goes arrives as task states.
-      onCommandResult: (nodeId, result) => {
-        if (result.ok) app.log.debug({ node: nodeId, command: result.command_id }, 'task command accepted');
-        else app.log.warn({ node: nodeId, command: result.command_id, code: result.error_code, why: result.error_message }, 'task command refused');
-      },
-      onNodeUnreachable: (nodeId) => {
-        instances.onNodeLost(nodeId).catch((err: unknown) => app.log.error({ err, node: nodeId }, 'failing instances of a lost node failed'));
-      },
+      ...instanceGatewayHooks(app.services.instances, app.log),
     });
     app.services.taskDispatcher.attach((nodeId, command) => gateway.send(nodeId, command));
     grpcPort = await gateway.listen();
