@@ -36,6 +36,9 @@ import { adminOrgRoutes } from './routes/admin-org.js';
 import { modelRoutes } from './routes/models.js';
 import { opsRoutes } from './routes/ops.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { inferenceRoutes } from './routes/inference.js';
+import { buildInference, type Inference } from './inference/inference.js';
+import type { ReplicaDirectory, ServingPlan } from './inference/replica-source.js';
 import type { Store } from './store/store.js';
 import { installWebhookDelivery } from './webhooks/delivery-lifecycle.js';
 import { buildTargetPolicy } from './webhooks/target-policy.js';
@@ -47,6 +50,8 @@ export interface AppDeps {
   clock?: Clock;
   catalog?: Catalog;
   capacity?: LiveCapacity;
+  /** Live model-server replicas and where replicas are wanted; none by default. */
+  replicas?: { directory: ReplicaDirectory; plan: ServingPlan };
   /** Fastify logger setting; defaults to JSON logs at the configured level. */
   logger?: FastifyServerOptions['logger'];
 }
@@ -65,6 +70,7 @@ export interface Services {
   skuCatalog: SkuCatalog;
   /** Attached to the agent gateway by server.ts; unattached, every node counts as disconnected. */
   taskDispatcher: AgentTaskDispatcher;
+  inference: Inference;
 }
 
 declare module 'fastify' {
@@ -84,10 +90,11 @@ export function buildServices(deps: AppDeps, log: ServiceLogger = createLogger('
   const skuCatalog = loadSkuCatalog(config.skuCatalog || DEFAULT_SKU_CATALOG_PATH);
   const nodes = new NodeService(store.nodes, clock);
   const taskDispatcher = new AgentTaskDispatcher();
+  const models = new ModelService(catalog, deps.capacity ?? noReplicasYet, clock);
   return {
     orgs: new OrgService(store, clock, changes),
     keys: new KeyService(store, clock, changes),
-    models: new ModelService(catalog, deps.capacity ?? noReplicasYet, clock),
+    models,
     verifier: new KeyVerifier(store, clock, config.keyCacheMs, changes),
     rateLimiter: new RateLimiter({ 2: config.rateLimitTier2, 3: config.rateLimitTier3 }, clock),
     idempotency: new Idempotency(store.idempotency, clock, {
@@ -108,8 +115,11 @@ export function buildServices(deps: AppDeps, log: ServiceLogger = createLogger('
     ),
     skuCatalog,
     taskDispatcher,
+    inference: buildInference({ config, store, clock, models, replicas: deps.replicas ?? noReplicas, log }),
   };
 }
+
+const noReplicas = { directory: { ready: () => [] }, plan: { desired: () => 0 } };
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, store } = deps;
@@ -193,9 +203,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(instanceRoutes(services.instances, store.instances));
       await v1.register(skuRoutes(services.skuCatalog, { nodes: () => services.nodes.candidates() }, store.instances));
       await v1.register(billingRoutes(store.instances));
+      await v1.register(inferenceRoutes({ models: services.models, chat: services.inference.chat, embeddings: services.inference.embeddings, usage: store.usage }));
     },
     { prefix: '/v1' },
   );
+
+  app.addHook('onClose', async () => services.inference.close());
 
   installWebhookDelivery(app, { config, store, clock, models: services.models.catalog.models });
 

@@ -150,6 +150,44 @@ export const controlPlaneSettings = {
     60_000,
     'Grace between SIGTERM and SIGKILL when an instance is terminated gracefully (spec: 60 s).',
   ),
+  poolOrder: setting(
+    'SVC_POOL_ORDER',
+    Type.Array(Type.Union([Type.Literal('na'), Type.Literal('eu'), Type.Literal('apac')]), { minItems: 1, uniqueItems: true }),
+    ['na', 'eu', 'apac'],
+    'Pools in order of preference for inference requests that pin none (comma-separated); the healthiest pool wins, ties go by this order.',
+  ),
+  inferenceMaxInFlight: setting(
+    'SVC_INFERENCE_MAX_IN_FLIGHT',
+    PositiveInt,
+    64,
+    'Inference requests one model-server replica may hold at once; when every replica is full, requests get 409 no_capacity.',
+  ),
+  inferenceAttempts: setting(
+    'SVC_INFERENCE_ATTEMPTS',
+    Type.Integer({ minimum: 1, maximum: 5 }),
+    3,
+    'Replicas one inference request may try when a replica fails before answering.',
+  ),
+  inferenceConnectTimeoutMs: setting('SVC_INFERENCE_CONNECT_TIMEOUT_MS', PositiveInt, 2000, 'How long connecting to a replica may take.'),
+  inferenceFirstByteTimeoutMs: setting(
+    'SVC_INFERENCE_FIRST_BYTE_TIMEOUT_MS',
+    PositiveInt,
+    300_000,
+    'How long a replica may take to start answering (a non-streamed completion is generated meanwhile).',
+  ),
+  inferenceIdleTimeoutMs: setting('SVC_INFERENCE_IDLE_TIMEOUT_MS', PositiveInt, 60_000, 'Longest silence between two chunks of a replica\'s answer.'),
+  inferenceEjectMs: setting(
+    'SVC_INFERENCE_EJECT_MS',
+    PositiveInt,
+    1000,
+    'How long a replica whose request failed is left out before a health probe; doubles per failed probe up to 30 s.',
+  ),
+  sandboxDailyTokens: setting(
+    'SVC_SANDBOX_DAILY_TOKENS',
+    PositiveInt,
+    10_000,
+    'Tokens a sandbox key (svc_sk_test_) may use per UTC day (spec: 10K); past it, 429 rate_limited with code daily_token_cap.',
+  ),
 };
 
 export type ControlPlaneConfig = ConfigOf<typeof controlPlaneSettings>;

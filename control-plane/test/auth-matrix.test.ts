@@ -12,6 +12,8 @@ interface RouteCase {
   scope: string | null;
   publicKey?: boolean;
   body?: unknown;
+  /** Served by model-server replicas; none run here, so getting past the pipeline means 409 no_capacity. */
+  needsReplicas?: boolean;
 }
 
 const ROUTES: RouteCase[] = [
@@ -37,11 +39,27 @@ const ROUTES: RouteCase[] = [
   { method: 'POST', path: '/v1/instances/{id}/extend', scope: 'compute:write', body: { hours: 1 } },
   { method: 'GET', path: '/v1/skus', scope: 'compute:read' },
   { method: 'GET', path: '/v1/billing/charges', scope: 'billing:read' },
+  { method: 'POST', path: '/v1/chat/completions', scope: 'inference:write', needsReplicas: true, body: { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', content: 'hi' }] } },
+  { method: 'POST', path: '/v1/embeddings', scope: 'inference:write', publicKey: true, needsReplicas: true, body: { model: 'bge-m3', input: 'hi' } },
+  { method: 'GET', path: '/v1/usage', scope: 'inference:read' },
 ];
+
+/** Past the pipeline: a success, or for routes served by replicas, the router's 409. */
+function expectAllowed(route: RouteCase, res: { status: number; text: string; body: any }): void {
+  if (route.needsReplicas) {
+    expect(res.status, res.text).toBe(409);
+    expect(res.body.error.type).toBe('no_capacity');
+    return;
+  }
+  expect(res.status, res.text).toBeGreaterThanOrEqual(200);
+  expect(res.status, res.text).toBeLessThan(300);
+}
 
 let cp: TestControlPlane;
 let publicKey: string;
 let readOnlyKey: string;
+/** Lacks inference:read, which readOnlyKey has. */
+let computeReadKey: string;
 let adminKey: string;
 let testKey: string;
 
@@ -50,6 +68,7 @@ beforeAll(async () => {
   await cp.app.services.orgs.update(cp.org.id, { referrerAllowlist: ['https://app.example.com'] });
   publicKey = await cp.key({ kind: 'public' });
   readOnlyKey = await cp.key({ scopes: ['inference:read'] });
+  computeReadKey = await cp.key({ scopes: ['compute:read'] });
   adminKey = await cp.key({ admin: true });
   testKey = await cp.key({ kind: 'test' });
   await addReadyNode(cp, { gpus: 8 });
@@ -111,7 +130,7 @@ describe('auth matrix', () => {
             body: route.body,
             headers: { origin: 'https://app.example.com' },
           });
-          expect(res.status).toBe(200);
+          expectAllowed(route, res);
         });
       } else {
         it('refuses the wrong key kind (public key) with 403 forbidden_scope', async () => {
@@ -127,7 +146,8 @@ describe('auth matrix', () => {
 
       if (route.scope) {
         it(`refuses a key without ${route.scope} with 403 naming the scope`, async () => {
-          const res = await cp.request(route.method, await concretePath(route.path), { key: readOnlyKey, body: route.body });
+          const key = route.scope === 'inference:read' ? computeReadKey : readOnlyKey;
+          const res = await cp.request(route.method, await concretePath(route.path), { key, body: route.body });
           const error = expectError(res, 403, 'forbidden_scope');
           expect(error.message).toContain(route.scope);
         });
@@ -142,8 +162,7 @@ describe('auth matrix', () => {
 
       it('allows a key with the scope', async () => {
         const res = await cp.request(route.method, await concretePath(route.path), { key: adminKey, body: route.body });
-        expect(res.status).toBeGreaterThanOrEqual(200);
-        expect(res.status).toBeLessThan(300);
+        expectAllowed(route, res);
       });
     });
   }

@@ -2,7 +2,7 @@
 // that currently have live capacity for each.
 import { ApiError, toUnixSeconds, type Clock } from '@svc/shared';
 import type { OrgRecord } from '../store/records.js';
-import type { Catalog, CatalogModel, Pool } from './catalog.js';
+import type { Catalog, CatalogModel, Pool, RateCard } from './catalog.js';
 
 /**
  * Which pools have live, healthy replicas of a model. The replica registry of the
@@ -32,6 +32,7 @@ export interface ModelView {
 
 export class ModelService {
   private readonly byId: Map<string, CatalogModel>;
+  private readonly cards: Map<string, RateCard>;
 
   constructor(
     readonly catalog: Catalog,
@@ -39,6 +40,7 @@ export class ModelService {
     private readonly clock: Clock,
   ) {
     this.byId = new Map(catalog.models.map((m) => [m.id, m]));
+    this.cards = new Map(catalog.rate_cards.map((c) => [c.id, c]));
   }
 
   /** Whether `org` may call `model` now: allowed for the org and not past shutdown. */
@@ -57,13 +59,20 @@ export class ModelService {
   }
 
   get(org: OrgRecord, modelId: string): ModelView {
+    return this.view(this.callable(org, modelId, 'model_id'));
+  }
+
+  /** The catalog entry of a model `org` may call now; 404 `model_not_found` naming `param` otherwise. */
+  callable(org: OrgRecord, modelId: string, param = 'model'): CatalogModel {
     const model = this.byId.get(modelId);
     if (!model || !this.mayCall(org, model)) {
-      throw new ApiError('model_not_found', `model "${modelId}" does not exist or your organization may not call it`, {
-        param: 'model_id',
-      });
+      throw new ApiError('model_not_found', `model "${modelId}" does not exist or your organization may not call it`, { param });
     }
-    return this.view(model);
+    return model;
+  }
+
+  rateCard(model: CatalogModel): RateCard | undefined {
+    return this.cards.get(model.rate_card_id);
   }
 
   private view(m: CatalogModel): ModelView {

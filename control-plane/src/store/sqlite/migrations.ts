@@ -2,6 +2,7 @@
 // Never edit a released migration: add a new one.
 
 import { INSTANCES_MIGRATION } from './instance-migration.js';
+import { USAGE_MIGRATION } from './usage-migration.js';
 
 export interface Migration {
   version: number;
@@ -225,4 +226,5 @@ export const MIGRATIONS: Migration[] = [
     `,
   },
   INSTANCES_MIGRATION,
+  USAGE_MIGRATION,
 ];

@@ -1,0 +1,237 @@
+// POST /v1/chat/completions behind the route: routes to a replica (or, for sandbox keys,
+// answers with the deterministic mock), relays the engine's answer in the OpenAI wire
+// format with our `pool` and `system_fingerprint`, always asks the engine for usage (it is
+// what we bill) and strips the usage chunk from streams whose client did not ask for it.
+import { randomBase62, type Clock } from '@svc/shared';
+import { quantizationsByPrice, type CatalogModel, type Pool, type Quantization, type RateCard } from '../models/catalog.js';
+import type { UsageStore } from '../store/usage-store.js';
+import type { ChatCompletionRequest } from './chat-request.js';
+import { systemFingerprint } from './fingerprint.js';
+import { callReplica } from './replica-call.js';
+import type { Lease, Router } from './router.js';
+import { SANDBOX_DAILY_TOKEN_CAP, sandboxChat, type SandboxChat } from './sandbox.js';
+import { SSE_DONE, SseParser, sseFrame } from './sse.js';
+import { ReplicaFailure, type UpstreamClient } from './upstream.js';
+import { normaliseUsage, type TokenUsage, type UsageContext, type UsageRecorder } from './usage.js';
+import { takeSandboxTokens } from './sandbox-cap.js';
+
+export interface InferenceDeps {
+  router: Router;
+  upstream: UpstreamClient;
+  recorder: UsageRecorder;
+  usageStore: UsageStore;
+  clock: Clock;
+  rateCard(model: CatalogModel): RateCard | undefined;
+  /** Replicas one request may try before giving up. */
+  attempts: number;
+  /** Pool a sandbox answer names when the request pins none. */
+  defaultPool: Pool;
+  sandboxDailyTokenCap?: number;
+}
+
+export interface CallContext extends UsageContext {
+  pool: Pool | undefined;
+  /** Aborted when the client goes away: the replica's request is cancelled with it. */
+  signal: AbortSignal;
+}
+
+export interface ChatCall {
+  ctx: CallContext;
+  model: CatalogModel;
+  body: ChatCompletionRequest;
+  maxTokens: number | undefined;
+}
+
+interface UpstreamChoice {
+  index?: number;
+  message?: { content?: string | null; tool_calls?: unknown[] };
+  delta?: Record<string, unknown>;
+  finish_reason?: string | null;
+}
+
+interface UpstreamCompletion {
+  choices?: UpstreamChoice[];
+  usage?: unknown;
+  error?: { message?: string };
+}
+
+export class ChatCompletionService {
+  constructor(private readonly deps: InferenceDeps) {}
+
+  /** A whole completion (stream: false). */
+  async complete(call: ChatCall): Promise<Record<string, unknown>> {
+    const { ctx, model } = call;
+    if (ctx.sandbox) return this.sandboxResponse(call);
+    const { value: completion, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, async (lease) => {
+      const response = await this.deps.upstream.post(lease.replica.baseUrl, '/v1/chat/completions', upstreamBody(call, false), ctx.signal);
+      try {
+        return (await response.body.json()) as UpstreamCompletion;
+      } catch (err) {
+        if (ctx.signal.aborted) throw err;
+        throw new ReplicaFailure(`replica ${lease.replica.baseUrl} sent an unreadable completion: ${(err as Error).message}`, true);
+      }
+    });
+    lease.release('ok');
+    const { replica } = lease;
+    const usage = normaliseUsage(completion.usage) ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+    void this.deps.recorder.record(ctx, { kind: 'chat', model: model.id, quantization: replica.quantization, pool: replica.pool, usage, card: this.deps.rateCard(model) });
+    return {
+      id: completionId(),
+      object: 'chat.completion',
+      created: this.nowSeconds(),
+      model: model.id,
+      pool: replica.pool,
+      system_fingerprint: systemFingerprint(model.id, replica.quantization, replica.image),
+      choices: (completion.choices ?? []).map((c, i) => ({
+        index: c.index ?? i,
+        message: {
+          role: 'assistant',
+          content: c.message?.content ?? null,
+          ...(c.message?.tool_calls?.length ? { tool_calls: c.message.tool_calls } : {}),
+        },
+        finish_reason: c.finish_reason ?? 'stop',
+      })),
+      usage,
+    };
+  }
+
+  /**
+   * A streamed completion: resolves with the SSE frames once a replica accepted the
+   * request (so a refusal is still an ordinary JSON error), then relays its chunks.
+   */
+  async stream(call: ChatCall): Promise<Iterable<string> | AsyncIterable<string>> {
+    const { ctx } = call;
+    if (ctx.sandbox) return this.sandboxStream(call);
+    const { value: response, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, (lease) =>
+      this.deps.upstream.post(lease.replica.baseUrl, '/v1/chat/completions', upstreamBody(call, true), ctx.signal),
+    );
+    return this.relay(call, lease, response.body);
+  }
+
+  private route(call: ChatCall) {
+    return { model: call.model, quantization: call.body.quantization, pool: call.ctx.pool };
+  }
+
+  private async *relay(call: ChatCall, lease: Lease, body: AsyncIterable<Buffer>): AsyncGenerator<string> {
+    const { ctx, model } = call;
+    const { replica } = lease;
+    const includeUsage = call.body.stream_options?.include_usage === true;
+    const id = completionId();
+    const created = this.nowSeconds();
+    const fingerprint = systemFingerprint(model.id, replica.quantization, replica.image);
+    const envelope = { id, object: 'chat.completion.chunk', created, model: model.id, pool: replica.pool, system_fingerprint: fingerprint };
+    const parser = new SseParser();
+    let usage: TokenUsage | null = null;
+    let deltas = 0;
+    let outcome: 'ok' | 'failed' = 'ok';
+    try {
+      let done = false;
+      for await (const bytes of body) {
+        for (const data of parser.push(bytes)) {
+          if (data === '[DONE]') {
+            done = true;
+            continue;
+          }
+          const chunk = JSON.parse(data) as UpstreamCompletion;
+          if (chunk.error) throw new ReplicaFailure(`replica ${replica.baseUrl} reported: ${chunk.error.message ?? 'an error'}`, true);
+          usage = normaliseUsage(chunk.usage) ?? usage;
+          if (chunk.choices && chunk.choices.length > 0) {
+            deltas += chunk.choices.filter((c) => c.delta?.content || c.delta?.tool_calls).length;
+            const choices = chunk.choices.map((c, i) => ({ index: c.index ?? i, delta: c.delta ?? {}, finish_reason: c.finish_reason ?? null }));
+            yield sseFrame(JSON.stringify(includeUsage ? { ...envelope, choices, usage: null } : { ...envelope, choices }));
+          } else if (usage && includeUsage) {
+            yield sseFrame(JSON.stringify({ ...envelope, choices: [], usage }));
+          }
+        }
+      }
+      if (!done) throw new ReplicaFailure(`replica ${replica.baseUrl} ended the stream early`, true);
+      yield SSE_DONE;
+    } catch (err) {
+      if (ctx.signal.aborted) return; // the client left: nothing to tell it
+      outcome = 'failed';
+      const message = err instanceof ReplicaFailure ? err.message : `the stream from the model server broke: ${(err as Error).message}`;
+      yield sseFrame(JSON.stringify({ error: { type: 'service_unavailable', message: `${message}; retry the request` } }));
+    } finally {
+      lease.release(outcome);
+      // A stream cut short is billed for what the client received.
+      const billed = usage ?? { prompt_tokens: 0, completion_tokens: deltas, total_tokens: deltas };
+      void this.deps.recorder.record(ctx, { kind: 'chat', model: model.id, quantization: replica.quantization, pool: replica.pool, usage: billed, card: this.deps.rateCard(model) });
+    }
+  }
+
+  private async sandboxAnswer(call: ChatCall): Promise<{ answer: SandboxChat; pool: Pool; quantization: Quantization }> {
+    const answer = sandboxChat(call.model, call.body, call.maxTokens);
+    await takeSandboxTokens(this.deps.usageStore, this.deps.clock, call.ctx.keyId, answer.usage.total_tokens, this.deps.sandboxDailyTokenCap ?? SANDBOX_DAILY_TOKEN_CAP);
+    const pool = call.ctx.pool ?? this.deps.defaultPool;
+    const quantization = call.body.quantization ?? quantizationsByPrice(call.model, this.deps.rateCard(call.model))[0]!;
+    void this.deps.recorder.record(call.ctx, { kind: 'chat', model: call.model.id, quantization, pool, usage: answer.usage, card: undefined });
+    return { answer, pool, quantization };
+  }
+
+  private async sandboxResponse(call: ChatCall): Promise<Record<string, unknown>> {
+    const { answer, pool, quantization } = await this.sandboxAnswer(call);
+    return {
+      id: completionId(),
+      object: 'chat.completion',
+      created: this.nowSeconds(),
+      model: call.model.id,
+      pool,
+      system_fingerprint: systemFingerprint(call.model.id, quantization, 'sandbox'),
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: answer.toolCalls ? null : answer.pieces.join(''), ...(answer.toolCalls ? { tool_calls: answer.toolCalls } : {}) },
+          finish_reason: answer.finishReason,
+        },
+      ],
+      usage: answer.usage,
+    };
+  }
+
+  private async sandboxStream(call: ChatCall): Promise<Iterable<string>> {
+    const { answer, pool, quantization } = await this.sandboxAnswer(call);
+    const includeUsage = call.body.stream_options?.include_usage === true;
+    const envelope = {
+      id: completionId(),
+      object: 'chat.completion.chunk',
+      created: this.nowSeconds(),
+      model: call.model.id,
+      pool,
+      system_fingerprint: systemFingerprint(call.model.id, quantization, 'sandbox'),
+    };
+    const frame = (delta: Record<string, unknown>, finish: string | null) =>
+      sseFrame(JSON.stringify({ ...envelope, choices: [{ index: 0, delta, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) }));
+    const frames = [frame({ role: 'assistant', content: answer.toolCalls ? null : '' }, null)];
+    if (answer.toolCalls) frames.push(frame({ tool_calls: answer.toolCalls.map((c, index) => ({ index, ...c })) }, null));
+    for (const piece of answer.pieces) frames.push(frame({ content: piece }, null));
+    frames.push(frame({}, answer.finishReason));
+    if (includeUsage) frames.push(sseFrame(JSON.stringify({ ...envelope, choices: [], usage: answer.usage })));
+    frames.push(SSE_DONE);
+    return frames;
+  }
+
+  private nowSeconds(): number {
+    return Math.floor(this.deps.clock.now() / 1000);
+  }
+}
+
+const completionId = (): string => `chatcmpl-${randomBase62(24)}`;
+
+/** What the replica gets: the client's request minus our extensions, usage always asked for on streams. */
+export function upstreamBody(call: Pick<ChatCall, 'model' | 'body' | 'maxTokens'>, stream: boolean): Record<string, unknown> {
+  const { body } = call;
+  const out: Record<string, unknown> = { model: call.model.id, messages: body.messages };
+  if (body.temperature !== undefined) out.temperature = body.temperature;
+  if (body.top_p !== undefined) out.top_p = body.top_p;
+  if (body.top_k !== undefined) out.top_k = body.top_k;
+  if (call.maxTokens !== undefined) out.max_tokens = call.maxTokens;
+  if (body.stop !== undefined) out.stop = body.stop;
+  if (body.seed !== undefined) out.seed = body.seed;
+  if (body.tools !== undefined) out.tools = body.tools;
+  if (body.tool_choice !== undefined) out.tool_choice = body.tool_choice;
+  if (stream) {
+    out.stream = true;
+    out.stream_options = { include_usage: true };
+  }
+  return out;
+}

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '@svc/shared';
+import type { CatalogModel } from '../models/catalog.js';
+import { checkChatRequest, contentText, type ChatCompletionRequest } from './chat-request.js';
+
+const chatModel: CatalogModel = {
+  id: 'tiny-chat',
+  kind: 'chat',
+  created: 0,
+  owned_by: 'svc',
+  family: 'tiny',
+  context_window: 512,
+  quantizations: ['fp16', 'int4'],
+  rate_card_id: 'rc',
+};
+const embeddingModel: CatalogModel = { ...chatModel, id: 'tiny-embed', kind: 'embedding', dimensions: 128 };
+
+const user = { role: 'user' as const, content: 'hi' };
+const base: ChatCompletionRequest = { model: 'tiny-chat', messages: [user] };
+const weather = { type: 'function' as const, function: { name: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
+
+function problem(body: Partial<ChatCompletionRequest>, model = chatModel): { message: string; param: string | undefined } | null {
+  try {
+    checkChatRequest({ ...base, ...body }, model);
+    return null;
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    expect(err.type).toBe('invalid_request');
+    return { message: err.message, param: err.param };
+  }
+}
+
+describe('checkChatRequest', () => {
+  it.each<[string, Partial<ChatCompletionRequest>, CatalogModel, string]>([
+    ['an embedding model', {}, embeddingModel, 'model'],
+    ['a quantization the model lacks', { quantization: 'fp8' }, chatModel, 'quantization'],
+    ['temperature and top_p together', { temperature: 0.5, top_p: 0.9 }, chatModel, 'top_p'],
+    ['max_tokens filling the whole context', { max_tokens: 512 }, chatModel, 'max_tokens'],
+    ['max_completion_tokens past the context', { max_completion_tokens: 10_000 }, chatModel, 'max_completion_tokens'],
+    ['both token caps', { max_tokens: 5, max_completion_tokens: 5 }, chatModel, 'max_completion_tokens'],
+    ['stream_options without stream', { stream_options: { include_usage: true } }, chatModel, 'stream_options'],
+    ['a user message without content', { messages: [{ role: 'user', content: null }] }, chatModel, 'messages[0].content'],
+    ['an assistant message with neither content nor tool calls', { messages: [user, { role: 'assistant' }] }, chatModel, 'messages[1].content'],
+    ['tool_calls on a user message', { messages: [{ ...user, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] }] }, chatModel, 'messages[0].tool_calls'],
+    ['a tool message without tool_call_id', { messages: [user, { role: 'tool', content: 'x' }] }, chatModel, 'messages[1].tool_call_id'],
+    ['a tool message answering no call', { messages: [user, { role: 'tool', content: 'x', tool_call_id: 'nope' }] }, chatModel, 'messages[1].tool_call_id'],
+    ['tool_call_id on a user message', { messages: [{ ...user, tool_call_id: 'c1' }] }, chatModel, 'messages[0].tool_call_id'],
+    ['parameters that are not an object schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'string' } } }] }, chatModel, 'tools[0].function.parameters'],
+    ['parameters that are not a JSON Schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: 3 } } }] }, chatModel, 'tools[0].function.parameters'],
+    ['a tool defined twice', { tools: [weather, weather] }, chatModel, 'tools[1].function.name'],
+    ['tool_choice without tools', { tool_choice: 'auto' }, chatModel, 'tool_choice'],
+    ['tool_choice naming an unknown tool', { tools: [weather], tool_choice: { type: 'function', function: { name: 'other' } } }, chatModel, 'tool_choice'],
+  ])('refuses %s', (_name, body, model, param) => {
+    expect(problem(body, model)?.param).toBe(param);
+  });
+
+  it('accepts a tool round trip: assistant tool call, then the tool result', () => {
+    const messages: ChatCompletionRequest['messages'] = [
+      user,
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'weather', arguments: '{"city":"Oslo"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"temp":3}' },
+    ];
+    expect(problem({ messages, tools: [weather], tool_choice: 'auto' })).toBeNull();
+  });
+
+  it('returns the effective token cap, from either name', () => {
+    expect(checkChatRequest({ ...base, max_tokens: 7 }, chatModel).maxTokens).toBe(7);
+    expect(checkChatRequest({ ...base, max_completion_tokens: 9 }, chatModel).maxTokens).toBe(9);
+    expect(checkChatRequest(base, chatModel).maxTokens).toBeUndefined();
+  });
+
+  it('accepts temperature alone, top_p alone, and the largest max_tokens that leaves room for a prompt', () => {
+    expect(problem({ temperature: 2 })).toBeNull();
+    expect(problem({ top_p: 0 })).toBeNull();
+    expect(problem({ max_tokens: 511 })).toBeNull();
+  });
+});
+
+describe('contentText', () => {
+  it('joins text parts and treats null as empty', () => {
+    expect(contentText('abc')).toBe('abc');
+    expect(contentText([{ type: 'text', text: 'ab' }, { type: 'text', text: 'c' }])).toBe('abc');
+    expect(contentText(null)).toBe('');
+  });
+});

@@ -1,0 +1,164 @@
+// The chat-completion request (spec 2.1): its JSON schema, which validates the shape of
+// every field at the edge and feeds the OpenAPI document, and the checks a schema cannot
+// say (field combinations, references between messages and tools, the model's limits).
+import { Type, type Static } from '@sinclair/typebox';
+import { Ajv } from 'ajv';
+import { ApiError } from '@svc/shared';
+import { StringEnum } from '../http/schemas.js';
+import { QUANTIZATIONS, type CatalogModel } from '../models/catalog.js';
+
+export const MAX_STOP_SEQUENCES = 4;
+
+const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() }, { additionalProperties: false });
+
+const ToolCall = Type.Object(
+  {
+    id: Type.String({ minLength: 1, maxLength: 256 }),
+    type: Type.Literal('function'),
+    function: Type.Object({ name: Type.String({ minLength: 1, maxLength: 64 }), arguments: Type.String() }, { additionalProperties: false }),
+  },
+  { additionalProperties: false },
+);
+
+const Message = Type.Object(
+  {
+    role: StringEnum(['system', 'user', 'assistant', 'tool'] as const),
+    content: Type.Optional(Type.Union([Type.String(), Type.Array(TextPart, { minItems: 1 }), Type.Null()])),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    tool_calls: Type.Optional(Type.Array(ToolCall, { minItems: 1, maxItems: 128 })),
+    tool_call_id: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+  },
+  { additionalProperties: false },
+);
+
+const FunctionName = Type.String({ pattern: '^[a-zA-Z0-9_-]{1,64}$' });
+
+const Tool = Type.Object(
+  {
+    type: Type.Literal('function'),
+    function: Type.Object(
+      {
+        name: FunctionName,
+        description: Type.Optional(Type.String({ maxLength: 4096 })),
+        parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+        strict: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const ToolChoice = Type.Union([
+  StringEnum(['none', 'auto', 'required'] as const),
+  Type.Object({ type: Type.Literal('function'), function: Type.Object({ name: FunctionName }, { additionalProperties: false }) }, { additionalProperties: false }),
+]);
+
+export const ChatCompletionRequest = Type.Object(
+  {
+    model: Type.String({ minLength: 1, maxLength: 128 }),
+    messages: Type.Array(Message, { minItems: 1, maxItems: 2048 }),
+    temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 2, description: 'Default 0.7. Use this or top_p, not both.' })),
+    top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'Default 1. Use this or temperature, not both.' })),
+    top_k: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Service extension; 0 is off.' })),
+    max_tokens: Type.Optional(Type.Integer({ minimum: 1, description: 'Hard cap on completion tokens; default the model maximum.' })),
+    max_completion_tokens: Type.Optional(Type.Integer({ minimum: 1, description: "OpenAI's newer name for max_tokens; give one of them." })),
+    stream: Type.Optional(Type.Boolean()),
+    stream_options: Type.Optional(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
+    quantization: Type.Optional(StringEnum(QUANTIZATIONS, { description: 'Service extension; default the cheapest variant the model exposes.' })),
+    stop: Type.Optional(
+      Type.Union([Type.String({ minLength: 1, maxLength: 256 }), Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: MAX_STOP_SEQUENCES })]),
+    ),
+    tools: Type.Optional(Type.Array(Tool, { maxItems: 128 })),
+    tool_choice: Type.Optional(ToolChoice),
+    seed: Type.Optional(Type.Integer()),
+    user: Type.Optional(Type.String({ maxLength: 256 })),
+  },
+  { additionalProperties: false },
+);
+
+export type ChatCompletionRequest = Static<typeof ChatCompletionRequest>;
+export type ChatMessage = ChatCompletionRequest['messages'][number];
+
+/** Meta-validates tool parameter schemas; one instance, compiled schemas are never kept. */
+const schemaChecker = new Ajv({ strict: false, validateSchema: true });
+
+/**
+ * What is wrong with a request whose shape already validated, for `model`; throws the
+ * API error naming the field. Returns the effective completion-token cap (or undefined).
+ */
+export function checkChatRequest(body: ChatCompletionRequest, model: CatalogModel): { maxTokens: number | undefined } {
+  const fail = (message: string, param: string): never => {
+    throw new ApiError('invalid_request', message, { param });
+  };
+  if (model.kind !== 'chat') fail(`model ${model.id} is an embedding model; use /v1/embeddings`, 'model');
+  if (body.quantization !== undefined && !model.quantizations.includes(body.quantization)) {
+    fail(`model ${model.id} is offered in ${model.quantizations.join(', ')}, not ${body.quantization}`, 'quantization');
+  }
+  if (body.temperature !== undefined && body.top_p !== undefined) {
+    fail('use temperature or top_p, not both', 'top_p');
+  }
+  if (body.max_tokens !== undefined && body.max_completion_tokens !== undefined) {
+    fail('give max_tokens or max_completion_tokens, not both', 'max_completion_tokens');
+  }
+  const maxTokens = body.max_tokens ?? body.max_completion_tokens;
+  if (maxTokens !== undefined && maxTokens >= model.context_window) {
+    fail(
+      `max_tokens ${maxTokens} does not fit the context window of ${model.id} (${model.context_window} tokens, prompt included)`,
+      body.max_tokens !== undefined ? 'max_tokens' : 'max_completion_tokens',
+    );
+  }
+  if (body.stream_options !== undefined && body.stream !== true) fail('stream_options is only allowed with stream: true', 'stream_options');
+  checkMessages(body.messages, fail);
+  checkTools(body, fail);
+  return { maxTokens };
+}
+
+type Fail = (message: string, param: string) => never;
+
+function checkMessages(messages: ChatMessage[], fail: Fail): void {
+  const callIds = new Set<string>();
+  messages.forEach((m, i) => {
+    const at = `messages[${i}]`;
+    if (m.role !== 'assistant' && m.tool_calls !== undefined) fail(`only assistant messages carry tool_calls`, `${at}.tool_calls`);
+    if (m.role !== 'tool' && m.tool_call_id !== undefined) fail(`only tool messages carry tool_call_id`, `${at}.tool_call_id`);
+    const empty = m.content === undefined || m.content === null;
+    if (m.role === 'assistant') {
+      if (empty && m.tool_calls === undefined) fail('an assistant message needs content or tool_calls', `${at}.content`);
+      for (const call of m.tool_calls ?? []) callIds.add(call.id);
+    } else if (empty) {
+      fail(`a ${m.role} message needs content`, `${at}.content`);
+    }
+    if (m.role === 'tool') {
+      if (m.tool_call_id === undefined) fail('a tool message needs tool_call_id', `${at}.tool_call_id`);
+      if (!callIds.has(m.tool_call_id!)) {
+        fail(`tool_call_id ${m.tool_call_id} answers no tool call of an earlier assistant message`, `${at}.tool_call_id`);
+      }
+    }
+  });
+}
+
+function checkTools(body: ChatCompletionRequest, fail: Fail): void {
+  const names = new Set<string>();
+  (body.tools ?? []).forEach((tool, i) => {
+    const at = `tools[${i}].function`;
+    if (names.has(tool.function.name)) fail(`tool ${tool.function.name} is defined twice`, `${at}.name`);
+    names.add(tool.function.name);
+    const parameters = tool.function.parameters;
+    if (parameters === undefined) return;
+    if (parameters.type !== 'object') fail('function parameters must be a JSON Schema of type "object"', `${at}.parameters`);
+    if (!schemaChecker.validateSchema(parameters)) {
+      fail(`function parameters are not a valid JSON Schema: ${schemaChecker.errorsText(schemaChecker.errors)}`, `${at}.parameters`);
+    }
+  });
+  const choice = body.tool_choice;
+  if (choice === undefined) return;
+  if (names.size === 0 && choice !== 'none') fail('tool_choice needs tools', 'tool_choice');
+  if (typeof choice === 'object' && !names.has(choice.function.name)) fail(`tool_choice names unknown tool ${choice.function.name}`, 'tool_choice');
+}
+
+/** The text of a message's content, whether a string or text parts. */
+export function contentText(content: ChatMessage['content']): string {
+  if (content === undefined || content === null) return '';
+  return typeof content === 'string' ? content : content.map((p) => p.text).join('');
+}

@@ -1,0 +1,122 @@
+// POST /v1/embeddings behind the route: splits the inputs into batches of about 64 (the
+// spec's flat-latency size), sends them to replicas of one pool and quantization in
+// parallel, and reassembles the vectors in input order, truncated for Matryoshka models
+// and encoded as the client asked. Sandbox keys get deterministic unit vectors instead.
+import { ApiError, type Clock } from '@svc/shared';
+import { quantizationsByPrice, type CatalogModel } from '../models/catalog.js';
+import type { CallContext, InferenceDeps } from './chat-completions.js';
+import { batches, encodeBase64Float32, truncateAndNormalise, type EmbeddingPlan, type EmbeddingsRequest } from './embeddings-request.js';
+import { callReplica } from './replica-call.js';
+import type { Lease } from './router.js';
+import { SANDBOX_DAILY_TOKEN_CAP, sandboxEmbeddings } from './sandbox.js';
+import { takeSandboxTokens } from './sandbox-cap.js';
+import { ReplicaFailure } from './upstream.js';
+import { normaliseUsage, type TokenUsage } from './usage.js';
+
+export interface EmbeddingsCall {
+  ctx: CallContext;
+  model: CatalogModel;
+  body: EmbeddingsRequest;
+  plan: EmbeddingPlan;
+}
+
+interface UpstreamEmbeddings {
+  data?: Array<{ index?: number; embedding?: unknown }>;
+  usage?: unknown;
+}
+
+interface BatchResult {
+  vectors: number[][];
+  usage: TokenUsage;
+}
+
+export class EmbeddingsService {
+  constructor(private readonly deps: InferenceDeps & { clock: Clock }) {}
+
+  async create(call: EmbeddingsCall): Promise<Record<string, unknown>> {
+    const { ctx, model, body, plan } = call;
+    if (ctx.sandbox) return this.sandbox(call);
+    const parts = batches(plan.inputs);
+    // The first batch picks the pool and quantization; the others follow it there, so one
+    // response never mixes vectors of two variants.
+    const first = await this.runBatch(call, parts[0]!, { model, quantization: body.quantization, pool: ctx.pool });
+    const { pool, quantization } = first.lease.replica;
+    const rest = await Promise.all(parts.slice(1).map((part) => this.runBatch(call, part, { model, quantization, pool })));
+    const results = [first, ...rest];
+
+    const usage = results.reduce<TokenUsage>(
+      (sum, r) => ({ prompt_tokens: sum.prompt_tokens + r.value.usage.prompt_tokens, completion_tokens: 0, total_tokens: sum.total_tokens + r.value.usage.prompt_tokens }),
+      { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+    );
+    void this.deps.recorder.record(ctx, { kind: 'embeddings', model: model.id, quantization, pool, usage, card: this.deps.rateCard(model) });
+    const vectors = results.flatMap((r) => r.value.vectors);
+    return this.response(model, pool, vectors, call, usage);
+  }
+
+  private async runBatch(call: EmbeddingsCall, part: { offset: number; items: string[] }, route: Parameters<InferenceDeps['router']['route']>[0]) {
+    const { ctx, model } = call;
+    const result = await callReplica(this.deps.router, route, this.deps.attempts, async (lease): Promise<BatchResult> => {
+      let response;
+      try {
+        response = await this.deps.upstream.post(lease.replica.baseUrl, '/v1/embeddings', { model: model.id, input: part.items }, ctx.signal);
+      } catch (err) {
+        throw renumber(err, part.offset, typeof call.body.input === 'string');
+      }
+      return readBatch(lease, (await response.body.json().catch(() => ({}))) as UpstreamEmbeddings, part.items.length, model.dimensions!);
+    });
+    result.lease.release('ok');
+    return result;
+  }
+
+  private async sandbox(call: EmbeddingsCall): Promise<Record<string, unknown>> {
+    const { ctx, model, plan } = call;
+    const { vectors, usage } = sandboxEmbeddings(model, plan.inputs, plan.dimensions);
+    await takeSandboxTokens(this.deps.usageStore, this.deps.clock, ctx.keyId, usage.total_tokens, this.deps.sandboxDailyTokenCap ?? SANDBOX_DAILY_TOKEN_CAP);
+    const pool = ctx.pool ?? this.deps.defaultPool;
+    void this.deps.recorder.record(ctx, { kind: 'embeddings', model: model.id, quantization: call.body.quantization ?? quantizationsByPrice(model, this.deps.rateCard(model))[0]!, pool, usage, card: undefined });
+    // Already cut to size: no truncation below.
+    return this.response(model, pool, vectors, { ...call, plan: { ...plan, dimensions: null } }, usage);
+  }
+
+  private response(model: CatalogModel, pool: string, vectors: number[][], call: EmbeddingsCall, usage: TokenUsage) {
+    const base64 = call.body.encoding_format === 'base64';
+    const dims = call.plan.dimensions;
+    return {
+      object: 'list',
+      model: model.id,
+      pool,
+      data: vectors.map((vector, index) => {
+        const v = dims === null ? vector : truncateAndNormalise(vector, dims);
+        return { object: 'embedding', index, embedding: base64 ? encodeBase64Float32(v) : v };
+      }),
+      usage: { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens },
+    };
+  }
+}
+
+/** The replica's vectors in input order, checked: one per input, each of the model's dimension. */
+function readBatch(lease: Lease, body: UpstreamEmbeddings, count: number, dimension: number): BatchResult {
+  const data = body.data ?? [];
+  const vectors: number[][] = new Array(count);
+  data.forEach((item, i) => {
+    const index = item.index ?? i;
+    if (index >= 0 && index < count && Array.isArray(item.embedding)) vectors[index] = item.embedding as number[];
+  });
+  for (let i = 0; i < count; i++) {
+    if (!vectors[i] || vectors[i]!.length !== dimension) {
+      throw new ReplicaFailure(`replica ${lease.replica.baseUrl} returned ${vectors[i] ? `a vector of ${vectors[i]!.length} dimensions` : 'no vector'} for input ${i}; the catalog says ${dimension}`, true);
+    }
+  }
+  const usage = normaliseUsage(body.usage) ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  return { vectors, usage };
+}
+
+/** A replica names inputs of its batch (`input[3]`); the client sent them at `offset + 3`. */
+function renumber(err: unknown, offset: number, single: boolean): unknown {
+  if (!(err instanceof ApiError) || err.param === undefined) return err;
+  const match = /^input\[(\d+)\]$/.exec(err.param);
+  if (!match && err.param !== 'input') return err;
+  const index = match ? offset + Number(match[1]) : offset;
+  const param = single ? 'input' : `input[${index}]`;
+  return new ApiError(err.type, err.message.replace(/input\[\d+\]/g, param), { param });
+}

@@ -1,0 +1,70 @@
+// Builds the inference half of the control plane from configuration: the upstream HTTP
+// client, the router over the live replicas, the usage recorder and the two services.
+import type { Clock } from '@svc/shared';
+import type { ControlPlaneConfig } from '../config.js';
+import { quantizationsByPrice } from '../models/catalog.js';
+import type { ModelService } from '../models/model-service.js';
+import type { Store } from '../store/store.js';
+import { ChatCompletionService, type InferenceDeps } from './chat-completions.js';
+import { EmbeddingsService } from './embeddings.js';
+import type { ReplicaDirectory, ServingPlan } from './replica-source.js';
+import { Router } from './router.js';
+import { UpstreamClient } from './upstream.js';
+import { UsageRecorder } from './usage.js';
+
+export interface Inference {
+  router: Router;
+  upstream: UpstreamClient;
+  chat: ChatCompletionService;
+  embeddings: EmbeddingsService;
+  close(): Promise<void>;
+}
+
+const MAX_EJECT_MS = 30_000;
+const PROBE_TIMEOUT_MS = 2_000;
+
+export function buildInference(deps: {
+  config: ControlPlaneConfig;
+  store: Store;
+  clock: Clock;
+  models: ModelService;
+  replicas: { directory: ReplicaDirectory; plan: ServingPlan };
+  log: { error(obj: object, msg: string): void };
+}): Inference {
+  const { config, models } = deps;
+  const upstream = new UpstreamClient({
+    connectTimeoutMs: config.inferenceConnectTimeoutMs,
+    headersTimeoutMs: config.inferenceFirstByteTimeoutMs,
+    bodyTimeoutMs: config.inferenceIdleTimeoutMs,
+    connections: config.inferenceMaxInFlight,
+  });
+  const router = new Router(deps.replicas.directory, deps.replicas.plan, {
+    poolOrder: config.poolOrder,
+    maxOutstandingPerReplica: config.inferenceMaxInFlight,
+    ejectMs: config.inferenceEjectMs,
+    maxEjectMs: MAX_EJECT_MS,
+    probe: (replica) => upstream.probe(replica.baseUrl, '/health', PROBE_TIMEOUT_MS),
+    byPrice: (model) => quantizationsByPrice(model, models.rateCard(model)),
+  });
+  const inferenceDeps: InferenceDeps = {
+    router,
+    upstream,
+    recorder: new UsageRecorder(deps.store.usage, deps.clock, deps.log),
+    usageStore: deps.store.usage,
+    clock: deps.clock,
+    rateCard: (model) => models.rateCard(model),
+    attempts: config.inferenceAttempts,
+    defaultPool: config.poolOrder[0]!,
+    sandboxDailyTokenCap: config.sandboxDailyTokens,
+  };
+  return {
+    router,
+    upstream,
+    chat: new ChatCompletionService(inferenceDeps),
+    embeddings: new EmbeddingsService(inferenceDeps),
+    close: async () => {
+      router.close();
+      await upstream.close();
+    },
+  };
+}

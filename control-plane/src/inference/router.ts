@@ -1,0 +1,192 @@
+// Picks the replica that serves an inference request: by model, quantization (default:
+// the cheapest variant with live capacity) and pool (pinned by X-Service-Pool, otherwise
+// the healthiest pool, ties broken by the configured order), then the replica with the
+// fewest requests in flight. A replica whose request fails is ejected and probed back
+// with backoff. Every refusal is one of the spec's errors, never a wait.
+import { ApiError } from '@svc/shared';
+import type { CatalogModel, Pool, Quantization } from '../models/catalog.js';
+import type { LiveReplica, ReplicaDirectory, ServingPlan } from './replica-source.js';
+
+export interface RouterOptions {
+  poolOrder: readonly Pool[];
+  /** Requests in flight one replica may hold; past it, the replica takes no more. */
+  maxOutstandingPerReplica: number;
+  /** First ejection; doubles with each failed probe up to `maxEjectMs`. */
+  ejectMs: number;
+  maxEjectMs: number;
+  /** Health probe of an ejected replica: true when it answers healthy. */
+  probe(replica: LiveReplica): Promise<boolean>;
+  /** Quantizations of a model, cheapest first (from its rate card). */
+  byPrice(model: CatalogModel): readonly Quantization[];
+}
+
+export interface RouteRequest {
+  model: CatalogModel;
+  quantization?: Quantization | undefined;
+  pool?: Pool | undefined;
+  /** Replicas to avoid: those that already failed this request. */
+  exclude?: ReadonlySet<string>;
+}
+
+export interface Lease {
+  replica: LiveReplica;
+  /** Call exactly once: `failed` ejects the replica (connection error, 5xx). */
+  release(outcome: 'ok' | 'failed'): void;
+}
+
+interface Ejection {
+  failures: number;
+  timer: NodeJS.Timeout;
+}
+
+export class Router {
+  private readonly outstanding = new Map<string, number>();
+  private readonly ejected = new Map<string, Ejection>();
+  private turn = 0;
+
+  constructor(
+    private readonly directory: ReplicaDirectory,
+    private readonly plan: ServingPlan,
+    private readonly options: RouterOptions,
+  ) {}
+
+  route(request: RouteRequest): Lease {
+    const { model, pool: pinned } = request;
+    const live = this.directory.ready({ model: model.id });
+    const routable = live.filter((r) => !this.ejected.has(r.id) && !request.exclude?.has(r.id));
+    const pools = pinned ? [pinned] : this.options.poolOrder;
+
+    if (pinned && !this.servedIn(model, pinned, live)) {
+      const elsewhere = this.options.poolOrder.filter((p) => p !== pinned && this.servedIn(model, p, live));
+      throw new ApiError(
+        'model_not_found',
+        `model ${model.id} is not served in pool ${pinned}` + (elsewhere.length ? `; it is served in ${elsewhere.join(', ')}` : ''),
+        { param: 'model' },
+      );
+    }
+
+    const quantization = request.quantization ?? this.defaultQuantization(model, routable, pools);
+    const candidates = routable.filter((r) => r.quantization === quantization && pools.includes(r.pool));
+    if (candidates.length === 0) throw this.unavailable(model, quantization, pinned, routable);
+
+    const pool = pinned ?? this.healthiestPool(model, quantization, candidates);
+    const replica = this.leastLoaded(candidates.filter((r) => r.pool === pool));
+    if (!replica) {
+      throw new ApiError(
+        'no_capacity',
+        `every replica of ${model.id} (${quantization}) in pool ${pool} is at its limit of ${this.options.maxOutstandingPerReplica} requests in flight; retry with backoff`,
+      );
+    }
+    return this.lease(replica);
+  }
+
+  /** Requests in flight per replica, for metrics and tests. */
+  inFlight(replicaId: string): number {
+    return this.outstanding.get(replicaId) ?? 0;
+  }
+
+  isEjected(replicaId: string): boolean {
+    return this.ejected.has(replicaId);
+  }
+
+  /** Stops the probe timers (shutdown). */
+  close(): void {
+    for (const e of this.ejected.values()) clearTimeout(e.timer);
+    this.ejected.clear();
+  }
+
+  private servedIn(model: CatalogModel, pool: Pool, live: readonly LiveReplica[]): boolean {
+    return model.quantizations.some((q) => this.plan.desired(model.id, q, pool) > 0) || live.some((r) => r.pool === pool);
+  }
+
+  private defaultQuantization(model: CatalogModel, routable: readonly LiveReplica[], pools: readonly Pool[]): Quantization {
+    const cheapest = this.options.byPrice(model);
+    return (
+      cheapest.find((q) => routable.some((r) => r.quantization === q && pools.includes(r.pool))) ??
+      cheapest.find((q) => pools.some((p) => this.plan.desired(model.id, q, p) > 0)) ??
+      cheapest[0]!
+    );
+  }
+
+  private unavailable(model: CatalogModel, quantization: Quantization, pinned: Pool | undefined, routable: readonly LiveReplica[]): ApiError {
+    const variant = `${model.id} (${quantization})`;
+    if (!pinned) {
+      return new ApiError('no_capacity', `no replica of ${variant} can take the request right now; retry with backoff`);
+    }
+    if (this.plan.desired(model.id, quantization, pinned) === 0) {
+      return new ApiError('no_capacity', `pool ${pinned} runs no replica of ${variant}; try another quantization or pool`);
+    }
+    const healthy = this.options.poolOrder.filter((p) => p !== pinned && routable.some((r) => r.pool === p && r.quantization === quantization));
+    const advice = healthy.length ? `retry with X-Service-Pool: ${healthy[0]}` : 'no other pool serves it right now; retry shortly';
+    return new ApiError('pool_degraded', `pool ${pinned} is routing-degraded for ${variant}: no healthy replica; ${advice}`);
+  }
+
+  /** The pool where the largest share of the wanted replicas is routable; ties go by the configured order. */
+  private healthiestPool(model: CatalogModel, quantization: Quantization, candidates: readonly LiveReplica[]): Pool {
+    let best: Pool | undefined;
+    let bestScore = -1;
+    for (const pool of this.options.poolOrder) {
+      const up = candidates.filter((r) => r.pool === pool).length;
+      if (up === 0) continue;
+      const score = up / Math.max(up, this.plan.desired(model.id, quantization, pool));
+      if (score > bestScore) {
+        best = pool;
+        bestScore = score;
+      }
+    }
+    return best!;
+  }
+
+  private leastLoaded(replicas: readonly LiveReplica[]): LiveReplica | undefined {
+    let best: LiveReplica | undefined;
+    let bestLoad = Number.POSITIVE_INFINITY;
+    // Start the scan at a moving offset so ties rotate instead of always taking the first.
+    const start = this.turn++ % Math.max(1, replicas.length);
+    for (let i = 0; i < replicas.length; i++) {
+      const r = replicas[(start + i) % replicas.length]!;
+      const load = this.outstanding.get(r.id) ?? 0;
+      if (load < bestLoad && load < this.options.maxOutstandingPerReplica) {
+        best = r;
+        bestLoad = load;
+      }
+    }
+    return best;
+  }
+
+  private lease(replica: LiveReplica): Lease {
+    this.outstanding.set(replica.id, (this.outstanding.get(replica.id) ?? 0) + 1);
+    let released = false;
+    return {
+      replica,
+      release: (outcome) => {
+        if (released) return;
+        released = true;
+        const left = (this.outstanding.get(replica.id) ?? 1) - 1;
+        if (left > 0) this.outstanding.set(replica.id, left);
+        else this.outstanding.delete(replica.id);
+        if (outcome === 'failed') this.eject(replica, 1);
+      },
+    };
+  }
+
+  private eject(replica: LiveReplica, failures: number): void {
+    if (this.ejected.has(replica.id) && failures === 1) return; // already out; its probe is scheduled
+    const wait = Math.min(this.options.maxEjectMs, this.options.ejectMs * 2 ** (failures - 1));
+    const timer = setTimeout(() => this.probeBack(replica, failures), wait);
+    timer.unref();
+    this.ejected.set(replica.id, { failures, timer });
+  }
+
+  private probeBack(replica: LiveReplica, failures: number): void {
+    const stillListed = this.directory.ready({ model: replica.model }).some((r) => r.id === replica.id);
+    if (!stillListed) {
+      // The agent no longer reports it healthy: the directory keeps it out from now on.
+      this.ejected.delete(replica.id);
+      return;
+    }
+    this.options.probe(replica).then(
+      (healthy) => (healthy ? this.ejected.delete(replica.id) : this.eject(replica, failures + 1)),
+      () => this.eject(replica, failures + 1),
+    );
+  }
+}

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import type { CatalogModel } from '../models/catalog.js';
+import { exampleValue, sandboxChat, sandboxEmbeddings } from './sandbox.js';
+
+const chat: CatalogModel = { id: 'tiny-chat', kind: 'chat', created: 0, owned_by: 'x', family: 'f', context_window: 512, quantizations: ['int4'], rate_card_id: 'rc' };
+const embed: CatalogModel = { ...chat, id: 'tiny-embed', kind: 'embedding', dimensions: 16, matryoshka: true };
+const hello = [{ role: 'user' as const, content: 'hello' }];
+const weather = { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 }, unit: { type: 'string', enum: ['c', 'f'] } }, required: ['city', 'unit'] } } };
+
+describe('sandboxChat', () => {
+  it('answers the same request the same way, and different requests differently', () => {
+    const a = sandboxChat(chat, { model: 'tiny-chat', messages: hello }, undefined);
+    expect(sandboxChat(chat, { model: 'tiny-chat', messages: hello }, undefined)).toEqual(a);
+    expect(sandboxChat(chat, { model: 'tiny-chat', messages: [{ role: 'user', content: 'bye' }] }, undefined).pieces).not.toEqual(a.pieces);
+    expect(a.finishReason).toBe('stop');
+    expect(a.usage.completion_tokens).toBe(a.pieces.length);
+    expect(a.usage.total_tokens).toBe(a.usage.prompt_tokens + a.usage.completion_tokens);
+  });
+
+  it('honours max_tokens (length) and stop sequences (cut before the stop)', () => {
+    const full = sandboxChat(chat, { model: 'tiny-chat', messages: hello }, undefined).pieces.join('');
+    const short = sandboxChat(chat, { model: 'tiny-chat', messages: hello }, 2);
+    expect(short.pieces).toHaveLength(2);
+    expect(short.finishReason).toBe('length');
+    const stop = full.slice(10, 13);
+    const stopped = sandboxChat(chat, { model: 'tiny-chat', messages: hello, stop: [stop] }, undefined);
+    expect(stopped.pieces.join('')).toBe(full.slice(0, full.indexOf(stop)));
+    expect(stopped.finishReason).toBe('stop');
+  });
+
+  it('calls the first tool with arguments that fit its schema, then answers the tool result in text', () => {
+    const first = sandboxChat(chat, { model: 'tiny-chat', messages: hello, tools: [weather] }, undefined);
+    expect(first.finishReason).toBe('tool_calls');
+    expect(first.toolCalls).toHaveLength(1);
+    const call = first.toolCalls![0]!;
+    expect(call.function.name).toBe('get_weather');
+    expect(JSON.parse(call.function.arguments)).toEqual({ city: 'example', unit: 'c' });
+    const followUp = sandboxChat(
+      chat,
+      { model: 'tiny-chat', tools: [weather], messages: [...hello, { role: 'assistant', content: null, tool_calls: [call] }, { role: 'tool', tool_call_id: call.id, content: '{"temp":3}' }] },
+      undefined,
+    );
+    expect(followUp.toolCalls).toBeNull();
+    expect(followUp.pieces.join('')).toContain('{\\"temp\\":3}');
+  });
+
+  it('tool_choice none answers in text; a named tool_choice calls that tool', () => {
+    const other = { type: 'function' as const, function: { name: 'other' } };
+    expect(sandboxChat(chat, { model: 'x', messages: hello, tools: [weather], tool_choice: 'none' }, undefined).toolCalls).toBeNull();
+    const named = sandboxChat(chat, { model: 'x', messages: hello, tools: [weather, other], tool_choice: { type: 'function', function: { name: 'other' } } }, undefined);
+    expect(named.toolCalls![0]!.function).toEqual({ name: 'other', arguments: '{}' });
+  });
+});
+
+describe('sandboxEmbeddings', () => {
+  it('gives deterministic unit vectors of the model dimension or the override', () => {
+    const { vectors, usage } = sandboxEmbeddings(embed, ['a', 'b'], null);
+    expect(vectors).toHaveLength(2);
+    for (const v of vectors) {
+      expect(v).toHaveLength(16);
+      expect(Math.hypot(...v)).toBeCloseTo(1, 6);
+    }
+    expect(vectors[0]).not.toEqual(vectors[1]);
+    expect(sandboxEmbeddings(embed, ['a'], null).vectors[0]).toEqual(vectors[0]);
+    expect(sandboxEmbeddings(embed, ['a'], 4).vectors[0]).toHaveLength(4);
+    expect(usage.prompt_tokens).toBe(2);
+  });
+});
+
+describe('exampleValue', () => {
+  it('fills types, enums, minimums, arrays and nested objects', () => {
+    expect(exampleValue({ type: 'object', properties: { a: { type: 'array', items: { type: 'number' } }, b: { type: 'object', properties: { c: { type: 'boolean' } } } } }, 0)).toEqual({ a: [1], b: { c: true } });
+    expect(exampleValue({ type: 'integer', minimum: 5 }, 0)).toBe(5);
+    expect(exampleValue({ const: 'x' }, 0)).toBe('x');
+  });
+});

@@ -1,0 +1,112 @@
+// HTTP to model-server replicas: one keep-alive connection pool per replica (undici),
+// bounded waits at every step (connect, first byte, between body chunks) so a stuck
+// replica can never hang a request, and failures sorted into what the router must know:
+// the replica is broken (eject it, try another) or the request is (tell the caller).
+import { Agent, errors, request, type Dispatcher } from 'undici';
+import { ApiError } from '@svc/shared';
+
+export interface UpstreamOptions {
+  connectTimeoutMs: number;
+  /** Until the response head arrives (a non-streamed completion is generated meanwhile). */
+  headersTimeoutMs: number;
+  /** Longest silence between two body chunks. */
+  bodyTimeoutMs: number;
+  /** Connections kept per replica. */
+  connections: number;
+}
+
+/** The replica could not serve (unreachable, timed out, 5xx, misrouted): eject and retry elsewhere. */
+export class ReplicaFailure extends Error {
+  override readonly name = 'ReplicaFailure';
+  constructor(
+    message: string,
+    /** True when the replica may have started work (a retry could repeat it). */
+    readonly started: boolean,
+  ) {
+    super(message);
+  }
+}
+
+export interface UpstreamResponse {
+  statusCode: number;
+  body: Dispatcher.ResponseData['body'];
+}
+
+export class UpstreamClient {
+  private readonly agent: Agent;
+
+  constructor(private readonly options: UpstreamOptions) {
+    this.agent = new Agent({
+      connections: options.connections,
+      connectTimeout: options.connectTimeoutMs,
+      headersTimeout: options.headersTimeoutMs,
+      bodyTimeout: options.bodyTimeoutMs,
+      keepAliveTimeout: 30_000,
+    });
+  }
+
+  /**
+   * POSTs JSON and returns the response once its head arrived and says 2xx. A 4xx is the
+   * request's fault and becomes the API error to answer; anything else is a ReplicaFailure.
+   */
+  async post(baseUrl: string, path: string, payload: unknown, signal?: AbortSignal): Promise<UpstreamResponse> {
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await request(baseUrl + path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(payload),
+        dispatcher: this.agent,
+        signal,
+      });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      throw new ReplicaFailure(`replica ${baseUrl} did not answer: ${describe(err)}`, err instanceof errors.HeadersTimeoutError);
+    }
+    if (response.statusCode < 300) return response;
+    const text = await response.body.text().catch(() => '');
+    if (response.statusCode >= 400 && response.statusCode < 500 && response.statusCode !== 404) {
+      throw requestError(response.statusCode, text);
+    }
+    throw new ReplicaFailure(`replica ${baseUrl} answered ${response.statusCode}: ${text.slice(0, 200)}`, true);
+  }
+
+  /** True when `baseUrl + path` answers 2xx within `timeoutMs`. */
+  async probe(baseUrl: string, path: string, timeoutMs: number): Promise<boolean> {
+    try {
+      const response = await request(baseUrl + path, { dispatcher: this.agent, signal: AbortSignal.timeout(timeoutMs) });
+      await response.body.dump();
+      return response.statusCode >= 200 && response.statusCode < 300;
+    } catch {
+      return false;
+    }
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof errors.ConnectTimeoutError) return 'connect timeout';
+  if (err instanceof errors.HeadersTimeoutError) return 'no response in time';
+  const code = (err as { code?: string }).code;
+  return code ? `${code}` : err instanceof Error ? err.message : String(err);
+}
+
+/** A replica's 4xx as our error: its message and param carried over, the type ours. */
+function requestError(status: number, text: string): ApiError {
+  let message = `the model server refused the request (${status})`;
+  let param: string | undefined;
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: unknown; param?: unknown } | string; message?: unknown };
+    const error = typeof parsed.error === 'object' ? parsed.error : undefined;
+    const upstreamMessage = error?.message ?? (typeof parsed.error === 'string' ? parsed.error : parsed.message);
+    if (typeof upstreamMessage === 'string' && upstreamMessage) message = upstreamMessage;
+    if (typeof error?.param === 'string' && error.param) param = error.param;
+  } catch {
+    if (text) message = `${message}: ${text.slice(0, 200)}`;
+  }
+  if (status === 429) return new ApiError('no_capacity', `the replica is saturated: ${message}`);
+  return new ApiError('invalid_request', message, param ? { param } : {});
+}

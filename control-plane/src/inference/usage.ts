@@ -1,0 +1,95 @@
+// Inference usage: what one served request costs by its model's rate card, and the record
+// that bills it. Prices are USD per million tokens, so a token costs `price` micro-dollars;
+// records keep nano-dollars (integers) so sums stay exact.
+import { newId, type Clock } from '@svc/shared';
+import type { Quantization, RateCard } from '../models/catalog.js';
+import type { UsageKind, UsageRecord, UsageStore } from '../store/usage-store.js';
+
+export interface TokenUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export function costNanos(card: RateCard, quantization: Quantization, promptTokens: number, completionTokens: number): number {
+  const price = card.prices[quantization];
+  if (!price) return 0;
+  return Math.round(promptTokens * price.input_per_million_tokens * 1000 + completionTokens * price.output_per_million_tokens * 1000);
+}
+
+/** A replica's usage object made safe: non-negative integers, total = prompt + completion. */
+export function normaliseUsage(raw: unknown): TokenUsage | null {
+  if (typeof raw !== 'object' || raw === null) return null;
+  const u = raw as Record<string, unknown>;
+  const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.round(v) : 0);
+  const prompt = count(u.prompt_tokens);
+  const completion = count(u.completion_tokens);
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+export interface UsageContext {
+  orgId: string;
+  keyId: string;
+  requestId: string;
+  sandbox: boolean;
+  user: string | undefined;
+}
+
+export interface ServedRequest {
+  kind: UsageKind;
+  model: string;
+  quantization: Quantization;
+  pool: string;
+  usage: TokenUsage;
+  card: RateCard | undefined;
+}
+
+export class UsageRecorder {
+  constructor(
+    private readonly store: UsageStore,
+    private readonly clock: Clock,
+    private readonly log: { error(obj: object, msg: string): void },
+  ) {}
+
+  /** Records a served request; sandbox requests are recorded at no cost. Never throws. */
+  record(ctx: UsageContext, served: ServedRequest): Promise<void> {
+    const record: UsageRecord = {
+      id: newId('usage'),
+      orgId: ctx.orgId,
+      keyId: ctx.keyId,
+      requestId: ctx.requestId,
+      kind: served.kind,
+      model: served.model,
+      quantization: served.quantization,
+      pool: served.pool,
+      promptTokens: served.usage.prompt_tokens,
+      completionTokens: served.usage.completion_tokens,
+      costNanos: ctx.sandbox || !served.card ? 0 : costNanos(served.card, served.quantization, served.usage.prompt_tokens, served.usage.completion_tokens),
+      user: ctx.user ?? null,
+      sandbox: ctx.sandbox,
+      createdAt: this.clock.now(),
+    };
+    return this.store.append(record).catch((err: unknown) => this.log.error({ err, usage: record }, 'recording usage failed'));
+  }
+}
+
+/** A usage record on the API (GET /v1/usage). */
+export function usageView(r: UsageRecord) {
+  return {
+    id: r.id,
+    object: 'usage_record' as const,
+    created: Math.floor(r.createdAt / 1000),
+    request_id: r.requestId,
+    key_id: r.keyId,
+    kind: r.kind,
+    model: r.model,
+    quantization: r.quantization,
+    pool: r.pool,
+    prompt_tokens: r.promptTokens,
+    completion_tokens: r.completionTokens,
+    total_tokens: r.promptTokens + r.completionTokens,
+    cost_usd: r.costNanos / 1e9,
+    user: r.user,
+    sandbox: r.sandbox,
+  };
+}

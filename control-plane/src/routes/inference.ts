@@ -1,0 +1,196 @@
+// The OpenAI-compatible inference API (spec 2.1-2.4, 4): POST /v1/chat/completions,
+// POST /v1/embeddings, and the usage records they leave (GET /v1/usage). Routes check
+// what a schema cannot and hand over to the services; streams go out as SSE with the
+// pipeline's headers (rate limits included) before the first byte.
+import { Readable } from 'node:stream';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { POOLS, type Pool } from '../models/catalog.js';
+import type { ModelService } from '../models/model-service.js';
+import { ChatCompletionRequest, checkChatRequest } from '../inference/chat-request.js';
+import type { CallContext, ChatCompletionService } from '../inference/chat-completions.js';
+import { EmbeddingsRequest, planEmbeddings } from '../inference/embeddings-request.js';
+import type { EmbeddingsService } from '../inference/embeddings.js';
+import { usageView } from '../inference/usage.js';
+import type { UsageStore } from '../store/usage-store.js';
+import { StringEnum, responses } from '../http/schemas.js';
+
+const nullable = (type: string, description?: string) => Type.Unsafe<unknown>({ type: [type, 'null'], ...(description ? { description } : {}) });
+
+const ToolCall = Type.Object({
+  id: Type.String(),
+  type: Type.Literal('function'),
+  function: Type.Object({ name: Type.String(), arguments: Type.String() }),
+});
+
+const Usage = Type.Object({ prompt_tokens: Type.Integer(), completion_tokens: Type.Integer(), total_tokens: Type.Integer() });
+
+const ChatCompletion = Type.Object(
+  {
+    id: Type.String(),
+    object: Type.Literal('chat.completion'),
+    created: Type.Integer(),
+    model: Type.String(),
+    pool: Type.String({ description: 'Service extension: the pool that served the request.' }),
+    system_fingerprint: Type.String({ description: 'Service extension: hash of model, quantization and runtime.' }),
+    choices: Type.Array(
+      Type.Object({
+        index: Type.Integer(),
+        message: Type.Object({ role: Type.Literal('assistant'), content: nullable('string'), tool_calls: Type.Optional(Type.Array(ToolCall)) }),
+        finish_reason: Type.String({ description: 'stop, length or tool_calls' }),
+      }),
+    ),
+    usage: Usage,
+  },
+  { $id: 'ChatCompletion', description: 'With stream: true the answer is instead an SSE stream of chat.completion.chunk objects ending with data: [DONE].' },
+);
+
+const EmbeddingList = Type.Object(
+  {
+    object: Type.Literal('list'),
+    model: Type.String(),
+    pool: Type.String(),
+    data: Type.Array(
+      Type.Object({
+        object: Type.Literal('embedding'),
+        index: Type.Integer(),
+        embedding: Type.Union([Type.Array(Type.Number()), Type.String({ description: 'base64 of little-endian float32' })]),
+      }),
+    ),
+    usage: Type.Object({ prompt_tokens: Type.Integer(), total_tokens: Type.Integer() }),
+  },
+  { $id: 'EmbeddingList' },
+);
+
+const UsageRecordView = Type.Object(
+  {
+    id: Type.String(),
+    object: Type.Literal('usage_record'),
+    created: Type.Integer(),
+    request_id: Type.String(),
+    key_id: Type.String(),
+    kind: Type.String({ description: 'chat or embeddings' }),
+    model: Type.String(),
+    quantization: Type.String(),
+    pool: Type.String(),
+    prompt_tokens: Type.Integer(),
+    completion_tokens: Type.Integer(),
+    total_tokens: Type.Integer(),
+    cost_usd: Type.Number({ description: "Priced by the model's rate card; 0 for sandbox keys." }),
+    user: nullable('string', 'The request\'s `user` field.'),
+    sandbox: Type.Boolean(),
+  },
+  { $id: 'UsageRecord' },
+);
+
+/** The pool header; validation has already refused values outside na|eu|apac. */
+const PoolHeaders = Type.Object({ 'x-service-pool': Type.Optional(StringEnum(POOLS, { description: 'Pins a pool (data residency).' })) });
+
+export interface InferenceRoutesDeps {
+  models: ModelService;
+  chat: ChatCompletionService;
+  embeddings: EmbeddingsService;
+  usage: UsageStore;
+}
+
+/** The caller, and a signal that fires if the client goes away before its answer is complete. */
+function callContext(request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext {
+  const { org, key } = request.principal!;
+  const gone = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) gone.abort();
+  });
+  return {
+    orgId: org.id,
+    keyId: key.id,
+    requestId: request.id,
+    sandbox: key.kind === 'test',
+    user,
+    pool: (request.headers['x-service-pool'] as Pool | undefined) ?? undefined,
+    signal: gone.signal,
+  };
+}
+
+export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.addSchema(ChatCompletion);
+    app.addSchema(EmbeddingList);
+    app.addSchema(UsageRecordView);
+    const tags = ['inference'];
+
+    app.post(
+      '/chat/completions',
+      {
+        config: { scope: 'inference:write' },
+        schema: {
+          tags,
+          summary: 'Create a chat completion (OpenAI-compatible; stream: true answers with Server-Sent Events)',
+          headers: PoolHeaders,
+          body: ChatCompletionRequest,
+          response: responses({ 200: Type.Ref(ChatCompletion) }),
+        },
+      },
+      async (request, reply) => {
+        const body = request.body;
+        const model = deps.models.callable(request.principal!.org, body.model);
+        const { maxTokens } = checkChatRequest(body, model);
+        const call = { ctx: callContext(request, reply, body.user), model, body, maxTokens };
+        if (body.stream !== true) return deps.chat.complete(call);
+        const frames = await deps.chat.stream(call);
+        reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
+        return reply.send(Readable.from(frames, { objectMode: false }));
+      },
+    );
+
+    app.post(
+      '/embeddings',
+      {
+        config: { scope: 'inference:write', publicKey: true },
+        schema: {
+          tags,
+          summary: 'Create embeddings for a string or up to 2,048 strings (OpenAI-compatible)',
+          headers: PoolHeaders,
+          body: EmbeddingsRequest,
+          response: responses({ 200: Type.Ref(EmbeddingList) }),
+        },
+      },
+      async (request, reply) => {
+        const body = request.body;
+        const model = deps.models.callable(request.principal!.org, body.model);
+        const plan = planEmbeddings(body, model);
+        const result = await deps.embeddings.create({ ctx: callContext(request, reply, body.user), model, body, plan });
+        // Thousands of floats: JSON.stringify beats a schema serializer that must try both encodings.
+        return reply.type('application/json; charset=utf-8').send(JSON.stringify(result));
+      },
+    );
+
+    app.get(
+      '/usage',
+      {
+        config: { scope: 'inference:read' },
+        schema: {
+          tags,
+          summary: "List your organization's inference usage records, newest first",
+          querystring: Type.Object(
+            {
+              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+              after: Type.Optional(Type.String({ maxLength: 64 })),
+              model: Type.Optional(Type.String({ maxLength: 128 })),
+              key_id: Type.Optional(Type.String({ maxLength: 64 })),
+            },
+            { additionalProperties: false },
+          ),
+          response: responses({
+            200: Type.Object({ object: Type.Literal('list'), data: Type.Array(Type.Ref(UsageRecordView)), has_more: Type.Boolean(), next_cursor: Type.Union([Type.String(), Type.Null()]) }),
+          }),
+        },
+      },
+      async (request) => {
+        const { limit = 20, after, model, key_id: keyId } = request.query;
+        const page = await deps.usage.list(request.principal!.org.id, { limit, ...(after ? { after } : {}), ...(model ? { model } : {}), ...(keyId ? { keyId } : {}) });
+        return { object: 'list' as const, data: page.data.map(usageView), has_more: page.hasMore, next_cursor: page.hasMore ? page.data.at(-1)!.id : null };
+      },
+    );
+  };
+}

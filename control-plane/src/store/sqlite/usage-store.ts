@@ -1,0 +1,84 @@
+// SQLite implementation of the usage store. Statements are prepared once: appending a
+// record is on the path of every inference request.
+import type Database from 'better-sqlite3';
+import type { UsageKind, UsagePage, UsageRecord, UsageStore } from '../usage-store.js';
+
+type Row = Record<string, unknown>;
+
+function toRecord(row: Row): UsageRecord {
+  return {
+    id: String(row.id),
+    orgId: String(row.org_id),
+    keyId: String(row.key_id),
+    requestId: String(row.request_id),
+    kind: String(row.kind) as UsageKind,
+    model: String(row.model),
+    quantization: String(row.quantization),
+    pool: String(row.pool),
+    promptTokens: Number(row.prompt_tokens),
+    completionTokens: Number(row.completion_tokens),
+    costNanos: Number(row.cost_nanos),
+    user: row.user === null ? null : String(row.user),
+    sandbox: Number(row.sandbox) === 1,
+    createdAt: Number(row.created_at),
+  };
+}
+
+export class SqliteUsageStore implements UsageStore {
+  private readonly insert: Database.Statement;
+  private readonly readTokens: Database.Statement;
+  private readonly addTokens: Database.Statement;
+  private readonly take: Database.Transaction<(keyId: string, day: string, tokens: number, cap: number) => { used: number; taken: boolean }>;
+
+  constructor(private readonly db: Database.Database) {
+    this.insert = db.prepare(
+      `INSERT INTO usage_records (id, org_id, key_id, request_id, kind, model, quantization, pool, prompt_tokens,
+         completion_tokens, cost_nanos, user, sandbox, created_at)
+       VALUES (@id, @orgId, @keyId, @requestId, @kind, @model, @quantization, @pool, @promptTokens,
+         @completionTokens, @costNanos, @user, @sandbox, @createdAt)`,
+    );
+    this.readTokens = db.prepare('SELECT tokens FROM sandbox_tokens WHERE key_id = ? AND day = ?');
+    this.addTokens = db.prepare(
+      `INSERT INTO sandbox_tokens (key_id, day, tokens) VALUES (?, ?, ?)
+       ON CONFLICT (key_id, day) DO UPDATE SET tokens = tokens + excluded.tokens`,
+    );
+    this.take = db.transaction((keyId: string, day: string, tokens: number, cap: number) => {
+      const used = ((this.readTokens.get(keyId, day) as Row | undefined)?.tokens as number | undefined) ?? 0;
+      if (used + tokens > cap) return { used, taken: false };
+      this.addTokens.run(keyId, day, tokens);
+      return { used, taken: true };
+    });
+  }
+
+  async append(record: UsageRecord): Promise<void> {
+    this.insert.run({ ...record, sandbox: record.sandbox ? 1 : 0 });
+  }
+
+  async list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string }): Promise<UsagePage> {
+    const params: Record<string, unknown> = { orgId, limit: options.limit + 1 };
+    const where = ['org_id = @orgId'];
+    if (options.model) {
+      where.push('model = @model');
+      params.model = options.model;
+    }
+    if (options.keyId) {
+      where.push('key_id = @keyId');
+      params.keyId = options.keyId;
+    }
+    if (options.after) {
+      const row = this.db.prepare('SELECT created_at, id FROM usage_records WHERE id = ? AND org_id = ?').get(options.after, orgId) as Row | undefined;
+      if (!row) return { data: [], hasMore: false };
+      where.push('(created_at < @cAt OR (created_at = @cAt AND id < @cId))');
+      params.cAt = row.created_at;
+      params.cId = row.id;
+    }
+    const rows = this.db
+      .prepare(`SELECT * FROM usage_records WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`)
+      .all(params) as Row[];
+    return { data: rows.slice(0, options.limit).map(toRecord), hasMore: rows.length > options.limit };
+  }
+
+  async takeSandboxTokens(keyId: string, day: string, tokens: number, cap: number): Promise<{ used: number; taken: boolean }> {
+    return this.take.immediate(keyId, day, tokens, cap);
+  }
+}

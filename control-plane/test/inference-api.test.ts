@@ -1,0 +1,139 @@
+// The inference API's own behaviour, without model servers: validation of every field
+// with `param`, the router's refusals when no replica runs, sandbox keys (deterministic
+// mock answers, streamed or not, tool calls, the daily token cap) and usage records.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeBase64Float32 } from '../src/inference/embeddings-request.js';
+import { SseParser } from '../src/inference/sse.js';
+import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
+
+let cp: TestControlPlane;
+let live: string;
+let sandbox: string;
+const chat = { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', content: 'hello' }] };
+
+beforeAll(async () => {
+  cp = await startControlPlane({ config: { sandboxDailyTokens: 400 } });
+  live = await cp.key();
+  sandbox = await cp.key({ kind: 'test' });
+});
+afterAll(() => cp.close());
+
+const post = (path: string, body: unknown, key = live, headers: Record<string, string> = {}) => cp.request('POST', path, { key, body, headers });
+
+describe('chat completions: validation', () => {
+  it.each<[string, Record<string, unknown>, string]>([
+    ['a missing model', { messages: chat.messages, model: undefined }, 'model'],
+    ['missing messages', { messages: undefined }, 'messages'],
+    ['an empty message list', { messages: [] }, 'messages'],
+    ['an unknown role', { messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role'],
+    ['temperature above 2', { temperature: 2.5 }, 'temperature'],
+    ['top_p above 1', { top_p: 1.5 }, 'top_p'],
+    ['temperature with top_p', { temperature: 0.2, top_p: 0.5 }, 'top_p'],
+    ['a negative top_k', { top_k: -1 }, 'top_k'],
+    ['max_tokens past the context window', { max_tokens: 200_000 }, 'max_tokens'],
+    ['five stop sequences', { stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
+    ['an unsupported field', { logit_bias: {} }, 'logit_bias'],
+    ['an unknown quantization', { quantization: 'int8' }, 'quantization'],
+    ['a tool whose parameters are not a JSON Schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', required: 'x' } } }] }, 'tools[0].function.parameters'],
+    ['a tool message answering nothing', { messages: [{ role: 'user', content: 'x' }, { role: 'tool', content: 'r', tool_call_id: 'c9' }] }, 'messages[1].tool_call_id'],
+  ])('refuses %s with 400 naming %s', async (_name, patch, param) => {
+    const error = expectError(await post('/v1/chat/completions', { ...chat, ...patch }), 400, 'invalid_request');
+    expect(error.param).toBe(param);
+  });
+
+  it('refuses an embedding model with 400 and an unknown model with 404 model_not_found', async () => {
+    expect(expectError(await post('/v1/chat/completions', { ...chat, model: 'bge-m3' }), 400, 'invalid_request').param).toBe('model');
+    expect(expectError(await post('/v1/chat/completions', { ...chat, model: 'gpt-9' }), 404, 'model_not_found').param).toBe('model');
+  });
+
+  it('refuses an X-Service-Pool outside na, eu, apac', async () => {
+    const error = expectError(await post('/v1/chat/completions', chat, live, { 'x-service-pool': 'mars' }), 400, 'invalid_request');
+    expect(error.param).toBe('x-service-pool');
+  });
+});
+
+describe('chat completions: no replica running', () => {
+  it('is 409 no_capacity unpinned, and 404 model_not_found pinned to a pool that does not serve the model', async () => {
+    const res = await post('/v1/chat/completions', chat);
+    expectError(res, 409, 'no_capacity');
+    expect(res.headers.get('x-ratelimit-remaining-requests')).not.toBeNull();
+    expectError(await post('/v1/chat/completions', chat, live, { 'x-service-pool': 'eu' }), 404, 'model_not_found');
+  });
+});
+
+describe('embeddings: validation', () => {
+  it.each<[string, Record<string, unknown>, string]>([
+    ['a missing input', { input: undefined }, 'input'],
+    ['an empty string among the inputs', { input: ['a', ''] }, 'input[1]'],
+    ['2,049 inputs', { input: Array.from({ length: 2049 }, () => 'x') }, 'input'],
+    ['a number input', { input: 42 }, 'input'],
+    ['an unknown encoding', { encoding_format: 'hex' }, 'encoding_format'],
+    ['zero dimensions', { dimensions: 0 }, 'dimensions'],
+    ['more dimensions than the Matryoshka model has', { model: 'nomic-embed-text-v1.5', dimensions: 769 }, 'dimensions'],
+    ['a chat model', { model: 'llama-3.1-8b-instruct' }, 'model'],
+  ])('refuses %s with 400 naming %s', async (_name, patch, param) => {
+    const error = expectError(await post('/v1/embeddings', { model: 'bge-m3', input: 'hi', ...patch }), 400, 'invalid_request');
+    expect(error.param).toBe(param);
+  });
+});
+
+describe('sandbox keys', () => {
+  it('answer chat deterministically, without replicas, at no cost', async () => {
+    const first = await post('/v1/chat/completions', chat, sandbox);
+    expect(first.status, first.text).toBe(200);
+    const again = await post('/v1/chat/completions', chat, sandbox);
+    expect(again.body.choices).toEqual(first.body.choices);
+    expect(first.body).toMatchObject({ object: 'chat.completion', model: 'llama-3.1-8b-instruct', pool: 'na', choices: [{ index: 0, message: { role: 'assistant' }, finish_reason: 'stop' }] });
+    expect(first.body.system_fingerprint).toMatch(/^fp_/);
+    expect(first.body.usage.total_tokens).toBe(first.body.usage.prompt_tokens + first.body.usage.completion_tokens);
+  });
+
+  it('stream the same answer as SSE chunks, with usage when asked, then [DONE]', async () => {
+    const whole = (await post('/v1/chat/completions', { ...chat, max_tokens: 6 }, sandbox)).body;
+    const res = await post('/v1/chat/completions', { ...chat, max_tokens: 6, stream: true, stream_options: { include_usage: true } }, sandbox, { 'x-service-pool': 'eu' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    expect(res.headers.get('x-ratelimit-limit-requests')).toBe('1200');
+    const events = new SseParser().push(res.text);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    for (const c of chunks) expect(c).toMatchObject({ object: 'chat.completion.chunk', model: 'llama-3.1-8b-instruct', pool: 'eu', id: chunks[0].id });
+    const text = chunks.flatMap((c) => c.choices.map((ch: any) => ch.delta.content ?? '')).join('');
+    expect(text).toBe(whole.choices[0].message.content);
+    expect(chunks.at(-2).choices[0].finish_reason).toBe('length');
+    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: whole.usage });
+  });
+
+  it('answer embeddings with unit vectors of the model dimension, base64 equal to float', async () => {
+    const float = (await post('/v1/embeddings', { model: 'bge-m3', input: ['a', 'b'] }, sandbox)).body;
+    expect(float.data).toHaveLength(2);
+    expect(float.data[0].embedding).toHaveLength(1024);
+    expect(Math.hypot(...float.data[0].embedding)).toBeCloseTo(1, 5);
+    const b64 = (await post('/v1/embeddings', { model: 'bge-m3', input: ['a', 'b'], encoding_format: 'base64' }, sandbox)).body;
+    decodeBase64Float32(b64.data[1].embedding).forEach((x, i) => expect(x).toBeCloseTo(float.data[1].embedding[i], 6));
+    const cut = (await post('/v1/embeddings', { model: 'nomic-embed-text-v1.5', input: 'a', dimensions: 64 }, sandbox)).body;
+    expect(cut.data[0].embedding).toHaveLength(64);
+  });
+
+  it('are recorded as usage at no cost', async () => {
+    const list = (await cp.request('GET', '/v1/usage?limit=100', { key: live })).body;
+    const records = list.data.filter((r: any) => r.sandbox);
+    expect(records.length).toBeGreaterThan(0);
+    for (const r of records) expect(r.cost_usd).toBe(0);
+    expect(records.some((r: any) => r.kind === 'embeddings')).toBe(true);
+  });
+
+  it('stop at the daily token cap with 429 rate_limited, code daily_token_cap and retry-after', async () => {
+    const capped = await cp.key({ kind: 'test' });
+    let res;
+    for (let i = 0; i < 100; i++) {
+      res = await post('/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: `question ${i}` }] }, capped);
+      if (res.status !== 200) break;
+    }
+    const error = expectError(res!, 429, 'rate_limited');
+    expect(error.code).toBe('daily_token_cap');
+    expect(Number(res!.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Other sandbox keys have their own allowance.
+    expect((await post('/v1/chat/completions', chat, await cp.key({ kind: 'test' }))).status).toBe(200);
+  });
+});
