@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { ManualClock, type Clock } from '@svc/shared';
 import { PROTOCOL_VERSION } from '@svc/proto';
-import { buildApp } from '../src/app.js';
+import { buildApp, type AppDeps } from '../src/app.js';
 import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../src/config.js';
 import type { Scope } from '../src/keys/scopes.js';
 import type { KeyKind, OrgRecord } from '../src/store/records.js';
@@ -45,13 +45,13 @@ export function tempDataDir(): string {
 }
 
 export async function startControlPlane(
-  options: { config?: Partial<ControlPlaneConfig>; clock?: Clock } = {},
+  options: { config?: Partial<ControlPlaneConfig>; clock?: Clock; replicas?: AppDeps['replicas'] } = {},
 ): Promise<TestControlPlane> {
   const dataDir = tempDataDir();
   const clock = options.clock ?? new ManualClock(Date.now());
   const store = openSqliteStore(dataDir);
   const config = defaultControlPlaneConfig({ dataDir, httpPort: 0, logLevel: 'silent', ...options.config });
-  const app = await buildApp({ config, store, clock, logger: false });
+  const app = await buildApp({ config, store, clock, logger: false, ...(options.replicas ? { replicas: options.replicas } : {}) });
   const { org } = await app.services.orgs.ensureDefaultOrg();
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

@@ -7,7 +7,7 @@ import { quantizationsByPrice, type CatalogModel, type Pool, type Quantization, 
 import type { UsageStore } from '../store/usage-store.js';
 import type { ChatCompletionRequest } from './chat-request.js';
 import { systemFingerprint } from './fingerprint.js';
-import { callReplica } from './replica-call.js';
+import { callReplica, type FailureListener } from './replica-call.js';
 import type { Lease, Router } from './router.js';
 import { SANDBOX_DAILY_TOKEN_CAP, sandboxChat, type SandboxChat } from './sandbox.js';
 import { SSE_DONE, SseParser, sseFrame } from './sse.js';
@@ -24,6 +24,7 @@ export interface InferenceDeps {
   rateCard(model: CatalogModel): RateCard | undefined;
   /** Replicas one request may try before giving up. */
   attempts: number;
+  onReplicaFailure: FailureListener;
   /** Pool a sandbox answer names when the request pins none. */
   defaultPool: Pool;
   sandboxDailyTokenCap?: number;
@@ -70,7 +71,7 @@ export class ChatCompletionService {
         if (ctx.signal.aborted) throw err;
         throw new ReplicaFailure(`replica ${lease.replica.baseUrl} sent an unreadable completion: ${(err as Error).message}`, true);
       }
-    });
+    }, this.deps.onReplicaFailure);
     lease.release('ok');
     const { replica } = lease;
     const usage = normaliseUsage(completion.usage) ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
@@ -104,7 +105,7 @@ export class ChatCompletionService {
     if (ctx.sandbox) return this.sandboxStream(call);
     const { value: response, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, (lease) =>
       this.deps.upstream.post(lease.replica.baseUrl, '/v1/chat/completions', upstreamBody(call, true), ctx.signal),
-    );
+    this.deps.onReplicaFailure);
     return this.relay(call, lease, response.body);
   }
 
@@ -149,8 +150,9 @@ export class ChatCompletionService {
     } catch (err) {
       if (ctx.signal.aborted) return; // the client left: nothing to tell it
       outcome = 'failed';
-      const message = err instanceof ReplicaFailure ? err.message : `the stream from the model server broke: ${(err as Error).message}`;
-      yield sseFrame(JSON.stringify({ error: { type: 'service_unavailable', message: `${message}; retry the request` } }));
+      this.deps.onReplicaFailure(replica, err as Error);
+      const error = { type: 'pool_degraded', message: `the model server in pool ${replica.pool} broke off the stream; retry the request` };
+      yield sseFrame(JSON.stringify({ error }));
     } finally {
       lease.release(outcome);
       // A stream cut short is billed for what the client received.

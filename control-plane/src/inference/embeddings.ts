@@ -63,7 +63,7 @@ export class EmbeddingsService {
         throw renumber(err, part.offset, typeof call.body.input === 'string');
       }
       return readBatch(lease, (await response.body.json().catch(() => ({}))) as UpstreamEmbeddings, part.items.length, model.dimensions!);
-    });
+    }, this.deps.onReplicaFailure);
     result.lease.release('ok');
     return result;
   }

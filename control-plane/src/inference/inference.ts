@@ -29,7 +29,7 @@ export function buildInference(deps: {
   clock: Clock;
   models: ModelService;
   replicas: { directory: ReplicaDirectory; plan: ServingPlan };
-  log: { error(obj: object, msg: string): void };
+  log: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
 }): Inference {
   const { config, models } = deps;
   const upstream = new UpstreamClient({
@@ -54,6 +54,7 @@ export function buildInference(deps: {
     clock: deps.clock,
     rateCard: (model) => models.rateCard(model),
     attempts: config.inferenceAttempts,
+    onReplicaFailure: (replica, err) => deps.log.warn({ replica: replica.id, node: replica.nodeId, endpoint: replica.baseUrl, err: err.message }, 'replica failed a request; ejected'),
     defaultPool: config.poolOrder[0]!,
     sandboxDailyTokenCap: config.sandboxDailyTokens,
   };

@@ -1,6 +1,8 @@
 // Runs one request against a replica the router picks, trying another replica when the
 // first one fails before it produced anything (unreachable, 5xx): a killed replica costs
-// the client nothing but a little latency. Request errors (4xx) are not retried.
+// the client nothing but a little latency. Request errors (4xx) are not retried; a
+// replica failure that is not retried becomes 503 pool_degraded.
+import { ApiError } from '@svc/shared';
 import type { Lease, RouteRequest, Router } from './router.js';
 import { ReplicaFailure } from './upstream.js';
 
@@ -10,11 +12,15 @@ export interface ReplicaCallResult<T> {
   lease: Lease;
 }
 
+/** Hears each replica failure (the client is told less: replica addresses stay internal). */
+export type FailureListener = (replica: Lease['replica'], err: Error) => void;
+
 export async function callReplica<T>(
   router: Router,
   route: RouteRequest,
   attempts: number,
   run: (lease: Lease) => Promise<T>,
+  onFailure?: FailureListener,
 ): Promise<ReplicaCallResult<T>> {
   const exclude = new Set<string>(route.exclude ?? []);
   for (let attempt = 1; ; attempt++) {
@@ -26,7 +32,10 @@ export async function callReplica<T>(
       if (err instanceof ReplicaFailure) {
         lease.release('failed');
         exclude.add(lease.replica.id);
+        onFailure?.(lease.replica, err);
         if (!err.started && attempt < attempts) continue;
+        const why = err.started ? 'did not answer in time' : 'failed';
+        throw new ApiError('pool_degraded', `the model server in pool ${lease.replica.pool} ${why}; retry, or pin another pool with X-Service-Pool`);
       } else {
         lease.release('ok');
       }

@@ -20,7 +20,7 @@ export class ReplicaFailure extends Error {
   override readonly name = 'ReplicaFailure';
   constructor(
     message: string,
-    /** True when the replica may have started work (a retry could repeat it). */
+    /** True when the replica may still be working on it (it timed out): no retry elsewhere. */
     readonly started: boolean,
   ) {
     super(message);
@@ -68,7 +68,7 @@ export class UpstreamClient {
     if (response.statusCode >= 400 && response.statusCode < 500 && response.statusCode !== 404) {
       throw requestError(response.statusCode, text);
     }
-    throw new ReplicaFailure(`replica ${baseUrl} answered ${response.statusCode}: ${text.slice(0, 200)}`, true);
+    throw new ReplicaFailure(`replica ${baseUrl} answered ${response.statusCode}: ${text.slice(0, 200)}`, false);
   }
 
   /** True when `baseUrl + path` answers 2xx within `timeoutMs`. */

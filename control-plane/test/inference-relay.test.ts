@@ -1,0 +1,146 @@
+// How the control plane relays model servers' answers, against stand-in replicas that do
+// what the CPU engine cannot (tool calls, as vLLM makes them) or should not (crash, hang):
+// tool calls relayed whole and streamed, a failing replica retried elsewhere and ejected,
+// a broken stream reported in the stream, a client that leaves cancelling the replica's
+// work, embeddings batched across replicas in input order.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '@svc/shared';
+import type { LiveReplica } from '../src/inference/replica-source.js';
+import { SseParser } from '../src/inference/sse.js';
+import { startOpenAiUpstream, type OpenAiUpstream } from '../../test/support/openai-upstream.js';
+import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
+
+let cp: TestControlPlane;
+let key: string;
+let upstreams: OpenAiUpstream[] = [];
+let live: LiveReplica[] = [];
+const desired = new Map<string, number>();
+let started = 0;
+
+const replicaOf = (up: OpenAiUpstream, model: string, pool: 'na' | 'eu' = 'na'): LiveReplica => ({
+  id: `rep_${up.name}`,
+  model,
+  quantization: model === 'nomic-embed-text-v1.5' ? 'fp16' : 'int4',
+  pool,
+  nodeId: 'node_1',
+  baseUrl: up.baseUrl,
+  engine: 'vllm',
+  image: 'vllm/vllm-openai:test',
+});
+
+beforeAll(async () => {
+  cp = await startControlPlane({
+    clock: new ManualClock(Date.now()),
+    config: { inferenceEjectMs: 60_000 },
+    replicas: {
+      directory: { ready: (f = {}) => live.filter((r) => f.model === undefined || r.model === f.model) },
+      plan: { desired: (model, q, pool) => desired.get(`${model}:${q}:${pool}`) ?? 0 },
+    },
+  });
+  key = await cp.key();
+});
+afterAll(() => cp.close());
+afterEach(async () => {
+  await Promise.all(upstreams.map((u) => u.close()));
+  upstreams = [];
+  live = [];
+  desired.clear();
+});
+
+async function replicas(model: string, count: number, options: { dimension?: number } = {}): Promise<OpenAiUpstream[]> {
+  const ups = await Promise.all(Array.from({ length: count }, (_, i) => startOpenAiUpstream({ name: `${model}-${i}-${started++}`, ...options })));
+  upstreams.push(...ups);
+  live.push(...ups.map((u) => replicaOf(u, model)));
+  for (const r of live) desired.set(`${r.model}:${r.quantization}:${r.pool}`, live.filter((x) => x.model === r.model).length);
+  return ups;
+}
+
+const chat = { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', content: 'weather?' }] };
+const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+const post = (path: string, body: unknown, headers: Record<string, string> = {}) => cp.request('POST', path, { key, body, headers });
+
+describe('relaying replicas', () => {
+  it('answers with our pool and fingerprint, asks the replica for no extension fields, and records usage', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const res = await post('/v1/chat/completions', { ...chat, quantization: 'int4', top_k: 5 });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({ object: 'chat.completion', model: 'llama-3.1-8b-instruct', pool: 'na', choices: [{ message: { content: `Hello from ${up!.name}` }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } });
+    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, top_k: 5 });
+    const usage = (await cp.request('GET', '/v1/usage?limit=1', { key })).body.data[0];
+    expect(usage).toMatchObject({ model: 'llama-3.1-8b-instruct', quantization: 'int4', pool: 'na', prompt_tokens: 5, completion_tokens: 3, sandbox: false });
+    expect(usage.cost_usd).toBeCloseTo((5 * 0.1 + 3 * 0.1) / 1e6, 12);
+  });
+
+  it('relays tool calls from an engine that makes them, whole and streamed', async () => {
+    await replicas('llama-3.1-8b-instruct', 1);
+    const whole = await post('/v1/chat/completions', { ...chat, tools });
+    expect(whole.body.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: null, tool_calls: [{ id: 'call_up1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] } });
+    const streamed = await post('/v1/chat/completions', { ...chat, tools, stream: true });
+    const chunks = new SseParser().push(streamed.text).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    const calls = chunks.flatMap((c) => c.choices.flatMap((ch: any) => ch.delta.tool_calls ?? []));
+    expect(calls).toEqual([{ index: 0, id: 'call_up1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }]);
+    expect(chunks.at(-1).choices[0].finish_reason).toBe('tool_calls');
+  });
+
+  it('always asks the replica for usage on streams, and strips it when the client did not ask', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const res = await post('/v1/chat/completions', { ...chat, stream: true });
+    expect(up!.requests[0]!.body.stream_options).toEqual({ include_usage: true });
+    const events = new SseParser().push(res.text);
+    expect(events.at(-1)).toBe('[DONE]');
+    for (const e of events.slice(0, -1)) expect(JSON.parse(e)).not.toHaveProperty('usage');
+    const usage = (await cp.request('GET', '/v1/usage?limit=1', { key })).body.data[0];
+    expect(usage.completion_tokens).toBe(3);
+  });
+
+  it('retries a replica that fails on another one, ejects it, and keeps routing around it', async () => {
+    const [a, b] = await replicas('llama-3.1-8b-instruct', 2);
+    a!.mode = 'fail';
+    for (let i = 0; i < 4; i++) {
+      const res = await post('/v1/chat/completions', chat);
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.choices[0].message.content).toBe(`Hello from ${b!.name}`);
+    }
+    expect(a!.requests.length).toBe(1);
+    expect(cp.app.services.inference.router.isEjected(`rep_${a!.name}`)).toBe(true);
+  });
+
+  it('pinned to a pool whose only replica failed: 503 pool_degraded; when none is left anywhere: 409', async () => {
+    const [a] = await replicas('llama-3.1-8b-instruct', 1);
+    a!.mode = 'fail';
+    expectError(await post('/v1/chat/completions', chat), 409, 'no_capacity');
+    const error = expectError(await post('/v1/chat/completions', chat, { 'x-service-pool': 'na' }), 503, 'pool_degraded');
+    expect(error.message).toContain('pool na');
+  });
+
+  it('a client that goes away mid-stream cancels the replica request', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    up!.mode = 'hang-stream';
+    const aborter = new AbortController();
+    const res = await fetch(`${cp.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ ...chat, stream: true }),
+      signal: aborter.signal,
+    });
+    const reader = res.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toContain('chat.completion.chunk');
+    aborter.abort();
+    await expect.poll(() => up!.abandonedStreams, { timeout: 5000 }).toBe(1);
+    await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
+  });
+
+  it('splits large embedding requests into batches of 64 over the replicas, answering in input order', async () => {
+    const ups = await replicas('nomic-embed-text-v1.5', 2, { dimension: 768 });
+    const input = Array.from({ length: 130 }, (_, i) => 'x'.repeat(i + 1));
+    const res = await post('/v1/embeddings', { model: 'nomic-embed-text-v1.5', input });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.map((d: any) => d.index)).toEqual(input.map((_, i) => i));
+    res.body.data.forEach((d: any, i: number) => expect(d.embedding.indexOf(1)).toBe((i + 1) % 768));
+    const sizes = ups.flatMap((u) => u.requests.map((r) => r.body.input.length)).sort((x, y) => x - y);
+    expect(sizes).toEqual([2, 64, 64]);
+    expect(ups.every((u) => u.requests.length > 0)).toBe(true);
+    expect(res.body.usage.prompt_tokens).toBe(input.reduce((n, t) => n + t.length, 0));
+  });
+});

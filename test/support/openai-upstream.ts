@@ -1,0 +1,131 @@
+// A minimal, fast OpenAI-compatible model server, standing in for what cannot run here:
+// vLLM on a GPU (which makes tool calls), and a replica cheap enough that a benchmark
+// measures the control plane rather than the model. Its behaviour is scripted per test
+// (fail, hang mid-stream, answer with tool calls) and it records what it was asked.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type UpstreamMode = 'ok' | 'fail' | 'hang-stream';
+
+export interface UpstreamRecord {
+  path: string;
+  body: any;
+}
+
+export interface OpenAiUpstream {
+  baseUrl: string;
+  name: string;
+  mode: UpstreamMode;
+  healthy: boolean;
+  /** Requests received, newest last. */
+  requests: UpstreamRecord[];
+  /** Streams whose client went away before the end. */
+  abandonedStreams: number;
+  close(): Promise<void>;
+}
+
+export interface UpstreamOptions {
+  /** Appears in every answer, so a test can tell replicas apart. */
+  name?: string;
+  /** Length of embedding vectors. */
+  dimension?: number;
+  /** Keep a log of requests (off for benchmarks). */
+  record?: boolean;
+}
+
+const USAGE = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
+
+export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promise<OpenAiUpstream> {
+  const name = options.name ?? 'upstream';
+  const dimension = options.dimension ?? 8;
+  const words = ['Hello', ' from', ` ${name}`];
+  const completion = JSON.stringify({
+    id: 'cmpl-up',
+    object: 'chat.completion',
+    created: 0,
+    model: 'm',
+    choices: [{ index: 0, message: { role: 'assistant', content: words.join('') }, finish_reason: 'stop' }],
+    usage: USAGE,
+  });
+  const state: OpenAiUpstream = {
+    baseUrl: '',
+    name,
+    mode: 'ok',
+    healthy: true,
+    requests: [],
+    abandonedStreams: 0,
+    close: async () => undefined,
+  };
+
+  const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+    `data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+
+  function chat(body: any, res: ServerResponse): void {
+    const toolCall = body.tools?.length
+      ? [{ id: 'call_up1', type: 'function', function: { name: body.tools[0].function.name, arguments: '{"city":"Oslo"}' } }]
+      : null;
+    if (!body.stream) {
+      if (!toolCall) return send(res, 200, completion);
+      return send(res, 200, JSON.stringify({
+        id: 'cmpl-up', object: 'chat.completion', created: 0, model: 'm',
+        choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: toolCall }, finish_reason: 'tool_calls' }],
+        usage: USAGE,
+      }));
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(chunk({ role: 'assistant', content: '' }, null));
+    if (state.mode === 'hang-stream') {
+      res.write(chunk({ content: words[0] }, null));
+      res.on('close', () => {
+        if (!res.writableFinished) state.abandonedStreams++;
+      });
+      return; // never ends: the client must give up or go away
+    }
+    if (toolCall) res.write(chunk({ tool_calls: toolCall.map((c, index) => ({ index, ...c })) }, null));
+    else for (const w of words) res.write(chunk({ content: w }, null));
+    res.write(chunk({}, toolCall ? 'tool_calls' : 'stop'));
+    if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [], usage: USAGE })}\n\n`);
+    res.end('data: [DONE]\n\n');
+  }
+
+  function embeddings(body: any, res: ServerResponse): void {
+    const inputs: string[] = typeof body.input === 'string' ? [body.input] : body.input;
+    const data = inputs.map((text, index) => {
+      // A unit vector that depends on the text: its length picks the hot component.
+      const v = new Array(dimension).fill(0);
+      v[text.length % dimension] = 1;
+      return { object: 'embedding', index, embedding: v };
+    });
+    const tokens = inputs.reduce((n, t) => n + t.length, 0);
+    send(res, 200, JSON.stringify({ object: 'list', model: 'm', data, usage: { prompt_tokens: tokens, total_tokens: tokens } }));
+  }
+
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    if (req.method === 'GET' && req.url === '/health') return send(res, state.healthy ? 200 : 503, '{"status":"ok"}');
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (d: string) => (raw += d));
+    req.on('end', () => {
+      const body = raw ? JSON.parse(raw) : {};
+      if (options.record !== false) state.requests.push({ path: req.url ?? '', body });
+      if (state.mode === 'fail') return send(res, 500, '{"error":{"message":"engine crashed"}}');
+      if (req.url === '/v1/chat/completions') return chat(body, res);
+      if (req.url === '/v1/embeddings') return embeddings(body, res);
+      send(res, 404, '{"error":{"message":"not found"}}');
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  state.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return state;
+}
+
+function send(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
