@@ -203,7 +203,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(instanceRoutes(services.instances, store.instances));
       await v1.register(skuRoutes(services.skuCatalog, { nodes: () => services.nodes.candidates() }, store.instances));
       await v1.register(billingRoutes(store.instances));
-      await v1.register(inferenceRoutes({ models: services.models, chat: services.inference.chat, embeddings: services.inference.embeddings, usage: store.usage }));
+      await v1.register(inferenceRoutes({ models: services.models, chat: services.inference.chat, embeddings: services.inference.embeddings, usage: store.usage, recorder: services.inference.recorder }));
     },
     { prefix: '/v1' },
   );

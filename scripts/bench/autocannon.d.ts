@@ -12,6 +12,9 @@ declare module 'autocannon' {
     /** Seconds before a request counts as a timeout. */
     timeout?: number;
     method?: string;
+    body?: string;
+    /** Requests per second across all connections. */
+    overallRate?: number;
     headers?: Record<string, string>;
     title?: string;
   }

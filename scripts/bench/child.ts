@@ -19,6 +19,8 @@ export interface BenchChild<T> {
 export interface SpawnOptions {
   /** Extra flags for node itself, e.g. ['--cpu-prof']. */
   nodeArgs?: string[];
+  /** Added to the bench's own environment. */
+  env?: Record<string, string>;
   readyTimeoutMs?: number;
 }
 
@@ -28,6 +30,7 @@ export async function startChild<T>(script: string, options: SpawnOptions = {}):
   // `--import tsx` keeps it one process (the tsx CLI would add a wrapper process in between).
   const child = spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', 'tsx', script], {
     stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, ...options.env },
   });
   // If the bench dies without running its cleanup, do not leave a server behind.
   const killOnExit = (): void => {

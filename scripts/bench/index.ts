@@ -1,12 +1,16 @@
 // `npm run bench`: runs each benchmark section in order and prints its report.
 // Sections are independent; one that fails is reported and the others still run.
 import { agentsScaleSection } from './agents-scale.js';
+import { inferenceOverheadSection } from './inference-overhead.js';
 import { instancesSection } from './instances.js';
 import { pipelineSection } from './pipeline.js';
 import type { Section, SectionReport } from './section.js';
 
-// Later sections (inference overhead) go here.
-const sections: Section[] = [pipelineSection, agentsScaleSection, instancesSection];
+const sections: Section[] = [pipelineSection, agentsScaleSection, instancesSection, inferenceOverheadSection];
+
+// `npm run bench -- <word>` runs only the sections whose title contains it.
+const only = process.argv[2]?.toLowerCase();
+if (only) sections.splice(0, sections.length, ...sections.filter((s) => s.title.toLowerCase().includes(only)));
 
 async function main(): Promise<void> {
   const summaries: string[] = [];

@@ -6,7 +6,12 @@ import { percentile } from './format.js';
 
 export interface LoadOptions {
   url: string;
+  method?: 'GET' | 'POST';
+  /** Request body (JSON); sent with content-type application/json. */
+  body?: string;
   headers?: Record<string, string>;
+  /** Requests per second across all connections; unset means as fast as the server goes. */
+  overallRate?: number;
   /** Seconds. */
   duration: number;
   connections: number;
@@ -42,7 +47,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const instance = autocannon(
       {
         url: options.url,
-        headers: options.headers ?? {},
+        method: options.method ?? 'GET',
+        ...(options.body === undefined ? {} : { body: options.body }),
+        ...(options.overallRate === undefined ? {} : { overallRate: options.overallRate }),
+        headers: { ...(options.body === undefined ? {} : { 'content-type': 'application/json' }), ...options.headers },
         duration: options.duration,
         connections: options.connections,
         pipelining: options.pipelining ?? 1,

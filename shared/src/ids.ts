@@ -1,7 +1,20 @@
 // Identifiers and secrets: a readable prefix plus base62 randomness.
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+// Random bytes drawn from the CSPRNG in 4 KiB refills, as node's randomUUID caches its
+// entropy: one system call per id was a measurable cost on the inference hot path.
+const pool = Buffer.alloc(4096);
+let poolOffset = pool.length;
+
+function randomByte(): number {
+  if (poolOffset === pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  return pool[poolOffset++]!;
+}
 
 /**
  * `length` uniformly random base62 characters. Rejection sampling keeps the
@@ -10,10 +23,8 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 export function randomBase62(length: number): string {
   let out = '';
   while (out.length < length) {
-    for (const byte of randomBytes(length * 2)) {
-      if (byte < 248) out += BASE62[byte % 62];
-      if (out.length === length) break;
-    }
+    const byte = randomByte();
+    if (byte < 248) out += BASE62[byte % 62];
   }
   return out;
 }

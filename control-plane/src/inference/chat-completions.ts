@@ -75,7 +75,7 @@ export class ChatCompletionService {
     lease.release('ok');
     const { replica } = lease;
     const usage = normaliseUsage(completion.usage) ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-    void this.deps.recorder.record(ctx, { kind: 'chat', model: model.id, quantization: replica.quantization, pool: replica.pool, usage, card: this.deps.rateCard(model) });
+    this.deps.recorder.record(ctx, { kind: 'chat', model: model.id, quantization: replica.quantization, pool: replica.pool, usage, card: this.deps.rateCard(model) });
     return {
       id: completionId(),
       object: 'chat.completion',
@@ -157,7 +157,7 @@ export class ChatCompletionService {
       lease.release(outcome);
       // A stream cut short is billed for what the client received.
       const billed = usage ?? { prompt_tokens: 0, completion_tokens: deltas, total_tokens: deltas };
-      void this.deps.recorder.record(ctx, { kind: 'chat', model: model.id, quantization: replica.quantization, pool: replica.pool, usage: billed, card: this.deps.rateCard(model) });
+      this.deps.recorder.record(ctx, { kind: 'chat', model: model.id, quantization: replica.quantization, pool: replica.pool, usage: billed, card: this.deps.rateCard(model) });
     }
   }
 
@@ -166,7 +166,7 @@ export class ChatCompletionService {
     await takeSandboxTokens(this.deps.usageStore, this.deps.clock, call.ctx.keyId, answer.usage.total_tokens, this.deps.sandboxDailyTokenCap ?? SANDBOX_DAILY_TOKEN_CAP);
     const pool = call.ctx.pool ?? this.deps.defaultPool;
     const quantization = call.body.quantization ?? quantizationsByPrice(call.model, this.deps.rateCard(call.model))[0]!;
-    void this.deps.recorder.record(call.ctx, { kind: 'chat', model: call.model.id, quantization, pool, usage: answer.usage, card: undefined });
+    this.deps.recorder.record(call.ctx, { kind: 'chat', model: call.model.id, quantization, pool, usage: answer.usage, card: undefined });
     return { answer, pool, quantization };
   }
 

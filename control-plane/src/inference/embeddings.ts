@@ -48,7 +48,7 @@ export class EmbeddingsService {
       (sum, r) => ({ prompt_tokens: sum.prompt_tokens + r.value.usage.prompt_tokens, completion_tokens: 0, total_tokens: sum.total_tokens + r.value.usage.prompt_tokens }),
       { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
     );
-    void this.deps.recorder.record(ctx, { kind: 'embeddings', model: model.id, quantization, pool, usage, card: this.deps.rateCard(model) });
+    this.deps.recorder.record(ctx, { kind: 'embeddings', model: model.id, quantization, pool, usage, card: this.deps.rateCard(model) });
     const vectors = results.flatMap((r) => r.value.vectors);
     return this.response(model, pool, vectors, call, usage);
   }
@@ -73,7 +73,7 @@ export class EmbeddingsService {
     const { vectors, usage } = sandboxEmbeddings(model, plan.inputs, plan.dimensions);
     await takeSandboxTokens(this.deps.usageStore, this.deps.clock, ctx.keyId, usage.total_tokens, this.deps.sandboxDailyTokenCap ?? SANDBOX_DAILY_TOKEN_CAP);
     const pool = ctx.pool ?? this.deps.defaultPool;
-    void this.deps.recorder.record(ctx, { kind: 'embeddings', model: model.id, quantization: call.body.quantization ?? quantizationsByPrice(model, this.deps.rateCard(model))[0]!, pool, usage, card: undefined });
+    this.deps.recorder.record(ctx, { kind: 'embeddings', model: model.id, quantization: call.body.quantization ?? quantizationsByPrice(model, this.deps.rateCard(model))[0]!, pool, usage, card: undefined });
     // Already cut to size: no truncation below.
     return this.response(model, pool, vectors, { ...call, plan: { ...plan, dimensions: null } }, usage);
   }

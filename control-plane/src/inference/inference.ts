@@ -14,6 +14,7 @@ import { UsageRecorder } from './usage.js';
 
 export interface Inference {
   router: Router;
+  recorder: UsageRecorder;
   upstream: UpstreamClient;
   chat: ChatCompletionService;
   embeddings: EmbeddingsService;
@@ -46,10 +47,11 @@ export function buildInference(deps: {
     probe: (replica) => upstream.probe(replica.baseUrl, '/health', PROBE_TIMEOUT_MS),
     byPrice: (model) => quantizationsByPrice(model, models.rateCard(model)),
   });
+  const recorder = new UsageRecorder(deps.store.usage, deps.clock, deps.log);
   const inferenceDeps: InferenceDeps = {
     router,
     upstream,
-    recorder: new UsageRecorder(deps.store.usage, deps.clock, deps.log),
+    recorder,
     usageStore: deps.store.usage,
     clock: deps.clock,
     rateCard: (model) => models.rateCard(model),
@@ -60,11 +62,13 @@ export function buildInference(deps: {
   };
   return {
     router,
+    recorder,
     upstream,
     chat: new ChatCompletionService(inferenceDeps),
     embeddings: new EmbeddingsService(inferenceDeps),
     close: async () => {
       router.close();
+      await recorder.flush();
       await upstream.close();
     },
   };

@@ -44,16 +44,27 @@ export interface ServedRequest {
   card: RateCard | undefined;
 }
 
+/**
+ * Writes usage records in small batches: one transaction per batch instead of one per
+ * request keeps SQLite off the hot path. A batch waits at most `flushMs` (or until it has
+ * `maxBatch` records); reads flush first, and closing flushes what is left, so only a
+ * crash of the process can lose the last few milliseconds of records.
+ */
 export class UsageRecorder {
+  private pending: UsageRecord[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private writing: Promise<void> = Promise.resolve();
+
   constructor(
     private readonly store: UsageStore,
     private readonly clock: Clock,
     private readonly log: { error(obj: object, msg: string): void },
+    private readonly options: { flushMs: number; maxBatch: number } = { flushMs: 20, maxBatch: 256 },
   ) {}
 
-  /** Records a served request; sandbox requests are recorded at no cost. Never throws. */
-  record(ctx: UsageContext, served: ServedRequest): Promise<void> {
-    const record: UsageRecord = {
+  /** Queues the record of a served request; sandbox requests are recorded at no cost. */
+  record(ctx: UsageContext, served: ServedRequest): void {
+    this.pending.push({
       id: newId('usage'),
       orgId: ctx.orgId,
       keyId: ctx.keyId,
@@ -68,8 +79,26 @@ export class UsageRecorder {
       user: ctx.user ?? null,
       sandbox: ctx.sandbox,
       createdAt: this.clock.now(),
-    };
-    return this.store.append(record).catch((err: unknown) => this.log.error({ err, usage: record }, 'recording usage failed'));
+    });
+    if (this.pending.length >= this.options.maxBatch) void this.flush();
+    else if (this.timer === null) {
+      this.timer = setTimeout(() => void this.flush(), this.options.flushMs);
+      this.timer.unref();
+    }
+  }
+
+  /** Writes what is queued; resolves once every record queued so far is stored (or logged as lost). */
+  flush(): Promise<void> {
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    const batch = this.pending;
+    this.pending = [];
+    this.writing = this.writing.then(() =>
+      this.store.append(batch).catch((err: unknown) => this.log.error({ err, lost_usage: batch }, 'writing usage records failed')),
+    );
+    return this.writing;
   }
 }
 

@@ -12,7 +12,7 @@ import { ChatCompletionRequest, checkChatRequest } from '../inference/chat-reque
 import type { CallContext, ChatCompletionService } from '../inference/chat-completions.js';
 import { EmbeddingsRequest, planEmbeddings } from '../inference/embeddings-request.js';
 import type { EmbeddingsService } from '../inference/embeddings.js';
-import { usageView } from '../inference/usage.js';
+import { usageView, type UsageRecorder } from '../inference/usage.js';
 import type { UsageStore } from '../store/usage-store.js';
 import { StringEnum, responses } from '../http/schemas.js';
 
@@ -92,6 +92,8 @@ export interface InferenceRoutesDeps {
   chat: ChatCompletionService;
   embeddings: EmbeddingsService;
   usage: UsageStore;
+  /** Flushed before usage is listed, so a client reads its own requests at once. */
+  recorder: UsageRecorder;
 }
 
 /** The caller, and a signal that fires if the client goes away before its answer is complete. */
@@ -188,6 +190,7 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
       },
       async (request) => {
         const { limit = 20, after, model, key_id: keyId } = request.query;
+        await deps.recorder.flush();
         const page = await deps.usage.list(request.principal!.org.id, { limit, ...(after ? { after } : {}), ...(model ? { model } : {}), ...(keyId ? { keyId } : {}) });
         return { object: 'list' as const, data: page.data.map(usageView), has_more: page.hasMore, next_cursor: page.hasMore ? page.data.at(-1)!.id : null };
       },

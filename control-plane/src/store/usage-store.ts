@@ -28,7 +28,8 @@ export interface UsagePage {
 }
 
 export interface UsageStore {
-  append(record: UsageRecord): Promise<void>;
+  /** Appends the records in one transaction. */
+  append(records: readonly UsageRecord[]): Promise<void>;
   /** Newest first; `after` is the id of the last record of the previous page. */
   list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string }): Promise<UsagePage>;
   /**

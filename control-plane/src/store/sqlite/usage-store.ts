@@ -28,6 +28,7 @@ export class SqliteUsageStore implements UsageStore {
   private readonly insert: Database.Statement;
   private readonly readTokens: Database.Statement;
   private readonly addTokens: Database.Statement;
+  private readonly insertAll: Database.Transaction<(records: readonly UsageRecord[]) => void>;
   private readonly take: Database.Transaction<(keyId: string, day: string, tokens: number, cap: number) => { used: number; taken: boolean }>;
 
   constructor(private readonly db: Database.Database) {
@@ -37,6 +38,9 @@ export class SqliteUsageStore implements UsageStore {
        VALUES (@id, @orgId, @keyId, @requestId, @kind, @model, @quantization, @pool, @promptTokens,
          @completionTokens, @costNanos, @user, @sandbox, @createdAt)`,
     );
+    this.insertAll = db.transaction((records: readonly UsageRecord[]) => {
+      for (const record of records) this.insert.run({ ...record, sandbox: record.sandbox ? 1 : 0 });
+    });
     this.readTokens = db.prepare('SELECT tokens FROM sandbox_tokens WHERE key_id = ? AND day = ?');
     this.addTokens = db.prepare(
       `INSERT INTO sandbox_tokens (key_id, day, tokens) VALUES (?, ?, ?)
@@ -50,8 +54,8 @@ export class SqliteUsageStore implements UsageStore {
     });
   }
 
-  async append(record: UsageRecord): Promise<void> {
-    this.insert.run({ ...record, sandbox: record.sandbox ? 1 : 0 });
+  async append(records: readonly UsageRecord[]): Promise<void> {
+    if (records.length > 0) this.insertAll.immediate(records);
   }
 
   async list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string }): Promise<UsagePage> {

@@ -1,0 +1,111 @@
+// Section "Inference gateway overhead": what the control plane adds to a chat completion
+// when the replica is never the bottleneck (a minimal, fast OpenAI-compatible upstream,
+// as gateway benchmarks do). The same request goes straight to the upstream ("direct")
+// or through the control plane's whole path ("through": auth pipeline, validation,
+// routing, the replica call, the rewritten answer, the usage record), alternating round
+// by round so drift hits both alike.
+//   latency:    a fixed 1,000 requests per second; added p50/p99 = through - direct.
+//   throughput: as fast as each goes with 32 connections; ratio = through / direct.
+import { fileURLToPath } from 'node:url';
+import { startChild } from './child.js';
+import { fmtInt, fmtMs, fmtPct, median, table } from './format.js';
+import type { InferenceServerInfo } from './inference-server.js';
+import { runLoad, type LoadResult } from './load.js';
+import type { Section, SectionReport } from './section.js';
+
+const RATE = 1_000;
+const TARGET_ADDED_P50_MS = 1;
+const TARGET_ADDED_P99_MS = 5;
+const TARGET_RATIO = 0.7;
+const ROUNDS = 3;
+const LATENCY_SECONDS = 5;
+const THROUGHPUT_SECONDS = 4;
+const MODEL = 'llama-3.1-8b-instruct';
+const BODY = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
+
+export const inferenceOverheadSection: Section = { title: 'Inference gateway overhead (fast upstream)', run };
+
+interface Target {
+  name: string;
+  url: string;
+  headers: Record<string, string>;
+  latency: LoadResult[];
+  throughput: LoadResult[];
+}
+
+async function run(): Promise<SectionReport> {
+  const upstream = await startChild<{ baseUrl: string }>(fileURLToPath(new URL('./upstream-server.ts', import.meta.url)));
+  try {
+    const replicas = [{ baseUrl: upstream.info.baseUrl, model: MODEL, quantization: 'int4', image: 'bench-upstream' }];
+    const cp = await startChild<InferenceServerInfo>(fileURLToPath(new URL('./inference-server.ts', import.meta.url)), {
+      env: { BENCH_REPLICAS: JSON.stringify(replicas) },
+    });
+    try {
+      const direct: Target = { name: 'direct to upstream', url: `${upstream.info.baseUrl}/v1/chat/completions`, headers: {}, latency: [], throughput: [] };
+      const through: Target = {
+        name: 'through control plane',
+        url: `http://127.0.0.1:${cp.info.port}/v1/chat/completions`,
+        headers: { authorization: `Bearer ${cp.info.key}` },
+        latency: [],
+        throughput: [],
+      };
+      await assertAnswers([direct, through]);
+      const load = (t: Target, seconds: number, rate?: number) =>
+        runLoad({ url: t.url, method: 'POST', body: BODY, headers: t.headers, duration: seconds, connections: rate ? 64 : 32, ...(rate ? { overallRate: rate } : {}), serverCpuSeconds: t === through ? cp.cpuSeconds : upstream.cpuSeconds });
+      for (const t of [direct, through]) await load(t, 2); // warm-up: JIT, key cache, connection pools
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const t of [direct, through]) t.latency.push(await load(t, LATENCY_SECONDS, RATE));
+        for (const t of [direct, through]) t.throughput.push(await load(t, THROUGHPUT_SECONDS));
+      }
+      return report(direct, through);
+    } finally {
+      await cp.stop();
+    }
+  } finally {
+    await upstream.stop();
+  }
+}
+
+async function assertAnswers(targets: Target[]): Promise<void> {
+  for (const t of targets) {
+    const res = await fetch(t.url, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: BODY });
+    const text = await res.text();
+    if (res.status !== 200 || !text.includes('"choices"')) throw new Error(`${t.name} answered ${res.status}: ${text.slice(0, 300)}`);
+  }
+}
+
+function report(direct: Target, through: Target): SectionReport {
+  const m = (runs: LoadResult[], f: (r: LoadResult) => number) => median(runs.map(f));
+  const d = { p50: m(direct.latency, (r) => r.p50Ms), p99: m(direct.latency, (r) => r.p99Ms), rps: m(direct.throughput, (r) => r.rps), rate: m(direct.latency, (r) => r.rps) };
+  const t = { p50: m(through.latency, (r) => r.p50Ms), p99: m(through.latency, (r) => r.p99Ms), rps: m(through.throughput, (r) => r.rps), rate: m(through.latency, (r) => r.rps) };
+  const cpuUs = (x: Target) => m(x.throughput, (r) => r.serverUsPerReq ?? Number.NaN);
+  const addedP50 = t.p50 - d.p50;
+  const addedP99 = t.p99 - d.p99;
+  const ratio = t.rps / d.rps;
+  const checks = [
+    `added p50 ${fmtMs(addedP50)} (target < ${TARGET_ADDED_P50_MS} ms) ${addedP50 < TARGET_ADDED_P50_MS ? 'ok' : 'MISSED'}`,
+    `added p99 ${fmtMs(addedP99)} (target < ${TARGET_ADDED_P99_MS} ms) ${addedP99 < TARGET_ADDED_P99_MS ? 'ok' : 'MISSED'}`,
+    `throughput ratio ${ratio.toFixed(2)} (target >= ${TARGET_RATIO}) ${ratio >= TARGET_RATIO ? 'ok' : 'MISSED'}`,
+  ];
+  const pass = addedP50 < TARGET_ADDED_P50_MS && addedP99 < TARGET_ADDED_P99_MS && ratio >= TARGET_RATIO;
+  const us = (n: number) => (Number.isNaN(n) ? 'n/a' : `${n.toFixed(0)} us`);
+  return {
+    verdict: pass ? 'PASS' : 'MISS',
+    summary: `added p50 ${fmtMs(addedP50)}, p99 ${fmtMs(addedP99)} at ${fmtInt(RATE)} rps; throughput ${fmtPct(ratio)} of direct`,
+    details: [
+      `POST /v1/chat/completions (non-streaming, ${BODY.length}-byte body). Latency at a fixed ${fmtInt(RATE)} req/s with 64 connections, ${ROUNDS} rounds of ${LATENCY_SECONDS} s;`,
+      `throughput with 32 connections, ${ROUNDS} rounds of ${THROUGHPUT_SECONDS} s; medians over rounds. Each side of the comparison is its own process.`,
+      '',
+      ...table(
+        ['path', `p50 @${fmtInt(RATE)}/s`, `p99 @${fmtInt(RATE)}/s`, 'achieved rate', 'max rps', 'server CPU/req'],
+        [
+          [direct.name, fmtMs(d.p50), fmtMs(d.p99), fmtInt(d.rate), fmtInt(d.rps), us(cpuUs(direct))],
+          [through.name, fmtMs(t.p50), fmtMs(t.p99), fmtInt(t.rate), fmtInt(t.rps), us(cpuUs(through))],
+        ],
+      ),
+      '',
+      ...checks,
+      'server CPU/req is the upstream process for "direct" and the control plane process for "through".',
+    ],
+  };
+}
