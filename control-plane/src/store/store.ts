@@ -14,6 +14,7 @@ import type {
 import type { NodeStore } from './node-store.js';
 import type { WebhookStore } from '../webhooks/webhook-store.js';
 import type { InstanceStore } from './instance-store.js';
+import type { ReplicaStore } from './replica-store.js';
 
 export interface OrgStore {
   create(org: OrgRecord): Promise<void>;
@@ -74,6 +75,7 @@ export interface Store {
   readonly nodes: NodeStore;
   readonly webhooks: WebhookStore;
   readonly instances: InstanceStore;
+  readonly replicas: ReplicaStore;
   /** Latest applied migration version; proves the database answers. */
   schemaVersion(): Promise<number>;
   close(): Promise<void>;

@@ -2,6 +2,7 @@
 // Never edit a released migration: add a new one.
 
 import { INSTANCES_MIGRATION } from './instance-migration.js';
+import { REPLICAS_MIGRATION } from './replica-migration.js';
 
 export interface Migration {
   version: number;
@@ -225,4 +226,5 @@ export const MIGRATIONS: Migration[] = [
     `,
   },
   INSTANCES_MIGRATION,
+  REPLICAS_MIGRATION,
 ];

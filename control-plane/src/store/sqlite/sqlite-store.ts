@@ -22,6 +22,8 @@ import type { WebhookStore } from '../../webhooks/webhook-store.js';
 import { SqliteWebhookStore } from './webhook-store.js';
 import { SqliteInstanceStore } from './instance-store.js';
 import type { InstanceStore } from '../instance-store.js';
+import { SqliteReplicaStore } from './replica-store.js';
+import type { ReplicaStore } from '../replica-store.js';
 
 type Row = Record<string, unknown>;
 type Db = Database.Database;
@@ -329,6 +331,7 @@ export class SqliteStore implements Store {
   readonly nodes: NodeStore;
   readonly webhooks: WebhookStore;
   readonly instances: InstanceStore;
+  readonly replicas: ReplicaStore;
 
   constructor(readonly db: Db) {
     this.orgs = new SqliteOrgStore(db);
@@ -338,6 +341,7 @@ export class SqliteStore implements Store {
     this.nodes = new SqliteNodeStore(db);
     this.webhooks = new SqliteWebhookStore(db);
     this.instances = new SqliteInstanceStore(db);
+    this.replicas = new SqliteReplicaStore(db);
   }
 
   async schemaVersion(): Promise<number> {
