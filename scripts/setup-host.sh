@@ -160,17 +160,22 @@ fi
 image_from_support() {
   sed -n "s/^export const $1 = '\(.*\)';.*/\1/p" "$ROOT/test/support/images.ts"
 }
+# derive_image IMAGE COMMAND [INSTRUCTION]: busybox plus one Dockerfile instruction
+# (CMD by default; ENTRYPOINT for images whose command arguments are appended).
 derive_image() {
-  local image=$1 cmd=$2 path repo tag hash recipe
+  local image=$1 cmd=$2 instruction=${3:-CMD} path repo tag hash recipe
   [[ -n $image ]] || die "a derived image name is missing from test/support/images.ts"
   path="${image#"$REGISTRY_ADDR"/}"; repo="${path%:*}"; tag="${path##*:}"
+  # (CMD images hash as they always did, so adding ENTRYPOINT rebuilt none of them.)
+  [[ $instruction == CMD ]] || cmd="$instruction $cmd"
   hash="$(printf '%s\n%s\n' "$(manifest_digest "$IMAGE_TAG")" "$cmd" | sha256sum | cut -c1-16)"
   recipe="recipe-$hash"
   local want have
   want="$(repo_digest "$repo" "$recipe")"
   have="$(repo_digest "$repo" "$tag")"
   [[ -n $want && $want == "$have" ]] && return 0
-  printf 'FROM %s\nCMD %s\n' "$IMAGE" "$cmd" |
+  [[ $instruction == CMD ]] && cmd="CMD $cmd"
+  printf 'FROM %s\n%s\n' "$IMAGE" "$cmd" |
     DOCKER_BUILDKIT=0 docker build -q -t "$REGISTRY_ADDR/$repo:$recipe" - >/dev/null 2>&1 ||
     die "building $image failed"
   docker tag "$REGISTRY_ADDR/$repo:$recipe" "$image"
@@ -181,3 +186,8 @@ derive_image() {
 }
 derive_image "$(image_from_support SLEEPER_IMAGE)" '["sh", "-c", "trap \"echo bye; exit 0\" TERM; echo ready; while true; do sleep 0.1; done"]'
 derive_image "$(image_from_support STUBBORN_IMAGE)" '["sh", "-c", "trap \"\" TERM; echo ready; while true; do sleep 0.1; done"]'
+# A stand-in model server for the replica suites (the CPU engine image is built by its own
+# branch): a real HTTP server (busybox httpd) on port 8000 that answers /health 200 one
+# second after start, writes the arguments it was given to /args, serves /v1/models, and
+# exits 0 on SIGTERM. ENTRYPOINT, so the engine adapter's arguments reach it as "$@".
+derive_image "$(image_from_support MODEL_SERVER_STANDIN_IMAGE)" '["sh", "-c", "mkdir -p /www/v1; echo \"$@\" > /www/args; echo {\\\"object\\\":\\\"list\\\",\\\"data\\\":[]} > /www/v1/models; httpd -f -p 8000 -h /www & pid=$!; trap \"kill $pid; exit 0\" TERM; sleep 1; echo ok > /www/health; wait $pid", "model-server-standin"]' ENTRYPOINT

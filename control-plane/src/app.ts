@@ -16,16 +16,19 @@ import { buildValidator } from './http/validation.js';
 import { KeyService } from './keys/key-service.js';
 import { KeyVerifier } from './keys/key-verifier.js';
 import { DEFAULT_CATALOG_PATH, loadCatalog, type Catalog } from './models/catalog.js';
-import { ModelService, noReplicasYet, type LiveCapacity } from './models/model-service.js';
+import { ModelService, type LiveCapacity } from './models/model-service.js';
 import { EnrollmentService } from './nodes/enrollment-service.js';
 import { NodeService } from './nodes/node-service.js';
 import { AgentTaskDispatcher } from './instances/agent-dispatcher.js';
-import { InstanceService, type ServiceLogger } from './instances/instance-service.js';
+import { InstanceService } from './instances/instance-service.js';
 import { DEFAULT_SKU_CATALOG_PATH, loadSkuCatalog, type SkuCatalog } from './instances/sku-catalog.js';
 import { billingRoutes } from './routes/billing.js';
 import { instanceRoutes } from './routes/instances.js';
 import { skuRoutes } from './routes/skus.js';
 import { OrgService } from './orgs/org-service.js';
+import { resolveDesiredReplicas } from './replicas/desired.js';
+import { LiveReplicaDirectory, type ReplicaDirectory } from './replicas/replica-directory.js';
+import { ReplicaService, replicaInventory, type ReplicaLogger } from './replicas/replica-service.js';
 import { Idempotency } from './pipeline/idempotency.js';
 import { RateLimiter } from './pipeline/rate-limit.js';
 import { installPipeline } from './pipeline/index.js';
@@ -38,7 +41,7 @@ import { opsRoutes } from './routes/ops.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { inferenceRoutes } from './routes/inference.js';
 import { buildInference, type Inference } from './inference/inference.js';
-import type { ReplicaDirectory, ServingPlan } from './inference/replica-source.js';
+import { servingPlan, type ServingPlan } from './inference/replica-source.js';
 import type { Store } from './store/store.js';
 import { installWebhookDelivery } from './webhooks/delivery-lifecycle.js';
 import { buildTargetPolicy } from './webhooks/target-policy.js';
@@ -70,6 +73,10 @@ export interface Services {
   skuCatalog: SkuCatalog;
   /** Attached to the agent gateway by server.ts; unattached, every node counts as disconnected. */
   taskDispatcher: AgentTaskDispatcher;
+  /** Model-server replicas: reconciler, agent reports, svcctl reads; `replicas.ready()` is the directory too. */
+  replicas: ReplicaService;
+  /** The router's view: replicas running and passing their latest health check (in memory, hot path). */
+  replicaDirectory: ReplicaDirectory;
   inference: Inference;
 }
 
@@ -82,7 +89,7 @@ declare module 'fastify' {
 export const API_VERSION = '1.0.0';
 
 /** `log` receives what services report outside a request (fastify's logger in the server). */
-export function buildServices(deps: AppDeps, log: ServiceLogger = createLogger('warn', 'control-plane')): Services {
+export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('warn', 'control-plane')): Services {
   const { config, store } = deps;
   const clock = deps.clock ?? systemClock;
   const changes = new ChangeFeed();
@@ -90,7 +97,21 @@ export function buildServices(deps: AppDeps, log: ServiceLogger = createLogger('
   const skuCatalog = loadSkuCatalog(config.skuCatalog || DEFAULT_SKU_CATALOG_PATH);
   const nodes = new NodeService(store.nodes, clock);
   const taskDispatcher = new AgentTaskDispatcher();
-  const models = new ModelService(catalog, deps.capacity ?? noReplicasYet, clock);
+  // Desired replicas are checked against the catalog here: a typo is a start-up error (ConfigError).
+  const desired = resolveDesiredReplicas(config.replicas, catalog);
+  const replicaDirectory = new LiveReplicaDirectory();
+  const replicas = new ReplicaService(
+    store.replicas,
+    catalog,
+    desired,
+    replicaInventory(nodes, store.nodes),
+    taskDispatcher,
+    replicaDirectory,
+    clock,
+    { cpuThreads: config.cpuEngineThreads, stopGraceMs: config.replicaStopGraceMs },
+    log,
+  );
+  const models = new ModelService(catalog, deps.capacity ?? replicaDirectory, clock);
   return {
     orgs: new OrgService(store, clock, changes),
     keys: new KeyService(store, clock, changes),
@@ -115,11 +136,12 @@ export function buildServices(deps: AppDeps, log: ServiceLogger = createLogger('
     ),
     skuCatalog,
     taskDispatcher,
-    inference: buildInference({ config, store, clock, models, replicas: deps.replicas ?? noReplicas, log }),
+    replicas,
+    replicaDirectory,
+    inference: buildInference({ config, store, clock, models, replicas: deps.replicas ?? { directory: replicaDirectory, plan: servingPlan(desired) }, log }),
   };
 }
 
-const noReplicas = { directory: { ready: () => [] }, plan: { desired: () => 0 } };
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, store } = deps;
@@ -229,6 +251,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }, 1_000);
   instanceSweep.unref();
   app.addHook('onClose', async () => clearInterval(instanceSweep));
+
+  // Replicas: the directory starts from the store; then desired vs actual, every interval.
+  await services.replicas.load();
+  const replicaSweep = setInterval(() => {
+    services.replicas.reconcile().catch((err: unknown) => app.log.error({ err }, 'replica reconcile failed'));
+  }, config.replicaReconcileMs);
+  replicaSweep.unref();
+  app.addHook('onClose', async () => clearInterval(replicaSweep));
 
   return app;
 }

@@ -3,6 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import { loadConfig, setting, type ConfigOf } from '@svc/shared';
 import { DEFAULT_RETRY_SCHEDULE, DURATION_PATTERN } from './webhooks/retry-schedule.js';
+import { ReplicasSettingSchema } from './replicas/desired.js';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const PositiveInt = Type.Integer({ minimum: 1 });
@@ -188,6 +189,30 @@ export const controlPlaneSettings = {
     10_000,
     'Tokens a sandbox key (svc_sk_test_) may use per UTC day (spec: 10K); past it, 429 rate_limited with code daily_token_cap.',
   ),
+  replicas: setting(
+    'SVC_REPLICAS',
+    ReplicasSettingSchema,
+    'tiny-chat:int4:na=1,tiny-embed:int4:na=1',
+    'Model-server replicas to run: model:quantization:pool=count, comma-separated (config file: also a list of {model, quantization, pool, count}); none for no replicas. Checked against the catalog at start.',
+  ),
+  cpuEngineThreads: setting(
+    'SVC_CPU_ENGINE_THREADS',
+    Type.Integer({ minimum: 1, maximum: 256 }),
+    2,
+    'Threads each CPU-engine replica uses (its --threads argument).',
+  ),
+  replicaReconcileMs: setting(
+    'SVC_REPLICA_RECONCILE_MS',
+    Type.Integer({ minimum: 100, maximum: 60_000 }),
+    1000,
+    'How often the control plane compares desired replicas with running ones and starts, stops or re-places replicas.',
+  ),
+  replicaStopGraceMs: setting(
+    'SVC_REPLICA_STOP_GRACE_MS',
+    Type.Integer({ minimum: 0, maximum: 600_000 }),
+    30_000,
+    'Grace between SIGTERM and SIGKILL when a replica is stopped, for in-flight requests to finish.',
+  ),
 };
 
 export type ControlPlaneConfig = ConfigOf<typeof controlPlaneSettings>;
@@ -196,7 +221,12 @@ export function loadControlPlaneConfig(env: Record<string, string | undefined> =
   return loadConfig(controlPlaneSettings, { env, file: env.SVC_CONFIG_FILE || undefined });
 }
 
-/** A config with every default, for tests and tools that override a few settings. */
+/**
+ * A config with every default, for tests and tools that override a few settings. One
+ * exception: no replicas (`replicas: []`), so a harness that builds a control plane does
+ * not start model servers it did not ask for. The server's own path (loadControlPlaneConfig)
+ * keeps the setting's default, the two tiny models that `npm start` serves.
+ */
 export function defaultControlPlaneConfig(overrides: Partial<ControlPlaneConfig> = {}): ControlPlaneConfig {
-  return { ...loadConfig(controlPlaneSettings, { env: {} }), ...overrides };
+  return { ...loadConfig(controlPlaneSettings, { env: {} }), replicas: [], ...overrides };
 }

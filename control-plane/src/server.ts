@@ -3,7 +3,9 @@
 import { ConfigError } from '@svc/shared';
 import { AgentGateway } from './agents/gateway.js';
 import { buildApp } from './app.js';
+import { combineGatewayHooks } from './agents/combine-hooks.js';
 import { instanceGatewayHooks } from './instances/gateway-hooks.js';
+import { replicaGatewayHooks } from './replicas/gateway-hooks.js';
 import { loadControlPlaneConfig, type ControlPlaneConfig } from './config.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
 
@@ -21,7 +23,7 @@ export async function startControlPlane(config: ControlPlaneConfig) {
       store: store.nodes,
       enrollment: app.services.enrollment,
       log: app.log.child({ component: 'agent-gateway' }),
-      ...instanceGatewayHooks(app.services.instances, app.log),
+      ...combineGatewayHooks(instanceGatewayHooks(app.services.instances, app.log), replicaGatewayHooks(app.services.replicas, app.log)),
     });
     app.services.taskDispatcher.attach((nodeId, command) => gateway.send(nodeId, command));
     grpcPort = await gateway.listen();

@@ -84,7 +84,12 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
         signal,
       });
       if (enrolled) log.info({ node_id: identity.node_id, data_dir: config.dataDir }, 'enrolled; node identity stored');
-      tasks ??= new AgentTasks(identity.node_id, log);
+      tasks ??= new AgentTasks(identity.node_id, log, {
+        host: config.replicaHost,
+        healthIntervalMs: config.replicaHealthIntervalMs,
+        startTimeoutMs: config.replicaStartTimeoutMs,
+        unhealthyRestartMs: config.replicaUnhealthyRestartMs,
+      });
       await runSession(
         {
           client,

@@ -8,6 +8,11 @@ export const BUSYBOX_IMAGE = '127.0.0.1:5000/svc/busybox:1';
 export const SLEEPER_IMAGE = '127.0.0.1:5000/svc/sleeper:1';
 /** Busybox whose default command ignores SIGTERM: only SIGKILL ends it. */
 export const STUBBORN_IMAGE = '127.0.0.1:5000/svc/stubborn:1';
+/**
+ * A stand-in model server (busybox httpd on port 8000): /health answers 200 a second
+ * after start, /args holds the arguments it was started with, /v1/models answers.
+ */
+export const MODEL_SERVER_STANDIN_IMAGE = '127.0.0.1:5000/svc/model-server-standin:1';
 
 /** True when a Docker engine answers on the default socket. */
 export async function dockerAvailable(docker: Docker = new Docker()): Promise<boolean> {

@@ -5,11 +5,12 @@ import { registerKeyCommands } from './keys.js';
 import { registerInstanceCommands } from './instances.js';
 import { registerNodeCommands } from './nodes.js';
 import { registerOrgCommands } from './orgs.js';
+import { registerReplicaCommands } from './replicas.js';
 import { registerWebhookCommands } from './webhooks.js';
 
 export function buildProgram(): Command {
   const program = new Command('svcctl')
-    .description('Operate the GPU cloud control plane: keys, orgs, nodes, instances, webhooks')
+    .description('Operate the GPU cloud control plane: keys, orgs, nodes, instances, replicas, webhooks')
     .option('--data-dir <dir>', 'control-plane data directory (default: SVC_DATA_DIR or ./data)')
     .showHelpAfterError()
     .exitOverride();
@@ -17,6 +18,7 @@ export function buildProgram(): Command {
   registerOrgCommands(program);
   registerNodeCommands(program);
   registerInstanceCommands(program);
+  registerReplicaCommands(program);
   registerWebhookCommands(program);
   return program;
 }

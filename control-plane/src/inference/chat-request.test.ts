@@ -12,6 +12,7 @@ const chatModel: CatalogModel = {
   context_window: 512,
   quantizations: ['fp16', 'int4'],
   rate_card_id: 'rc',
+  serving: { engine: 'cpu', image: 'engine:1', gpus: 0, weights: {} },
 };
 const embeddingModel: CatalogModel = { ...chatModel, id: 'tiny-embed', kind: 'embedding', dimensions: 128 };
 

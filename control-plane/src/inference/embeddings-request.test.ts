@@ -14,6 +14,7 @@ const matryoshka: CatalogModel = {
   matryoshka: true,
   quantizations: ['fp16'],
   rate_card_id: 'rc',
+  serving: { engine: 'cpu', image: 'engine:1', gpus: 0, weights: {} },
 };
 const plain: CatalogModel = { ...matryoshka, id: 'plain', matryoshka: false };
 

@@ -13,6 +13,7 @@ const model: CatalogModel = {
   context_window: 100,
   quantizations: ['fp16', 'int4'],
   rate_card_id: 'rc',
+  serving: { engine: 'cpu', image: 'engine:1', gpus: 0, weights: {} },
 };
 
 const replica = (id: string, pool: Pool, quantization: Quantization = 'int4'): LiveReplica => ({

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { CatalogModel } from '../models/catalog.js';
 import { exampleValue, sandboxChat, sandboxEmbeddings } from './sandbox.js';
 
-const chat: CatalogModel = { id: 'tiny-chat', kind: 'chat', created: 0, owned_by: 'x', family: 'f', context_window: 512, quantizations: ['int4'], rate_card_id: 'rc' };
+const chat: CatalogModel = { id: 'tiny-chat', kind: 'chat', created: 0, owned_by: 'x', family: 'f', context_window: 512, quantizations: ['int4'], rate_card_id: 'rc', serving: { engine: 'cpu', image: 'engine:1', gpus: 0, weights: {} } };
 const embed: CatalogModel = { ...chat, id: 'tiny-embed', kind: 'embedding', dimensions: 16, matryoshka: true };
 const hello = [{ role: 'user' as const, content: 'hello' }];
 const weather = { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 }, unit: { type: 'string', enum: ['c', 'f'] } }, required: ['city', 'unit'] } } };

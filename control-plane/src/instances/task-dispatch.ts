@@ -30,5 +30,5 @@ export interface TaskDispatcher {
   stopTask(nodeId: string, order: StopTaskOrder): boolean;
 }
 
-/** The task states agents report (proto TaskState.state). */
-export type AgentTaskState = 'pulling' | 'starting' | 'running' | 'stopping' | 'exited' | 'failed' | 'gone';
+/** The task states agents report (proto TaskState.state); `unhealthy` and `restarting` are replicas' only. */
+export type AgentTaskState = 'pulling' | 'starting' | 'running' | 'unhealthy' | 'restarting' | 'stopping' | 'exited' | 'failed' | 'gone';

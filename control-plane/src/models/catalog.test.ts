@@ -5,7 +5,8 @@ describe('the shipped model catalog', () => {
   const catalog = loadCatalog();
 
   it('holds the four embedding models of the spec with their dimensions and contexts', () => {
-    const embeddings = catalog.models.filter((m) => m.kind === 'embedding');
+    // GPU-served (vLLM) models are the product; tiny-embed is the CPU engine's dev/test model.
+    const embeddings = catalog.models.filter((m) => m.kind === 'embedding' && m.serving.engine === 'vllm');
     const shape = embeddings.map((m) => [m.dimensions, m.context_window]).sort();
     expect(shape).toEqual([[1024, 512], [1024, 8192], [1024, 8192], [768, 8192]].sort());
     expect(embeddings.some((m) => m.matryoshka)).toBe(true);
@@ -15,6 +16,17 @@ describe('the shipped model catalog', () => {
     expect(catalog.models.filter((m) => m.kind === 'chat').length).toBeGreaterThanOrEqual(3);
     expect(catalogProblems(catalog)).toEqual([]);
     expect(catalog.models.some((m) => m.deprecation)).toBe(true);
+  });
+
+  it('has the two tiny CPU-engine models with GGUF weights per variant, int4 cheapest', () => {
+    for (const id of ['tiny-chat', 'tiny-embed']) {
+      const model = catalog.models.find((m) => m.id === id)!;
+      expect(model).toMatchObject({ family: 'tiny', context_window: 512, quantizations: ['fp16', 'fp8', 'int4'] });
+      expect(model.serving).toMatchObject({ engine: 'cpu', image: '127.0.0.1:5000/svc/cpu-engine:1', gpus: 0 });
+      expect(model.serving.weights.int4!.path).toBe(`/models/${id}-q4_0.gguf`);
+      expect(cheapestQuantization(model, catalog.rate_cards.find((c) => c.id === model.rate_card_id)!)).toBe('int4');
+    }
+    expect(catalog.models.find((m) => m.id === 'tiny-embed')).toMatchObject({ kind: 'embedding', dimensions: 128, matryoshka: true });
   });
 
   it('picks the cheapest variant as the default quantization', () => {
@@ -41,5 +53,22 @@ describe('catalog validation', () => {
     expect(problems.join('\n')).toMatch(/unknown rate card nope/);
     expect(problems.join('\n')).toMatch(/shutdown_at is not RFC 3339/);
     expect(problems.join('\n')).toMatch(/replacement ghost is not in the catalog/);
+  });
+
+  it('holds serving blocks to the model: weights per variant, engine rules', () => {
+    const broken = structuredClone(base);
+    const llama = broken.models.find((m) => m.id === 'llama-3.1-8b-instruct')!;
+    delete llama.serving.weights.int4!.method;
+    delete llama.serving.weights.fp8;
+    const tiny = broken.models.find((m) => m.id === 'tiny-chat')!;
+    tiny.serving.gpus = 1;
+    tiny.serving.weights.fp16!.method = 'awq';
+    tiny.serving.image = 'Not An Image';
+    const problems = catalogProblems(broken).join('\n');
+    expect(problems).toMatch(/llama-3.1-8b-instruct: serving.weights has fp16, int4; it must have exactly the model's quantizations \(fp16, fp8, int4\)/);
+    expect(problems).toMatch(/llama-3.1-8b-instruct: serving.weights.int4 needs method awq or gptq/);
+    expect(problems).toMatch(/tiny-chat: serving.gpus must be 0 for the cpu engine/);
+    expect(problems).toMatch(/tiny-chat: serving.weights.fp16.method applies only to vllm int4 weights/);
+    expect(problems).toMatch(/tiny-chat: serving.image: "Not An Image" is not a valid OCI image reference/);
   });
 });

@@ -1,9 +1,11 @@
 // The model catalog: a JSON file in the repo, validated against this schema at start-up.
-// It says what each model is, how it is priced and whether it is being retired.
+// It says what each model is, how it is priced, whether it is being retired, and which
+// engine serves it with which weights per quantization (the `serving` block).
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
 import { parseWithSchema } from '@svc/shared';
+import { imageReferenceProblem } from '../instances/input-validation.js';
 
 export const POOLS = ['na', 'eu', 'apac'] as const;
 export type Pool = (typeof POOLS)[number];
@@ -32,6 +34,33 @@ export const RateCardSchema = Type.Object(
   { additionalProperties: false },
 );
 
+export const ENGINES = ['vllm', 'cpu'] as const;
+export type Engine = (typeof ENGINES)[number];
+
+const Weights = Type.Object(
+  {
+    /** A Hugging Face repo id or a path inside the image (vLLM), a GGUF file inside the image (cpu). */
+    path: Type.String({ minLength: 1 }),
+    /** vLLM int4 only: how the checkpoint was quantized. */
+    method: Type.Optional(Type.Union([Type.Literal('awq'), Type.Literal('gptq')])),
+  },
+  { additionalProperties: false },
+);
+
+/** How a model is served: the engine, its image, GPUs per replica, extra args, weights per variant. */
+export const ServingSchema = Type.Object(
+  {
+    engine: Type.Union(ENGINES.map((e) => Type.Literal(e))),
+    image: Type.String({ minLength: 1 }),
+    /** GPUs per replica: 0 for the cpu engine, 1 or more for vLLM (tensor parallel when > 1). */
+    gpus: Type.Integer({ minimum: 0, maximum: 8 }),
+    /** Appended to the engine's own arguments. */
+    args: Type.Optional(Type.Array(Type.String())),
+    weights: Type.Object({ fp16: Type.Optional(Weights), fp8: Type.Optional(Weights), int4: Type.Optional(Weights) }, { additionalProperties: false }),
+  },
+  { additionalProperties: false },
+);
+
 export const CatalogModelSchema = Type.Object(
   {
     id: Type.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$' }),
@@ -46,6 +75,7 @@ export const CatalogModelSchema = Type.Object(
     matryoshka: Type.Optional(Type.Boolean()),
     quantizations: Type.Array(Type.Union(QUANTIZATIONS.map((q) => Type.Literal(q))), { minItems: 1, uniqueItems: true }),
     rate_card_id: Type.String({ minLength: 1 }),
+    serving: ServingSchema,
     deprecation: Type.Optional(
       Type.Object(
         {
@@ -70,6 +100,7 @@ export const CatalogSchema = Type.Object(
 
 export type CatalogModel = Static<typeof CatalogModelSchema>;
 export type RateCard = Static<typeof RateCardSchema>;
+export type Serving = Static<typeof ServingSchema>;
 export type Catalog = Static<typeof CatalogSchema>;
 
 export const DEFAULT_CATALOG_PATH = fileURLToPath(new URL('../../catalog/models.json', import.meta.url));
@@ -90,6 +121,7 @@ export function catalogProblems(catalog: Catalog): string[] {
       if (card && !card.prices[q]) problems.push(`rate card ${m.rate_card_id} has no ${q} price for model ${m.id}`);
     }
     if (m.kind === 'embedding' && m.dimensions === undefined) problems.push(`embedding model ${m.id} needs dimensions`);
+    problems.push(...servingProblems(m));
     if (m.deprecation) {
       for (const field of ['announced_at', 'shutdown_at'] as const) {
         if (!RFC3339.test(m.deprecation[field])) problems.push(`model ${m.id}: deprecation.${field} is not RFC 3339`);
@@ -100,6 +132,30 @@ export function catalogProblems(catalog: Catalog): string[] {
     if (m.deprecation && !ids.has(m.deprecation.replacement)) {
       problems.push(`model ${m.id}: replacement ${m.deprecation.replacement} is not in the catalog`);
     }
+  }
+  return problems;
+}
+
+/** The serving block's rules: weights for exactly the model's variants, engine-specific needs. */
+function servingProblems(m: CatalogModel): string[] {
+  const problems: string[] = [];
+  const serving = m.serving;
+  const where = `model ${m.id}: serving`;
+  const imageProblem = imageReferenceProblem(serving.image);
+  if (imageProblem) problems.push(`${where}.image: ${imageProblem}`);
+  const weightKeys = QUANTIZATIONS.filter((q) => serving.weights[q] !== undefined);
+  const offered = QUANTIZATIONS.filter((q) => m.quantizations.includes(q));
+  if (weightKeys.join(',') !== offered.join(',')) {
+    problems.push(`${where}.weights has ${weightKeys.join(', ') || 'nothing'}; it must have exactly the model's quantizations (${offered.join(', ')})`);
+  }
+  if (serving.engine === 'cpu' && serving.gpus !== 0) problems.push(`${where}.gpus must be 0 for the cpu engine`);
+  if (serving.engine === 'vllm' && serving.gpus < 1) problems.push(`${where}.gpus must be at least 1 for vllm`);
+  for (const q of QUANTIZATIONS) {
+    const method = serving.weights[q]?.method;
+    if (serving.engine === 'vllm' && q === 'int4' && serving.weights.int4 && !method) {
+      problems.push(`${where}.weights.int4 needs method awq or gptq (vllm serves int4 from an AWQ/GPTQ checkpoint)`);
+    }
+    if (method && (serving.engine !== 'vllm' || q !== 'int4')) problems.push(`${where}.weights.${q}.method applies only to vllm int4 weights`);
   }
   return problems;
 }

@@ -5,9 +5,10 @@ import type { OrgRecord } from '../store/records.js';
 import type { Catalog, CatalogModel, Pool, RateCard } from './catalog.js';
 
 /**
- * Which pools have live, healthy replicas of a model. The replica registry of the
- * inference work implements this; until replicas exist no pool has capacity, and the
- * API says so with `pools: []` rather than a made-up value.
+ * Which pools have live, healthy replicas of a model. The replica directory
+ * (replicas/replica-directory.ts) implements it from what agents report; without
+ * replicas no pool has capacity, and the API says so with `pools: []` rather than a
+ * made-up value.
  */
 export interface LiveCapacity {
   poolsServing(modelId: string): Pool[];

@@ -15,6 +15,7 @@ import type { NodeStore } from './node-store.js';
 import type { WebhookStore } from '../webhooks/webhook-store.js';
 import type { InstanceStore } from './instance-store.js';
 import type { UsageStore } from './usage-store.js';
+import type { ReplicaStore } from './replica-store.js';
 
 export interface OrgStore {
   create(org: OrgRecord): Promise<void>;
@@ -76,6 +77,7 @@ export interface Store {
   readonly webhooks: WebhookStore;
   readonly instances: InstanceStore;
   readonly usage: UsageStore;
+  readonly replicas: ReplicaStore;
   /** Latest applied migration version; proves the database answers. */
   schemaVersion(): Promise<number>;
   close(): Promise<void>;

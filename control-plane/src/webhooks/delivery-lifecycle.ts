@@ -1,6 +1,6 @@
 // Runs webhook delivery with the app: when it is ready, due deprecations are announced
 // and the delivery worker starts; when it closes, the worker stops (attempts in flight
-// are aborted and stay pending, to be sent after the next start).
+// get a short grace to finish; the rest are aborted and stay pending for the next start).
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '@svc/shared';
 import type { ControlPlaneConfig } from '../config.js';

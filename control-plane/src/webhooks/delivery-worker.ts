@@ -15,6 +15,8 @@ import type { AttemptResult, DueDelivery } from './webhook-store.js';
 /** Events fanned out per transaction. */
 const FAN_OUT_BATCH = 200;
 /** Attempts in flight at once, across all endpoints. */
+/** How long a stop waits for attempts in flight before aborting them. */
+const STOP_GRACE_MS = 2_000;
 const MAX_IN_FLIGHT = 16;
 /**
  * A delivery whose attempt failed unexpectedly (not an endpoint failure: e.g. the store
@@ -64,14 +66,22 @@ export class DeliveryWorker {
     this.nudge();
   }
 
-  /** Stops polling and aborts attempts in flight; they stay pending and go out after restart. */
-  async stop(): Promise<void> {
+  /**
+   * Stops polling, lets attempts in flight finish for up to `graceMs` (a receiver that
+   * already has the request should not get it twice after a clean restart), then aborts
+   * the rest: they stay pending and go out after the next start.
+   */
+  async stop(graceMs = STOP_GRACE_MS): Promise<void> {
     this.running = false;
     this.unsubscribe?.();
     clearTimeout(this.timer);
-    this.abort.abort();
     await this.ticking;
-    await Promise.allSettled(this.inFlight.values());
+    const settled = Promise.allSettled(this.inFlight.values());
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([settled, new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+    clearTimeout(timer);
+    this.abort.abort();
+    await settled;
   }
 
   /** Runs a pass soon (coalesced with one already running). */

@@ -11,6 +11,7 @@ const model = (id: string, deprecation?: CatalogModel['deprecation']): CatalogMo
   context_window: 1,
   quantizations: ['fp16'],
   rate_card_id: 'rc',
+  serving: { engine: 'cpu', image: 'example/engine:1', gpus: 0, weights: { fp16: { path: '/m.gguf' } } },
   ...(deprecation ? { deprecation } : {}),
 });
 

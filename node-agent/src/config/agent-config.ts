@@ -83,6 +83,30 @@ export const agentSettings = {
     5,
     'A hot GPU is healthy again once it is this many degrees below the maximum.',
   ),
+  replicaHost: setting(
+    'SVC_REPLICA_HOST',
+    Type.String({ minLength: 1 }),
+    '127.0.0.1',
+    'Address model-server replicas are published on (a port Docker picks) and that the control plane reaches them at.',
+  ),
+  replicaHealthIntervalMs: setting(
+    'SVC_REPLICA_HEALTH_INTERVAL_MS',
+    Type.Integer({ minimum: 100, maximum: 600_000 }),
+    2000,
+    "How often the agent health-checks a replica that passed its first check (while it loads: every 250 ms).",
+  ),
+  replicaStartTimeoutMs: setting(
+    'SVC_REPLICA_START_TIMEOUT_MS',
+    Type.Integer({ minimum: 1000 }),
+    1_200_000,
+    'A replica not healthy this long after its container started is restarted (weights may download and load first).',
+  ),
+  replicaUnhealthyRestartMs: setting(
+    'SVC_REPLICA_UNHEALTHY_RESTART_MS',
+    Type.Integer({ minimum: 0 }),
+    60_000,
+    'A replica that stays unhealthy this long is restarted; 0 never restarts it for failing checks alone.',
+  ),
   logLevel: setting(
     'SVC_LOG_LEVEL',
     Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, taskFromLabels, type TaskSpec } from './container-spec.js';
+import { LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type TaskSpec } from './container-spec.js';
 
 const task: TaskSpec = {
   taskId: 'inst_abc',
@@ -51,5 +51,26 @@ describe('taskFromLabels', () => {
     expect(taskFromLabels(replica.Labels)).toEqual({ kind: 'replica', taskId: 'rep_1' });
     expect(taskFromLabels({ [LABEL_NODE]: 'n', 'svc.label.svc.instance': 'spoof' })).toBeNull();
     expect(taskFromLabels(undefined)).toBeNull();
+  });
+
+  it('publishes a replica port on the given address with a port Docker picks, and keeps its spec in a label', () => {
+    const replica: TaskSpec = {
+      taskId: 'rep_1',
+      kind: 'replica',
+      image: 'vllm/vllm-openai:v0.11.0',
+      gpuUuids: ['GPU-1'],
+      command: ['--model', 'm'],
+      publish: { containerPort: 8000, hostIp: '127.0.0.1' },
+      healthPath: '/health',
+    };
+    const spec = buildContainerSpec(replica, { nodeId: 'n', nvidiaRuntime: false });
+    expect(spec.ExposedPorts).toEqual({ '8000/tcp': {} });
+    expect(spec.HostConfig?.PortBindings).toEqual({ '8000/tcp': [{ HostIp: '127.0.0.1', HostPort: '' }] });
+    expect(spec.HostConfig?.RestartPolicy).toEqual({ Name: 'no' });
+    expect(spec.Cmd).toEqual(['--model', 'm']);
+    expect(taskSpecFromLabels(spec.Labels)).toEqual(replica);
+    expect(taskSpecFromLabels({ ...spec.Labels, [LABEL_SPEC]: '{not json' })).toBeNull();
+    expect(buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false }).ExposedPorts).toBeUndefined();
+    expect(buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false }).Labels![LABEL_SPEC]).toBeUndefined();
   });
 });

@@ -7,6 +7,8 @@ import type { ContainerCreateOptions } from 'dockerode';
 export const LABEL_INSTANCE = 'svc.instance';
 export const LABEL_REPLICA = 'svc.replica';
 export const LABEL_NODE = 'svc.node';
+/** Replicas: the whole TaskSpec as JSON, so a restarted agent can restart a re-adopted replica. */
+export const LABEL_SPEC = 'svc.spec';
 /** User labels ride along under this prefix so they cannot collide with ours. */
 export const USER_LABEL_PREFIX = 'svc.label.';
 
@@ -18,6 +20,10 @@ export interface TaskSpec {
   env?: Record<string, string>;
   labels?: Record<string, string>;
   command?: string[];
+  /** A TCP port inside the container to publish on `hostIp` with a port Docker picks (replicas). */
+  publish?: { containerPort: number; hostIp: string };
+  /** Replicas: the HTTP path the agent health-checks on the published port. */
+  healthPath?: string;
 }
 
 export interface HostCapabilities {
@@ -34,12 +40,14 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
     [LABEL_NODE]: host.nodeId,
   };
   for (const [k, v] of Object.entries(task.labels ?? {})) labels[USER_LABEL_PREFIX + k] = v;
+  if (task.kind === 'replica') labels[LABEL_SPEC] = JSON.stringify(task);
 
   const env = Object.entries(task.env ?? {}).map(([k, v]) => `${k}=${v}`);
   // Without the NVIDIA runtime (a dev host) the container runs without GPUs; say which it was given.
   env.push(`SVC_GPU_UUIDS=${task.gpuUuids.join(',')}`);
   if (host.nvidiaRuntime && task.gpuUuids.length > 0) env.push(`NVIDIA_VISIBLE_DEVICES=${task.gpuUuids.join(',')}`);
 
+  const port = task.publish ? `${task.publish.containerPort}/tcp` : undefined;
   return {
     name: containerName(task),
     Image: task.image,
@@ -47,11 +55,15 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
     Env: env,
     Labels: labels,
     StopSignal: 'SIGTERM',
+    ...(port ? { ExposedPorts: { [port]: {} } } : {}),
     HostConfig: {
       Privileged: false,
       SecurityOpt: ['no-new-privileges'],
+      // The agent restarts replicas itself (with backoff, reporting each restart), never Docker.
       RestartPolicy: { Name: 'no' },
       Binds: [],
+      // HostPort '' lets Docker pick a free port; the agent reads it back with inspect.
+      ...(port ? { PortBindings: { [port]: [{ HostIp: task.publish!.hostIp, HostPort: '' }] } } : {}),
       ...(host.nvidiaRuntime && task.gpuUuids.length > 0
         ? { DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: task.gpuUuids, Capabilities: [['gpu']] }] }
         : {}),
@@ -66,4 +78,19 @@ export function taskFromLabels(labels: Record<string, string> | undefined): Pick
   const replica = labels?.[LABEL_REPLICA];
   if (replica) return { kind: 'replica', taskId: replica };
   return null;
+}
+
+/** The TaskSpec a replica container was created from (LABEL_SPEC); null when absent or unreadable. */
+export function taskSpecFromLabels(labels: Record<string, string> | undefined): TaskSpec | null {
+  const text = labels?.[LABEL_SPEC];
+  if (!text) return null;
+  try {
+    const spec = JSON.parse(text) as TaskSpec;
+    const task = taskFromLabels(labels);
+    const ok = typeof spec.image === 'string' && Array.isArray(spec.gpuUuids) && task !== null && spec.taskId === task.taskId && spec.kind === task.kind;
+    return ok ? spec : null;
+  } catch {
+    // Someone else's label value: not a spec we wrote.
+    return null;
+  }
 }

@@ -21,6 +21,7 @@ import { PullProgressTracker, pullEventError, type PullEvent } from './pull-prog
 import {
   RuntimeError,
   type DestroyOptions,
+  type PublishedPort,
   type ProgressListener,
   type ReconcileResult,
   type StopOptions,
@@ -181,6 +182,7 @@ export class DockerRuntime implements TaskRuntime {
       oomKilled: info.State.OOMKilled,
       error: info.State.Error || null,
       labels,
+      ports: publishedPorts(info.NetworkSettings?.Ports),
     };
   }
 
@@ -351,6 +353,22 @@ export class DockerRuntime implements TaskRuntime {
       image: status.image,
       state: status.state,
       startedAt: status.startedAt,
+      ports: status.ports,
+      labels: status.labels,
     };
   }
+}
+
+/** Docker's `NetworkSettings.Ports` ({"8000/tcp": [{HostIp, HostPort}]}) -> TCP ports bound on the host. */
+export function publishedPorts(ports: Record<string, Array<{ HostIp: string; HostPort: string }> | null> | null | undefined): PublishedPort[] {
+  const out: PublishedPort[] = [];
+  for (const [key, bindings] of Object.entries(ports ?? {})) {
+    const [port, proto] = key.split('/');
+    if (proto !== 'tcp' || !bindings) continue;
+    for (const b of bindings) {
+      const hostPort = Number(b.HostPort);
+      if (Number.isInteger(hostPort) && hostPort > 0) out.push({ containerPort: Number(port), hostIp: b.HostIp, hostPort });
+    }
+  }
+  return out;
 }

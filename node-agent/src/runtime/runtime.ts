@@ -11,6 +11,13 @@ export type TaskKind = TaskSpec['kind'];
 /** Docker's container states, as `inspect` reports them. */
 export type TaskState = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
 
+/** A container port published on the host (TaskSpec.publish), as Docker bound it. */
+export interface PublishedPort {
+  containerPort: number;
+  hostIp: string;
+  hostPort: number;
+}
+
 /** What the agent keeps for a task it runs. `containerId` is the `id` every other call takes. */
 export interface TaskHandle {
   taskId: string;
@@ -20,6 +27,9 @@ export interface TaskHandle {
   state: TaskState;
   /** Null only when Docker has not recorded a start. */
   startedAt: Date | null;
+  /** Published TCP ports while the container runs; empty when none (or stopped). */
+  ports: PublishedPort[];
+  labels: Record<string, string>;
 }
 
 /** Progress of an image pull, reported while `startTask` provisions. */
@@ -50,6 +60,8 @@ export interface TaskStatus {
   /** Docker's error for the container (e.g. why it could not start); null when none. */
   error: string | null;
   labels: Record<string, string>;
+  /** Published TCP ports while the container runs; empty when none (or stopped). */
+  ports: PublishedPort[];
 }
 
 export interface TaskExit {

@@ -7,6 +7,7 @@ import type { Logger } from '@svc/shared';
 import Docker from 'dockerode';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { Outbox } from '../telemetry/health-outbox.js';
+import { DEFAULT_REPLICA_SETTINGS, type ReplicaSettings } from '../replicas/replica-runner.js';
 import { TaskSupervisor, type TaskReport } from './task-supervisor.js';
 
 export class AgentTasks {
@@ -17,9 +18,10 @@ export class AgentTasks {
   constructor(
     nodeId: string,
     private readonly log: Logger,
+    replicas: ReplicaSettings = DEFAULT_REPLICA_SETTINGS,
     docker: Docker = new Docker(),
   ) {
-    this.supervisor = new TaskSupervisor(new DockerRuntime({ nodeId, docker }), (report) => this.outbox.push(report), log);
+    this.supervisor = new TaskSupervisor(new DockerRuntime({ nodeId, docker }), (report) => this.outbox.push(report), log, { replicas });
   }
 
   /** Re-adopts what runs from before an agent restart; once. A host without Docker runs no tasks. */
@@ -44,6 +46,7 @@ export class AgentTasks {
       env: order.env,
       labels: order.labels,
       command: order.command,
+      ...(order.kind === 'REPLICA' ? { containerPort: order.container_port, healthPath: order.health_path || '/health' } : {}),
     });
   }
 

@@ -1,13 +1,16 @@
 // Runs the tasks the control plane orders on this node through the runtime, and reports
 // each task's state back (proto TaskState): pulling (with progress), starting, running,
 // stopping, exited (by itself), failed (could not start), gone (stopped and removed).
-// Reports that miss a disconnected control plane are not lost: the next Hello carries
-// the running tasks, and the control plane settles the rest from that.
+// Replicas are handed to a ReplicaRunner each (health checks, restarts with backoff;
+// states unhealthy and restarting too). Reports that miss a disconnected control plane
+// are not lost: the next Hello carries the running tasks, and the control plane settles
+// the rest from that.
 import type { Logger } from '@svc/shared';
-import { containerName, type TaskSpec } from '../runtime/container-spec.js';
+import { ReplicaRunner, DEFAULT_REPLICA_SETTINGS, type ReplicaReport, type ReplicaSettings } from '../replicas/replica-runner.js';
+import { containerName, taskSpecFromLabels, type TaskSpec } from '../runtime/container-spec.js';
 import { isRuntimeError, type TaskHandle, type TaskRuntime } from '../runtime/runtime.js';
 
-export type ReportedState = 'pulling' | 'starting' | 'running' | 'stopping' | 'exited' | 'failed' | 'gone';
+export type ReportedState = 'pulling' | 'starting' | 'running' | 'unhealthy' | 'restarting' | 'stopping' | 'exited' | 'failed' | 'gone';
 
 /** The shape of proto TaskState (snake_case as it goes on the wire). */
 export interface TaskReport {
@@ -21,7 +24,15 @@ export interface TaskReport {
   at_ms: number;
 }
 
-export interface StartOrder extends TaskSpec {}
+export interface StartOrder extends TaskSpec {
+  /** Replicas: the server's port inside the container (published on the replica host) and its health path. */
+  containerPort?: number;
+}
+
+export interface TaskSupervisorOptions {
+  now?: () => number;
+  replicas?: ReplicaSettings;
+}
 
 export interface StopOrder {
   taskId: string;
@@ -44,49 +55,82 @@ const PROGRESS_STEP = 0.05;
 
 export class TaskSupervisor {
   private readonly tasks = new Map<string, Tracked>();
+  private readonly replicas = new Map<string, ReplicaRunner>();
+  private readonly now: () => number;
+  private readonly replicaSettings: ReplicaSettings;
 
   constructor(
     private readonly runtime: TaskRuntime,
     private readonly report: (report: TaskReport) => void,
     private readonly log: Pick<Logger, 'info' | 'warn' | 'error'>,
-    private readonly now: () => number = Date.now,
-  ) {}
+    options: TaskSupervisorOptions = {},
+  ) {
+    this.now = options.now ?? Date.now;
+    this.replicaSettings = options.replicas ?? DEFAULT_REPLICA_SETTINGS;
+  }
 
   /** After an agent restart: re-adopt running containers; report those that exited meanwhile. */
   async recover(): Promise<TaskReport[]> {
     const running: TaskReport[] = [];
     for (const handle of await this.runtime.recoverTasks()) {
-      if (handle.state === 'running') {
+      const replicaSpec = handle.kind === 'replica' ? taskSpecFromLabels(handle.labels) : null;
+      if (handle.state === 'running' && replicaSpec) {
+        const runner = this.replicaRunner(replicaSpec);
+        await runner.adopt(handle);
+        running.push(this.fromReplica(runner.taskId, runner.current()));
+      } else if (handle.state === 'running' && handle.kind === 'instance') {
         this.track(handle.taskId, handle.kind, handle);
         running.push(this.make(handle.taskId, handle.kind, 'running', {}));
       } else {
         const status = await this.runtime.inspectTask(handle.containerId);
-        this.emit(handle.taskId, handle.kind, 'exited', { exitCode: status.exitCode ?? -1, message: 'the container exited while the agent was away' });
+        const message = handle.state === 'running' ? 'removed: a replica container without a readable spec cannot be supervised' : 'the container exited while the agent was away';
+        this.emit(handle.taskId, handle.kind, 'exited', { exitCode: status.exitCode ?? -1, message });
         await this.runtime.destroyTask(handle.containerId, { force: true });
       }
     }
-    // Containers created but never started (a create that failed half-way) belong to nobody.
+    // Containers created but never started (a create that failed half-way) belong to nobody,
+    // and so does a replica container without a readable spec (it cannot be restarted).
     const removed = await this.runtime.reconcile(new Set(running.map((r) => r.task_id)));
     if (removed.removed.length > 0) this.log.info({ removed: removed.removed }, 'removed containers no task owns');
     return running;
   }
 
-  /** What this node runs now, for Hello.running_tasks. */
+  /** What this node runs now, for Hello.running_tasks (replicas with their state and endpoint). */
   runningTasks(): TaskReport[] {
-    return [...this.tasks.entries()]
+    const instances = [...this.tasks.entries()]
       .filter(([, t]) => t.handle !== null && !t.stopping)
       .map(([taskId, t]) => this.make(taskId, t.kind, 'running', {}));
+    const replicas = [...this.replicas.values()].filter((r) => !r.stopping).map((r) => this.fromReplica(r.taskId, r.current()));
+    return [...instances, ...replicas];
   }
 
   /** Starts a task; a repeated order for a task already here is ignored (idempotent). */
   start(order: StartOrder): void {
-    if (this.tasks.has(order.taskId)) return;
+    if (this.tasks.has(order.taskId) || this.replicas.has(order.taskId)) return;
+    if (order.kind === 'replica') {
+      if (!order.containerPort) {
+        this.emit(order.taskId, 'replica', 'failed', { message: 'a replica order needs container_port (the control plane speaks an older protocol)' });
+        return;
+      }
+      const { containerPort, ...spec } = order;
+      this.replicaRunner({ ...spec, publish: { containerPort, hostIp: this.replicaSettings.host } }).start();
+      return;
+    }
     const tracked = this.track(order.taskId, order.kind, null);
     tracked.starting = this.provision(order, tracked);
   }
 
   /** Stops and removes a task, gracefully unless forced; safe to repeat and for unknown tasks. */
   async stop(order: StopOrder): Promise<void> {
+    const runner = this.replicas.get(order.taskId);
+    if (runner) {
+      try {
+        await runner.stop({ timeoutMs: order.timeoutMs, force: order.force });
+      } finally {
+        this.replicas.delete(order.taskId);
+      }
+      return;
+    }
     const tracked = this.tasks.get(order.taskId);
     if (tracked) {
       tracked.stopping = true;
@@ -110,6 +154,23 @@ export class TaskSupervisor {
   /** Stops watching (agent shutdown); containers keep running and are re-adopted next start. */
   detach(): void {
     for (const t of this.tasks.values()) t.watch.abort();
+    for (const r of this.replicas.values()) r.detach();
+  }
+
+  private replicaRunner(spec: TaskSpec): ReplicaRunner {
+    const runner = new ReplicaRunner(spec, {
+      runtime: this.runtime,
+      report: (r) => this.report(this.fromReplica(spec.taskId, r)),
+      log: this.log,
+      settings: this.replicaSettings,
+      now: this.now,
+    });
+    this.replicas.set(spec.taskId, runner);
+    return runner;
+  }
+
+  private fromReplica(taskId: string, r: ReplicaReport): TaskReport {
+    return { ...this.make(taskId, 'replica', r.state, { message: r.message, exitCode: r.exitCode, progress: r.progress }), endpoint: r.endpoint };
   }
 
   private track(taskId: string, kind: TaskSpec['kind'], handle: TaskHandle | null): Tracked {

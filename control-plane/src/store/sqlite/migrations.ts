@@ -3,6 +3,7 @@
 
 import { INSTANCES_MIGRATION } from './instance-migration.js';
 import { USAGE_MIGRATION } from './usage-migration.js';
+import { REPLICAS_MIGRATION } from './replica-migration.js';
 
 export interface Migration {
   version: number;
@@ -226,5 +227,6 @@ export const MIGRATIONS: Migration[] = [
     `,
   },
   INSTANCES_MIGRATION,
+  REPLICAS_MIGRATION,
   USAGE_MIGRATION,
 ];

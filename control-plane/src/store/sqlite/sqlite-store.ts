@@ -24,6 +24,8 @@ import { SqliteInstanceStore } from './instance-store.js';
 import type { InstanceStore } from '../instance-store.js';
 import type { UsageStore } from '../usage-store.js';
 import { SqliteUsageStore } from './usage-store.js';
+import { SqliteReplicaStore } from './replica-store.js';
+import type { ReplicaStore } from '../replica-store.js';
 
 type Row = Record<string, unknown>;
 type Db = Database.Database;
@@ -45,8 +47,11 @@ export function openSqliteStore(dataDir: string, migrations: Migration[] = MIGRA
 export function applyMigrations(db: Db, migrations: Migration[]): number {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-  const current = (db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number }).v;
-  const pending = [...migrations].sort((a, b) => a.version - b.version).filter((m) => m.version > current);
+  // Every migration not recorded yet, not just those above the newest: branches that
+  // added migrations side by side may have left a lower version unapplied.
+  const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as Array<{ version: number }>).map((r) => r.version));
+  const current = Math.max(0, ...applied);
+  const pending = [...migrations].sort((a, b) => a.version - b.version).filter((m) => !applied.has(m.version));
   for (const migration of pending) {
     db.transaction(() => {
       db.exec(migration.sql);
@@ -57,7 +62,7 @@ export function applyMigrations(db: Db, migrations: Migration[]): number {
       );
     }).immediate();
   }
-  return pending.at(-1)?.version ?? current;
+  return Math.max(current, ...pending.map((m) => m.version));
 }
 
 const json = (value: unknown): string => JSON.stringify(value);
@@ -332,6 +337,7 @@ export class SqliteStore implements Store {
   readonly webhooks: WebhookStore;
   readonly instances: InstanceStore;
   readonly usage: UsageStore;
+  readonly replicas: ReplicaStore;
 
   constructor(readonly db: Db) {
     this.orgs = new SqliteOrgStore(db);
@@ -342,6 +348,7 @@ export class SqliteStore implements Store {
     this.webhooks = new SqliteWebhookStore(db);
     this.instances = new SqliteInstanceStore(db);
     this.usage = new SqliteUsageStore(db);
+    this.replicas = new SqliteReplicaStore(db);
   }
 
   async schemaVersion(): Promise<number> {

@@ -1,0 +1,70 @@
+// Engine adapters: a catalog model and a quantization -> the model-server container the
+// agent runs (image, arguments, env, the port it serves on, its health path, GPUs), as a
+// pure function. vLLM serves GPU nodes, the project's CPU engine (GGUF over
+// node-llama-cpp) serves development machines, CI and tests; the catalog names the engine.
+import type { CatalogModel, Engine, Quantization } from '../models/catalog.js';
+
+/** Every engine serves its OpenAI-compatible API on this port inside the container. */
+export const MODEL_SERVER_PORT = 8000;
+export const HEALTH_PATH = '/health';
+
+export interface ModelServerSpec {
+  engine: Engine;
+  image: string;
+  /** The container's command arguments (the image's entrypoint is the server). */
+  args: string[];
+  env: Record<string, string>;
+  containerPort: number;
+  healthPath: string;
+  gpus: number;
+}
+
+export interface EngineOptions {
+  /** CPU engine threads per replica (SVC_CPU_ENGINE_THREADS). */
+  cpuThreads: number;
+}
+
+const VLLM_QUANTIZATION_FLAGS: Record<Exclude<Quantization, 'int4'>, string[]> = {
+  fp16: ['--dtype', 'float16'],
+  fp8: ['--quantization', 'fp8'],
+};
+
+export function modelServerSpec(model: CatalogModel, quantization: Quantization, options: EngineOptions): ModelServerSpec {
+  const serving = model.serving;
+  const weights = serving.weights[quantization];
+  if (!model.quantizations.includes(quantization) || !weights) {
+    throw new Error(`model ${model.id} is not offered in ${quantization} (it has ${model.quantizations.join(', ')})`);
+  }
+  const common = ['--model', weights.path, '--served-model-name', model.id];
+  const listen = ['--host', '0.0.0.0', '--port', String(MODEL_SERVER_PORT)];
+  let args: string[];
+  if (serving.engine === 'vllm') {
+    let quantFlags: string[];
+    if (quantization === 'int4') {
+      // catalogProblems guarantees a method for vLLM int4 weights.
+      if (!weights.method) throw new Error(`model ${model.id}: int4 weights need method awq or gptq`);
+      quantFlags = ['--quantization', weights.method];
+    } else {
+      quantFlags = VLLM_QUANTIZATION_FLAGS[quantization];
+    }
+    args = [
+      ...common,
+      ...listen,
+      ...quantFlags,
+      ...(model.kind === 'embedding' ? ['--task', 'embed'] : []),
+      ...(serving.gpus > 1 ? ['--tensor-parallel-size', String(serving.gpus)] : []),
+    ];
+  } else {
+    // The GGUF file itself is the quantization (F16 / Q8_0 / Q4_0): no flag needed.
+    args = [...common, '--task', model.kind === 'embedding' ? 'embed' : 'generate', ...listen, '--threads', String(options.cpuThreads)];
+  }
+  return {
+    engine: serving.engine,
+    image: serving.image,
+    args: [...args, ...(serving.args ?? [])],
+    env: {},
+    containerPort: MODEL_SERVER_PORT,
+    healthPath: HEALTH_PATH,
+    gpus: serving.gpus,
+  };
+}
