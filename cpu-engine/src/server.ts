@@ -158,7 +158,15 @@ export function createEngineServer(options: ServerOptions): EngineServer {
     const controller = clientSignal(req, res);
     inFlight.add(controller);
     try {
-      const vectors = await eng.embed(request.inputs, controller.signal);
+      let vectors: number[][];
+      try {
+        vectors = await eng.embed(request.inputs, controller.signal);
+      } catch (err) {
+        if (!controller.signal.aborted) throw err;
+        // Aborted while queued: by the client (nobody left to answer) or by shutdown.
+        if (!res.destroyed) sendError(res, new ApiError('service_unavailable', 'the engine is shutting down'));
+        return;
+      }
       sendJson(res, 200, embeddingsResponse(config.servedModelName, vectors.map(l2Normalize), request.encoding, promptTokens));
     } finally {
       inFlight.delete(controller);
