@@ -1,5 +1,5 @@
-// The one place that names the test images. scripts/setup-host.sh reads
-// BUSYBOX_IMAGE from this file, so keep the `export const X = '...'` form.
+// The one place that names the test images. scripts/setup-host.sh reads the
+// names from this file, so keep the `export const X = '...'` form.
 import Docker from 'dockerode';
 
 export const REGISTRY = '127.0.0.1:5000';
@@ -8,6 +8,12 @@ export const BUSYBOX_IMAGE = '127.0.0.1:5000/svc/busybox:1';
 export const SLEEPER_IMAGE = '127.0.0.1:5000/svc/sleeper:1';
 /** Busybox whose default command ignores SIGTERM: only SIGKILL ends it. */
 export const STUBBORN_IMAGE = '127.0.0.1:5000/svc/stubborn:1';
+/**
+ * The project's CPU model server (cpu-engine/): node-llama-cpp behind an
+ * OpenAI-compatible API, with the tiny test models in /models. Built by
+ * cpu-engine/image/build-image.sh from scripts/setup-host.sh.
+ */
+export const CPU_ENGINE_IMAGE = '127.0.0.1:5000/svc/cpu-engine:1';
 
 /** True when a Docker engine answers on the default socket. */
 export async function dockerAvailable(docker: Docker = new Docker()): Promise<boolean> {
