@@ -2,7 +2,7 @@
 // explicit thread count, runs chat generation on a context with --parallel
 // sequences (one per request, queued beyond that) and embeddings on a pool of
 // embedding contexts. The only module that touches the native addon.
-import { getLlama, LlamaLogLevel, type Llama, type LlamaContextSequence, type LlamaEmbeddingContext, type LlamaModel, type Token } from 'node-llama-cpp';
+import { getLlama, LlamaLogLevel, type LlamaContextSequence, type LlamaEmbeddingContext, type LlamaModel, type Token } from 'node-llama-cpp';
 import { ApiError } from '../../shared/src/errors.js';
 import type { EngineConfig } from './args.js';
 import type { ChatMessage } from './chat-request.js';
@@ -26,7 +26,6 @@ const DETOKENIZE_CONTEXT = 8;
 const EXPECTED_EMBED_WARNINGS = [/tokenize text and then detokenize it resulted in a different text/, /possible training context overflow/];
 
 interface Parts {
-  llama: Llama;
   model: LlamaModel;
   contextSize: number;
   /** Chat models: the template, and one sequence per --parallel slot. */
@@ -73,7 +72,6 @@ export class LlamaEngine implements Engine {
         contexts.push(await model.createEmbeddingContext({ contextSize: limit + 1, threads: config.threads }));
       }
       return new LlamaEngine({
-        llama,
         model,
         contextSize: limit,
         embed: { contexts, pool: new SlotPool(contexts) },
@@ -97,7 +95,6 @@ export class LlamaEngine implements Engine {
       eos: model.tokens.eosString ?? '',
     });
     return new LlamaEngine({
-      llama,
       model,
       contextSize: context.contextSize,
       chat: { template, sequences: new SlotPool(sequences) },
