@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a Debian host for the Docker-backed test suites: packages, a Docker
-# engine, a loopback registry on 127.0.0.1:5000 and a busybox test image in it.
+# engine, a loopback registry on 127.0.0.1:5000 and the test images in it
+# (busybox and derived images, and the CPU model server).
 # Idempotent and quiet when everything is already up (it runs before every
 # `npm test`), so each step first checks cheaply and only then acts.
 set -euo pipefail
@@ -186,8 +187,12 @@ derive_image() {
 }
 derive_image "$(image_from_support SLEEPER_IMAGE)" '["sh", "-c", "trap \"echo bye; exit 0\" TERM; echo ready; while true; do sleep 0.1; done"]'
 derive_image "$(image_from_support STUBBORN_IMAGE)" '["sh", "-c", "trap \"\" TERM; echo ready; while true; do sleep 0.1; done"]'
-# A stand-in model server for the replica suites (the CPU engine image is built by its own
-# branch): a real HTTP server (busybox httpd) on port 8000 that answers /health 200 one
+# A stand-in model server for the replica suites (lighter than the CPU engine): a real HTTP server (busybox httpd) on port 8000 that answers /health 200 one
 # second after start, writes the arguments it was given to /args, serves /v1/models, and
 # exits 0 on SIGTERM. ENTRYPOINT, so the engine adapter's arguments reach it as "$@".
 derive_image "$(image_from_support MODEL_SERVER_STANDIN_IMAGE)" '["sh", "-c", "mkdir -p /www/v1; echo \"$@\" > /www/args; echo {\\\"object\\\":\\\"list\\\",\\\"data\\\":[]} > /www/v1/models; httpd -f -p 8000 -h /www & pid=$!; trap \"kill $pid; exit 0\" TERM; sleep 1; echo ok > /www/health; wait $pid", "model-server-standin"]' ENTRYPOINT
+
+# --- cpu engine image -------------------------------------------------------
+# The project's CPU model server with the tiny test models (cpu-engine/README.md).
+# The script skips the build when the registry already holds this recipe.
+bash "$ROOT/cpu-engine/image/build-image.sh" "$(image_from_support CPU_ENGINE_IMAGE)"

@@ -198,8 +198,8 @@ export const controlPlaneSettings = {
   cpuEngineThreads: setting(
     'SVC_CPU_ENGINE_THREADS',
     Type.Integer({ minimum: 1, maximum: 256 }),
-    2,
-    'Threads each CPU-engine replica uses (its --threads argument).',
+    1,
+    'Threads each CPU-engine replica uses (its --threads argument); llama.cpp threads busy-wait for each other, so more than 1 pays only on idle cores.',
   ),
   replicaReconcileMs: setting(
     'SVC_REPLICA_RECONCILE_MS',

@@ -1,5 +1,5 @@
-// The one place that names the test images. scripts/setup-host.sh reads
-// BUSYBOX_IMAGE from this file, so keep the `export const X = '...'` form.
+// The one place that names the test images. scripts/setup-host.sh reads the
+// names from this file, so keep the `export const X = '...'` form.
 import Docker from 'dockerode';
 
 export const REGISTRY = '127.0.0.1:5000';
@@ -13,6 +13,12 @@ export const STUBBORN_IMAGE = '127.0.0.1:5000/svc/stubborn:1';
  * after start, /args holds the arguments it was started with, /v1/models answers.
  */
 export const MODEL_SERVER_STANDIN_IMAGE = '127.0.0.1:5000/svc/model-server-standin:1';
+/**
+ * The project's CPU model server (cpu-engine/): node-llama-cpp behind an
+ * OpenAI-compatible API, with the tiny test models in /models. Built by
+ * cpu-engine/image/build-image.sh from scripts/setup-host.sh.
+ */
+export const CPU_ENGINE_IMAGE = '127.0.0.1:5000/svc/cpu-engine:1';
 
 /** True when a Docker engine answers on the default socket. */
 export async function dockerAvailable(docker: Docker = new Docker()): Promise<boolean> {

@@ -1,0 +1,41 @@
+// What the HTTP server needs from a loaded model. llama-engine.ts implements it
+// over node-llama-cpp; keeping the interface apart keeps server.ts free of the
+// native module.
+import type { ChatMessage } from './chat-request.js';
+
+export interface SamplingOptions {
+  /** Completion tokens to generate at most (already fitted to the context). */
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  seed: number | undefined;
+  stop: string[];
+}
+
+export interface GenerationResult {
+  /** 'stop': end of sequence or a stop sequence; 'length': maxTokens reached; 'aborted': the signal fired. */
+  finishReason: 'stop' | 'length' | 'aborted';
+  completionTokens: number;
+}
+
+export interface Prompt {
+  tokens: readonly number[];
+}
+
+export interface Engine {
+  /** Tokens per sequence: prompt plus completion (for embed: the longest input). */
+  readonly contextSize: number;
+  /** Renders the chat template and tokenizes; throws ApiError for messages the template rejects. */
+  chatPrompt(messages: readonly ChatMessage[]): Prompt;
+  /**
+   * Generates into `onText` (already cut at stop sequences); waits for a free
+   * slot first. `onText` may return a promise to apply backpressure.
+   */
+  generate(prompt: Prompt, options: SamplingOptions, onText: (text: string) => void | Promise<void>, signal: AbortSignal): Promise<GenerationResult>;
+  /** Tokens an embedding input takes, [CLS]/[SEP] included. */
+  embeddingTokens(input: string): number;
+  /** Raw (not normalised) embedding vectors, in input order. */
+  embed(inputs: readonly string[], signal: AbortSignal): Promise<number[][]>;
+  dispose(): Promise<void>;
+}

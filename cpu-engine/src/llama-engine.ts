@@ -1,0 +1,231 @@
+// The Engine over node-llama-cpp: loads one GGUF model on the CPU with an
+// explicit thread count, runs chat generation on a context with --parallel
+// sequences (one per request, queued beyond that) and embeddings on a pool of
+// embedding contexts. The only module that touches the native addon.
+import { getLlama, LlamaLogLevel, type LlamaContextSequence, type LlamaEmbeddingContext, type LlamaModel, type Token } from 'node-llama-cpp';
+import { ApiError } from '../../shared/src/errors.js';
+import type { EngineConfig } from './args.js';
+import type { ChatMessage } from './chat-request.js';
+import { ChatTemplate } from './chat-template.js';
+import type { Engine, GenerationResult, Prompt, SamplingOptions } from './engine.js';
+import { SlotPool } from './slot-pool.js';
+import { StopMatcher } from './stop-matcher.js';
+
+export type LogFn = (level: 'info' | 'warn' | 'error', msg: string) => void;
+
+/** Tokens of context given to the detokenizer so word-initial spaces come out right. */
+const DETOKENIZE_CONTEXT = 8;
+
+/**
+ * llama.cpp messages that are expected for these models and would only alarm an
+ * operator. WordPiece detokenizes with word-initial spaces (embeddings never
+ * detokenize); the embedding context is one token longer than the model's
+ * training context so that an input of exactly that length fits, and the
+ * engine itself refuses longer inputs.
+ */
+const EXPECTED_EMBED_WARNINGS = [/tokenize text and then detokenize it resulted in a different text/, /possible training context overflow/];
+
+interface Parts {
+  model: LlamaModel;
+  contextSize: number;
+  /** Chat models: the template, and one sequence per --parallel slot. */
+  chat?: { template: ChatTemplate; sequences: SlotPool<LlamaContextSequence> };
+  /** Embedding models: one context per --parallel slot. */
+  embed?: { contexts: LlamaEmbeddingContext[]; pool: SlotPool<LlamaEmbeddingContext> };
+  dispose: () => Promise<void>;
+}
+
+export class LlamaEngine implements Engine {
+  readonly contextSize: number;
+
+  private constructor(private readonly parts: Parts) {
+    this.contextSize = parts.contextSize;
+  }
+
+  static async load(config: EngineConfig, log: LogFn): Promise<LlamaEngine> {
+    const quiet = config.task === 'embed' ? EXPECTED_EMBED_WARNINGS : [];
+    const llama = await getLlama({
+      gpu: false,
+      build: 'never',
+      skipDownload: true,
+      progressLogs: false,
+      maxThreads: config.threads,
+      logLevel: LlamaLogLevel.warn,
+      logger: (level, message) => {
+        const text = message.trim();
+        if (!text || quiet.some((re) => re.test(text))) return;
+        log(level === LlamaLogLevel.error || level === LlamaLogLevel.fatal ? 'error' : 'warn', `llama.cpp: ${text}`);
+      },
+    });
+    const model = await llama.loadModel({ modelPath: config.model });
+    const trained = model.trainContextSize;
+
+    if (config.task === 'embed') {
+      // Learned position embeddings (BERT) end at the training context: never go past it.
+      const limit = Math.min(config.ctxSize ?? trained, trained);
+      if (config.ctxSize !== undefined && config.ctxSize > trained) {
+        log('warn', `--ctx-size ${config.ctxSize} exceeds the model's training context; using ${trained}`);
+      }
+      const contexts: LlamaEmbeddingContext[] = [];
+      for (let i = 0; i < config.parallel; i++) {
+        // +1: node-llama-cpp wants inputs strictly shorter than the context.
+        contexts.push(await model.createEmbeddingContext({ contextSize: limit + 1, threads: config.threads }));
+      }
+      return new LlamaEngine({
+        model,
+        contextSize: limit,
+        embed: { contexts, pool: new SlotPool(contexts) },
+        dispose: async () => {
+          for (const c of contexts) await c.dispose();
+          await model.dispose();
+          await llama.dispose();
+        },
+      });
+    }
+
+    const context = await model.createContext({
+      contextSize: config.ctxSize ?? trained,
+      sequences: config.parallel,
+      threads: config.threads,
+    });
+    const sequences = Array.from({ length: config.parallel }, () => context.getSequence());
+    const source = model.fileInfo.metadata.tokenizer?.chat_template;
+    const template = new ChatTemplate(typeof source === 'string' ? source : undefined, {
+      bos: model.tokens.bosString ?? '',
+      eos: model.tokens.eosString ?? '',
+    });
+    return new LlamaEngine({
+      model,
+      contextSize: context.contextSize,
+      chat: { template, sequences: new SlotPool(sequences) },
+      dispose: async () => {
+        await context.dispose();
+        await model.dispose();
+        await llama.dispose();
+      },
+    });
+  }
+
+  private get model(): LlamaModel {
+    return this.parts.model;
+  }
+
+  private requireChat(): NonNullable<Parts['chat']> {
+    if (!this.parts.chat) throw new ApiError('invalid_request', 'this model serves embeddings, not chat completions', { param: 'model' });
+    return this.parts.chat;
+  }
+
+  private requireEmbed(): NonNullable<Parts['embed']> {
+    if (!this.parts.embed) throw new ApiError('invalid_request', 'this model serves chat completions, not embeddings', { param: 'model' });
+    return this.parts.embed;
+  }
+
+  chatPrompt(messages: readonly ChatMessage[]): Prompt {
+    const { template } = this.requireChat();
+    let text: string;
+    try {
+      text = template.render(messages);
+    } catch (err) {
+      throw new ApiError('invalid_request', `the model's chat template cannot render these messages: ${(err as Error).message}`, { param: 'messages' });
+    }
+    const tokens = this.model.tokenize(text, true);
+    const bos = this.model.tokens.bos;
+    // As llama-server: add BOS when the model wants one, unless the template already wrote it.
+    if (bos !== null && this.model.tokens.shouldPrependBosToken && tokens[0] !== bos) tokens.unshift(bos);
+    return { tokens };
+  }
+
+  async generate(prompt: Prompt, options: SamplingOptions, onText: (text: string) => void | Promise<void>, signal: AbortSignal): Promise<GenerationResult> {
+    const { sequences } = this.requireChat();
+    let sequence: LlamaContextSequence;
+    try {
+      sequence = await sequences.acquire(signal);
+    } catch (err) {
+      if (signal.aborted) return { finishReason: 'aborted', completionTokens: 0 };
+      throw err;
+    }
+    try {
+      return await this.run(sequence, prompt, options, onText, signal);
+    } finally {
+      // The next request starts from an empty sequence.
+      await sequence.clearHistory();
+      sequences.release(sequence);
+    }
+  }
+
+  private async run(
+    sequence: LlamaContextSequence,
+    prompt: Prompt,
+    options: SamplingOptions,
+    onText: (text: string) => void | Promise<void>,
+    signal: AbortSignal,
+  ): Promise<GenerationResult> {
+    const stop = new StopMatcher(options.stop);
+    let completionTokens = 0;
+    let recent: Token[] = prompt.tokens.slice(-DETOKENIZE_CONTEXT) as Token[];
+    let pending: Token[] = [];
+    let finishReason: GenerationResult['finishReason'] = 'length';
+    let stopped = false;
+
+    const emit = async (text: string): Promise<void> => {
+      const out = stop.push(text);
+      if (out.text) await onText(out.text);
+      stopped = out.stopped;
+    };
+
+    const tokens = sequence.evaluate(prompt.tokens as Token[], {
+      temperature: options.temperature,
+      topP: options.topP,
+      topK: options.topK,
+      ...(options.seed !== undefined ? { seed: options.seed } : {}),
+      yieldEogToken: true,
+    });
+    for await (const token of tokens) {
+      if (signal.aborted) {
+        finishReason = 'aborted';
+        break;
+      }
+      if (this.model.isEogToken(token)) {
+        finishReason = 'stop';
+        break;
+      }
+      completionTokens++;
+      pending.push(token);
+      const text = this.model.detokenize(pending, false, recent);
+      // An incomplete UTF-8 character (byte tokens) waits for the rest of its bytes.
+      if (!text.endsWith('\uFFFD')) {
+        recent = [...recent, ...pending].slice(-DETOKENIZE_CONTEXT);
+        pending = [];
+        await emit(text);
+        if (stopped) {
+          finishReason = 'stop';
+          break;
+        }
+      }
+      if (completionTokens >= options.maxTokens) break;
+    }
+    if (finishReason !== 'aborted' && !stopped) {
+      // Generation ended on its own: bytes of a cut-off character, and text
+      // held back as a possible stop sequence, are output after all.
+      if (pending.length) await emit(this.model.detokenize(pending, false, recent));
+      if (stopped) finishReason = 'stop';
+      const rest = stop.flush();
+      if (rest) await onText(rest);
+    }
+    return { finishReason, completionTokens };
+  }
+
+  embeddingTokens(input: string): number {
+    // Tokenizing needs no evaluation slot: any context counts the same.
+    return this.requireEmbed().contexts[0]!.calculateInputLength(input);
+  }
+
+  async embed(inputs: readonly string[], signal: AbortSignal): Promise<number[][]> {
+    const { pool } = this.requireEmbed();
+    return Promise.all(inputs.map((input) => pool.with(signal, async (ctx) => [...(await ctx.getEmbeddingFor(input)).vector])));
+  }
+
+  dispose(): Promise<void> {
+    return this.parts.dispose();
+  }
+}
