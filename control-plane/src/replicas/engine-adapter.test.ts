@@ -57,13 +57,13 @@ describe('modelServerSpec', () => {
       'cpu chat int4',
       tiny('chat'),
       'int4',
-      ['--model', '/models/t-q4_0.gguf', '--served-model-name', 'tiny-chat', '--task', 'generate', '--host', '0.0.0.0', '--port', '8000', '--threads', '3'],
+      ['--model', '/models/t-q4_0.gguf', '--served-model-name', 'tiny-chat', '--task', 'generate', '--host', '0.0.0.0', '--port', '8000', '--threads', '3', '--ctx-size', '4096'],
     ],
     [
       'cpu embedding fp16',
       tiny('embedding'),
       'fp16',
-      ['--model', '/models/t-f16.gguf', '--served-model-name', 'tiny-embed', '--task', 'embed', '--host', '0.0.0.0', '--port', '8000', '--threads', '3'],
+      ['--model', '/models/t-f16.gguf', '--served-model-name', 'tiny-embed', '--task', 'embed', '--host', '0.0.0.0', '--port', '8000', '--threads', '3', '--ctx-size', '4096'],
     ],
   ];
 

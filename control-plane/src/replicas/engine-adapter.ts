@@ -55,8 +55,18 @@ export function modelServerSpec(model: CatalogModel, quantization: Quantization,
       ...(serving.gpus > 1 ? ['--tensor-parallel-size', String(serving.gpus)] : []),
     ];
   } else {
-    // The GGUF file itself is the quantization (F16 / Q8_0 / Q4_0): no flag needed.
-    args = [...common, '--task', model.kind === 'embedding' ? 'embed' : 'generate', ...listen, '--threads', String(options.cpuThreads)];
+    // The GGUF file itself is the quantization (F16 / Q8_0 / Q4_0): no flag needed. The
+    // context is the catalog's, so the engine refuses exactly what the catalog promises.
+    args = [
+      ...common,
+      '--task',
+      model.kind === 'embedding' ? 'embed' : 'generate',
+      ...listen,
+      '--threads',
+      String(options.cpuThreads),
+      '--ctx-size',
+      String(model.context_window),
+    ];
   }
   return {
     engine: serving.engine,
