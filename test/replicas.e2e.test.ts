@@ -116,7 +116,7 @@ describe('replicas on a real Docker engine', () => {
     expect((await fetch(`${ready[0]!.baseUrl}/v1/models`)).status).toBe(200);
     // Started with the engine adapter's arguments for the CPU engine.
     expect(await (await fetch(`${ready[0]!.baseUrl}/args`)).text()).toBe(
-      '--model /models/tiny-chat-q4_0.gguf --served-model-name tiny-chat --task generate --host 0.0.0.0 --port 8000 --threads 2\n',
+      '--model /models/tiny-chat-q4_0.gguf --served-model-name tiny-chat --task generate --host 0.0.0.0 --port 8000 --threads 1 --ctx-size 2048\n',
     );
     const [embed] = cp.app.services.replicas.ready({ model: 'tiny-embed' });
     expect(await (await fetch(`${embed!.baseUrl}/args`)).text()).toMatch(/^--model \/models\/tiny-embed-f16\.gguf --served-model-name tiny-embed --task embed /);

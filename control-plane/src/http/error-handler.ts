@@ -44,7 +44,8 @@ function send(reply: FastifyReply, error: ApiError): FastifyReply {
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const apiError = toApiError(error);
   if (apiError) {
-    if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+    // A 5xx the code chose (pool degraded, shutting down) is an operating condition, not a bug.
+    if (apiError.status >= 500) request.log.warn({ type: apiError.type, why: apiError.message }, 'request refused');
     return send(reply, apiError);
   }
   request.log.error({ err: error }, 'unexpected error');

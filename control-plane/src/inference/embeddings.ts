@@ -87,7 +87,9 @@ export class EmbeddingsService {
       pool,
       data: vectors.map((vector, index) => {
         const v = dims === null ? vector : truncateAndNormalise(vector, dims);
-        return { object: 'embedding', index, embedding: base64 ? encodeBase64Float32(v) : v };
+        // Embeddings are float32 (as OpenAI's): the float format carries the very values
+        // the base64 format packs, so both decode to the same vector.
+        return { object: 'embedding', index, embedding: base64 ? encodeBase64Float32(v) : v.map(Math.fround) };
       }),
       usage: { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens },
     };
