@@ -1,12 +1,13 @@
 // `npm run bench`: runs each benchmark section in order and prints its report.
 // Sections are independent; one that fails is reported and the others still run.
 import { agentsScaleSection } from './agents-scale.js';
+import { inferenceEngineSection } from './inference-engine.js';
 import { inferenceOverheadSection } from './inference-overhead.js';
 import { instancesSection } from './instances.js';
 import { pipelineSection } from './pipeline.js';
 import type { Section, SectionReport } from './section.js';
 
-const sections: Section[] = [pipelineSection, agentsScaleSection, instancesSection, inferenceOverheadSection];
+const sections: Section[] = [pipelineSection, agentsScaleSection, instancesSection, inferenceEngineSection, inferenceOverheadSection];
 
 // `npm run bench -- <word>` runs only the sections whose title contains it.
 const only = process.argv[2]?.toLowerCase();
