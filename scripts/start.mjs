@@ -3,9 +3,11 @@
 // agent is enrolled automatically: once the control plane listens, this script makes an
 // enrollment token with `svcctl nodes token create` and hands it to the agent, which
 // stores its node identity under <data dir>/agent. Without NVIDIA GPUs the agent reports
-// zero GPUs (or SVC_SIMULATE_GPUS=<count>[x<name>] simulates some). SVC_LOCAL_AGENT=false
-// starts the control plane alone. Ctrl-C stops everything.
-import { execFile, spawn } from 'node:child_process';
+// zero GPUs (or SVC_SIMULATE_GPUS=<count>[x<name>] simulates some). First the host is
+// prepared (Docker, loopback registry, the CPU engine image) so the default model replicas
+// can run; SVC_SETUP_HOST=false skips that. SVC_LOCAL_AGENT=false starts the control plane
+// alone. Ctrl-C stops everything.
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -102,6 +104,25 @@ async function startLocalAgent() {
   run('node agent', 'node-agent/src/main.ts', agentEnv, { essential: false });
 }
 
+/**
+ * The Docker engine, the loopback registry and the images the local agent runs (the CPU
+ * engine serving the tiny models, the sleeper test image): scripts/setup-host.sh, the
+ * same idempotent script `npm test` runs. Without it (not root, no apt) the control plane
+ * and the agent still start; they just cannot run containers.
+ */
+function prepareHost() {
+  if (/^(false|0|no|off)$/i.test(process.env.SVC_SETUP_HOST ?? '')) return;
+  const setup = spawnSync('bash', [join(root, 'scripts/setup-host.sh')], { cwd: root, stdio: ['ignore', 'inherit', 'pipe'], encoding: 'utf8' });
+  if (setup.status === 0) return;
+  process.stderr.write(`${setup.stderr ?? ''}`);
+  process.stderr.write(
+    'warning: Docker, the loopback registry or the model-server image could not be prepared (above);\n' +
+      '         the control plane and the agent start anyway, but no model server or instance can run.\n' +
+      '         Fix it with `sudo bash scripts/setup-host.sh`, then restart.\n',
+  );
+}
+
+prepareHost();
 run('control plane', 'control-plane/src/server.ts', env, { essential: true });
 if (!/^(false|0|no|off)$/i.test(process.env.SVC_LOCAL_AGENT ?? '')) {
   startLocalAgent().catch((err) => {
