@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { buildApp, defaultControlPlaneConfig, openSqliteStore } from '@svc/control-plane';
 import type { LiveReplica } from '../../control-plane/src/inference/replica-source.js';
+import { serveUntilStopped } from './helper-process.js';
 
 export interface InferenceServerInfo {
   port: number;
@@ -34,19 +35,7 @@ await app.services.orgs.update(org.id, { tier: 3 });
 const { value: key } = await app.services.keys.create({ orgId: org.id });
 await app.listen({ host: '127.0.0.1', port: 0 });
 const { port } = app.server.address() as AddressInfo;
-process.stdout.write(`${JSON.stringify({ port, key } satisfies InferenceServerInfo)}\n`);
-
-let closing = false;
-async function shutdown(): Promise<void> {
-  if (closing) return;
-  closing = true;
-  try {
-    await app.close();
-    await store.close();
-  } finally {
-    process.exit(0);
-  }
-}
-process.stdin.on('end', () => void shutdown());
-process.stdin.resume();
-process.on('SIGTERM', () => void shutdown());
+serveUntilStopped({ port, key } satisfies InferenceServerInfo, async () => {
+  await app.close();
+  await store.close();
+});

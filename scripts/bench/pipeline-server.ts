@@ -11,6 +11,7 @@ import { buildApp, defaultControlPlaneConfig, openSqliteStore } from '@svc/contr
 // Not exported by the package: the bench mounts the real route a second time, without
 // the pipeline, to tell the route's own cost (schemas) from the pipeline's.
 import { modelRoutes } from '../../control-plane/src/routes/models.js';
+import { serveUntilStopped } from './helper-process.js';
 
 export interface PipelineServerInfo {
   port: number;
@@ -55,23 +56,7 @@ await app.register(
 await app.listen({ host: '127.0.0.1', port: 0 });
 const { port } = app.server.address() as AddressInfo;
 const info: PipelineServerInfo = { port, key };
-process.stdout.write(`${JSON.stringify(info)}\n`);
-
-let closing = false;
-async function shutdown(): Promise<void> {
-  if (closing) return;
-  closing = true;
-  try {
-    await app.close();
-    await store.close();
-  } finally {
-    // An explicit exit also makes `node --cpu-prof` write its profile.
-    process.exit(0);
-  }
-}
-
-// The parent closes our stdin to stop us; that also fires if the parent dies.
-process.stdin.on('end', () => void shutdown());
-process.stdin.resume();
-process.on('SIGTERM', () => void shutdown());
-process.on('SIGINT', () => void shutdown());
+serveUntilStopped(info, async () => {
+  await app.close();
+  await store.close();
+});
