@@ -7,6 +7,8 @@ import type { ContainerCreateOptions } from 'dockerode';
 export const LABEL_INSTANCE = 'svc.instance';
 export const LABEL_REPLICA = 'svc.replica';
 export const LABEL_NODE = 'svc.node';
+/** An instance's authorized SSH keys, one per line: the SSH gateway reads them back after an agent restart. */
+export const LABEL_SSH_KEYS = 'svc.ssh-authorized-keys';
 /** User labels ride along under this prefix so they cannot collide with ours. */
 export const USER_LABEL_PREFIX = 'svc.label.';
 
@@ -18,6 +20,7 @@ export interface TaskSpec {
   env?: Record<string, string>;
   labels?: Record<string, string>;
   command?: string[];
+  sshAuthorizedKeys?: string[];
 }
 
 export interface HostCapabilities {
@@ -34,6 +37,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
     [LABEL_NODE]: host.nodeId,
   };
   for (const [k, v] of Object.entries(task.labels ?? {})) labels[USER_LABEL_PREFIX + k] = v;
+  if (task.sshAuthorizedKeys && task.sshAuthorizedKeys.length > 0) labels[LABEL_SSH_KEYS] = task.sshAuthorizedKeys.join('\n');
 
   const env = Object.entries(task.env ?? {}).map(([k, v]) => `${k}=${v}`);
   // Without the NVIDIA runtime (a dev host) the container runs without GPUs; say which it was given.
