@@ -1,6 +1,7 @@
 // Versioned schema migrations, applied in order at start-up inside one transaction each.
 // Never edit a released migration: add a new one.
 
+import { ACCESS_MIGRATION } from './access-migration.js';
 import { INSTANCES_MIGRATION } from './instance-migration.js';
 
 export interface Migration {
@@ -225,4 +226,5 @@ export const MIGRATIONS: Migration[] = [
     `,
   },
   INSTANCES_MIGRATION,
+  ACCESS_MIGRATION,
 ];
