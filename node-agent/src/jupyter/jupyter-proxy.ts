@@ -114,6 +114,7 @@ export class JupyterProxy {
       return;
     }
     const upstream = connect(gate.target.port, gate.target.ip);
+    let connected = false;
     const untrack = this.options.registry.track(gate.entry.instanceId, () => {
       upstream.destroy();
       socket.destroy();
@@ -121,9 +122,11 @@ export class JupyterProxy {
     const done = (): void => {
       untrack();
       upstream.destroy();
-      socket.destroy();
+      // Before the upstream connected the client gets an answer (below), which end() flushes.
+      if (connected) socket.destroy();
     };
     upstream.once('connect', () => {
+      connected = true;
       const lines = [`${req.method} ${req.url} HTTP/${req.httpVersion}`];
       for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
       upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
@@ -133,6 +136,10 @@ export class JupyterProxy {
     });
     upstream.on('error', (err) => {
       this.options.log.debug({ err: err.message, instance: gate.entry.instanceId }, 'Jupyter WebSocket upstream failed');
+      if (!connected) {
+        const body = JSON.stringify({ error: { type: 'jupyter_unreachable', message: `instance ${gate.entry.instanceId}'s Jupyter does not answer: ${err.message}` } });
+        socket.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      }
       done();
     });
     upstream.once('close', done);

@@ -1,11 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { envAccepted, execCommand, forwardTarget, shellCommand, signalName } from './session-request.js';
+import { envAccepted, execCommand, forwardTarget, shellCommand, signalName, withTerminalSize } from './session-request.js';
 
 describe('session requests', () => {
   it('passes commands through the shell and prefers bash for interactive shells', () => {
     expect(execCommand('echo $HOME; exit 3')).toEqual(['/bin/sh', '-c', 'echo $HOME; exit 3']);
     expect(shellCommand(true)).toEqual(['/bin/bash']);
     expect(shellCommand(false)).toEqual(['/bin/sh']);
+  });
+
+  it('sizes the terminal before the command runs', () => {
+    expect(withTerminalSize(['/bin/sh', '-c', 'stty size'], 33, 101)).toEqual(['/bin/sh', '-c', 'stty rows 33 cols 101 2>/dev/null; exec "$@"', 'sh', '/bin/sh', '-c', 'stty size']);
   });
 
   it('accepts environment variables with proper names only', () => {

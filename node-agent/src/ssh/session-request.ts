@@ -19,6 +19,15 @@ export function shellCommand(hasBash: boolean): string[] {
   return [hasBash ? '/bin/bash' : '/bin/sh'];
 }
 
+/**
+ * A terminal session's command, run after setting the terminal's size from inside: engines
+ * before API 1.42 create an exec's terminal without a size and only take the resize once
+ * the process runs, so a quick `stty size` or a full-screen program would see 0x0.
+ */
+export function withTerminalSize(cmd: string[], rows: number, cols: number): string[] {
+  return ['/bin/sh', '-c', `stty rows ${Math.trunc(rows)} cols ${Math.trunc(cols)} 2>/dev/null; exec "$@"`, 'sh', ...cmd];
+}
+
 const SIGNALS = new Set(['ABRT', 'ALRM', 'FPE', 'HUP', 'ILL', 'INT', 'KILL', 'PIPE', 'QUIT', 'SEGV', 'TERM', 'USR1', 'USR2']);
 
 /** An SSH signal name (RFC 4254: "INT", without SIG) as Node names it; undefined when unknown. */

@@ -9,7 +9,7 @@ import type { Logger } from '@svc/shared';
 import type { AccessEntry } from '../access/access-registry.js';
 import { ContainerProcess } from '../access/container-process.js';
 import { SftpSession } from './sftp-session.js';
-import { envAccepted, execCommand, MAX_ENV_VARS, shellCommand, signalName } from './session-request.js';
+import { envAccepted, execCommand, MAX_ENV_VARS, shellCommand, signalName, withTerminalSize } from './session-request.js';
 
 export interface SessionContext {
   docker: Docker;
@@ -63,12 +63,13 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
   const run = async (accepted: ServerChannel, cmd: string[]): Promise<void> => {
     channel = accepted;
     const tty = pty !== undefined;
+    const size = { rows: pty?.rows || 24, cols: pty?.cols || 80 };
     try {
       process = await ContainerProcess.start(ctx.docker, ctx.entry.containerId, {
-        cmd,
+        cmd: tty ? withTerminalSize(cmd, size.rows, size.cols) : cmd,
         tty,
         env: [...(tty ? [`TERM=${pty!.term || 'xterm'}`] : []), ...env],
-        ...(tty ? { size: { rows: pty!.rows || 24, cols: pty!.cols || 80 } } : {}),
+        ...(tty ? { size } : {}),
       });
     } catch (err) {
       accepted.stderr.write(`${ctx.entry.instanceId}: cannot start ${cmd.join(' ')}: ${(err as Error).message}\r\n`);
@@ -87,6 +88,7 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
       if (running.running) running.hangUp().catch((err: unknown) => ctx.log.warn({ err, instance: ctx.entry.instanceId }, 'hanging up a session failed'));
     });
     const [exit] = await Promise.all([running.exited, ended(running.stdout), ended(running.stderr)]);
+    if (accepted.destroyed) return; // the client left first
     if (closing || !ctx.instanceOpen()) {
       accepted.stderr.write(`\r\n${closing ?? `instance ${ctx.entry.instanceId} is stopping`}\r\n`);
     }
@@ -114,12 +116,18 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
     close(reason) {
       closing = reason;
       if (!channel) return;
-      if (!process?.running) {
+      if (process?.running) {
+        // The container is going away; hang the process up so run() says why and ends.
+        process.hangUp().catch((err: unknown) => ctx.log.warn({ err, instance: ctx.entry.instanceId }, 'hanging up a session failed'));
+        return;
+      }
+      try {
         channel.stderr.write(`\r\n${reason}\r\n`);
         channel.exit(255);
         channel.end();
+      } catch {
+        // The client closed the channel already.
       }
-      // A running process ends with its container; run() then says why.
     },
   };
 }
