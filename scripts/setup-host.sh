@@ -2,6 +2,8 @@
 # Prepares a Debian host for the Docker-backed test suites: packages, a Docker
 # engine, a loopback registry on 127.0.0.1:5000 and the test images in it
 # (busybox and derived images, and the CPU model server).
+# engine, a loopback registry on 127.0.0.1:5000 and the test images in it (busybox,
+# and a Debian Jupyter image built with mmdebstrap from deb.debian.org).
 # Idempotent and quiet when everything is already up (it runs before every
 # `npm test`), so each step first checks cheaply and only then acts.
 set -euo pipefail
@@ -12,7 +14,7 @@ REGISTRY_ADDR=127.0.0.1:5000
 REGISTRY_DIR=/var/lib/svc-registry
 # dockerd lives in /usr/sbin, which minimal CI shells may not have on PATH.
 export PATH="$PATH:/usr/sbin:/sbin"
-PACKAGES=(docker.io docker-registry busybox-static openssh-client iproute2 curl)
+PACKAGES=(docker.io docker-registry busybox-static openssh-client iproute2 curl mmdebstrap)
 
 log() { echo "setup-host: $*"; }
 die() { echo "setup-host: ERROR: $*" >&2; exit 1; }
@@ -170,6 +172,13 @@ derive_image() {
   # (CMD images hash as they always did, so adding ENTRYPOINT rebuilt none of them.)
   [[ $instruction == CMD ]] || cmd="$instruction $cmd"
   hash="$(printf '%s\n%s\n' "$(manifest_digest "$IMAGE_TAG")" "$cmd" | sha256sum | cut -c1-16)"
+# derive_image IMAGE CMD [BASE]: BASE (default the busybox image) with another command.
+derive_image() {
+  local image=$1 cmd=$2 base=${3:-$IMAGE} path repo tag hash recipe base_path
+  [[ -n $image ]] || die "a derived image name is missing from test/support/images.ts"
+  path="${image#"$REGISTRY_ADDR"/}"; repo="${path%:*}"; tag="${path##*:}"
+  base_path="${base#"$REGISTRY_ADDR"/}"
+  hash="$(printf '%s\n%s\n' "$(repo_digest "${base_path%:*}" "${base_path##*:}")" "$cmd" | sha256sum | cut -c1-16)"
   recipe="recipe-$hash"
   local want have
   want="$(repo_digest "$repo" "$recipe")"
@@ -177,6 +186,7 @@ derive_image() {
   [[ -n $want && $want == "$have" ]] && return 0
   [[ $instruction == CMD ]] && cmd="CMD $cmd"
   printf 'FROM %s\n%s\n' "$IMAGE" "$cmd" |
+  printf 'FROM %s\nCMD %s\n' "$base" "$cmd" |
     DOCKER_BUILDKIT=0 docker build -q -t "$REGISTRY_ADDR/$repo:$recipe" - >/dev/null 2>&1 ||
     die "building $image failed"
   docker tag "$REGISTRY_ADDR/$repo:$recipe" "$image"
@@ -196,3 +206,61 @@ derive_image "$(image_from_support MODEL_SERVER_STANDIN_IMAGE)" '["sh", "-c", "m
 # The project's CPU model server with the tiny test models (cpu-engine/README.md).
 # The script skips the build when the registry already holds this recipe.
 bash "$ROOT/cpu-engine/image/build-image.sh" "$(image_from_support CPU_ENGINE_IMAGE)"
+
+# --- Jupyter test image -----------------------------------------------------
+# Debian's classic notebook (jupyter-notebook: python3, ipykernel) extracted with
+# mmdebstrap from deb.debian.org (no Docker Hub needed), plus busybox for a shell. The
+# extract variant only unpacks packages (no maintainer scripts, no chroot), which is the
+# fast path: ~45 s cold on 2 cores, then ~20 s to import and push; cached by recipe hash.
+JUPYTER_IMAGE="$(image_from_support JUPYTER_IMAGE)"
+JUPYTER_SUITE=bookworm
+JUPYTER_PACKAGES=jupyter-notebook
+DEBIAN_MIRROR="${SVC_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+build_jupyter_rootfs() {
+  local dir=$1 applet exclude
+  local excludes=(/usr/share/doc/\* /usr/share/man/\* /usr/share/info/\* /usr/share/locale/\* /usr/share/lintian/\*)
+  local opts=()
+  for exclude in "${excludes[@]}"; do opts+=("--dpkgopt=path-exclude=$exclude"); done
+  mmdebstrap --quiet --variant=extract --include="$JUPYTER_PACKAGES" "${opts[@]}" \
+    "$JUPYTER_SUITE" "$dir" "$DEBIAN_MIRROR" >"$dir.log" 2>&1 || { tail -n 20 "$dir.log" >&2; return 1; }
+  # What maintainer scripts and base-passwd would have made: users, home, /tmp, a shell.
+  mkdir -p "$dir"/{root,tmp,proc,sys,dev,etc,bin}
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$dir/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$dir/etc/group"
+  chmod 1777 "$dir/tmp"
+  chmod 700 "$dir/root"
+  cp /bin/busybox "$dir/bin/busybox"
+  for applet in $("$dir/bin/busybox" --list); do
+    [[ -e $dir/bin/$applet || -e $dir/usr/bin/$applet || -L $dir/bin/$applet ]] || ln -s busybox "$dir/bin/$applet"
+  done
+}
+jupyter_path="${JUPYTER_IMAGE#"$REGISTRY_ADDR"/}"
+jupyter_repo="${jupyter_path%:*}"
+jupyter_tag="${jupyter_path##*:}"
+jupyter_hash="$( { declare -f build_jupyter_rootfs; echo "$JUPYTER_SUITE $JUPYTER_PACKAGES"; sha256sum </bin/busybox; } | sha256sum | cut -c1-16)"
+jupyter_want="$(repo_digest "$jupyter_repo" "recipe-$jupyter_hash")"
+jupyter_have="$(repo_digest "$jupyter_repo" "$jupyter_tag")"
+if [[ -z $jupyter_want || $jupyter_want != "$jupyter_have" ]]; then
+  started=$SECONDS
+  jtmp="$(mktemp -d)"
+  build_jupyter_rootfs "$jtmp/rootfs" || { rm -rf "$jtmp"; die "mmdebstrap could not build the Jupyter image from $DEBIAN_MIRROR (set SVC_DEBIAN_MIRROR for another mirror)"; }
+  recipe_image="$REGISTRY_ADDR/$jupyter_repo:recipe-$jupyter_hash"
+  tar --numeric-owner -C "$jtmp/rootfs" -c . |
+    docker import \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'ENV LANG=C.UTF-8' \
+      --change 'WORKDIR /root' \
+      --change 'CMD ["sh", "-c", "trap \"exit 0\" TERM; while true; do sleep 1; done"]' \
+      --change "LABEL org.svc.recipe=$jupyter_hash" \
+      - "$recipe_image" >/dev/null
+  rm -rf "$jtmp"
+  docker tag "$recipe_image" "$JUPYTER_IMAGE"
+  docker push -q "$recipe_image" >/dev/null
+  docker push -q "$JUPYTER_IMAGE" >/dev/null
+  docker rmi "$recipe_image" >/dev/null
+  log "image: built and pushed $JUPYTER_IMAGE in $((SECONDS - started)) s"
+fi
+# The same image when it runs Jupyter itself, the way docs/ssh-jupyter.md asks images to.
+derive_image "$(image_from_support JUPYTER_SELF_IMAGE)" \
+  '["sh", "-c", "exec jupyter-notebook --no-browser --allow-root --ip=0.0.0.0 --port=\"$SVC_JUPYTER_PORT\" --NotebookApp.base_url=\"$SVC_JUPYTER_BASE_URL\" --NotebookApp.allow_remote_access=True"]' \
+  "$JUPYTER_IMAGE"

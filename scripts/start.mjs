@@ -96,6 +96,8 @@ async function startLocalAgent() {
     SVC_CONTROL_PLANE: process.env.SVC_CONTROL_PLANE ?? `127.0.0.1:${grpcPort}`,
     ...simulatedGpus(),
     SVC_AGENT_DATA_DIR: agentDataDir,
+    // A laptop's `npm start` keeps the SSH gateway and Jupyter proxy to itself unless told otherwise.
+    SVC_ACCESS_BIND_HOST: process.env.SVC_ACCESS_BIND_HOST ?? '127.0.0.1',
   };
   if (!existsSync(join(agentDataDir, 'identity.json')) && !process.env.SVC_NODE_TOKEN) {
     agentEnv.SVC_NODE_TOKEN = await createNodeToken();

@@ -40,6 +40,9 @@ async function agent(cp: FakeControlPlane, env: Record<string, string> = {}, dat
     SVC_NVML_LIBRARY: fixture.libraryPath,
     SVC_AGENT_HOSTNAME: 'gpu-host-1',
     SVC_POOL: 'eu',
+    SVC_SSH_PORT: '0',
+    SVC_JUPYTER_PORT: '0',
+    SVC_ACCESS_BIND_HOST: '127.0.0.1',
     ...env,
   });
   const a = await startAgent(config, { log, clock: systemClock });

@@ -1,10 +1,13 @@
 // Builds and runs the node agent: NVML (real, or the fake for simulated GPUs), the GPU
-// monitor and its event watch, the gRPC client, and the one reconnect loop around
-// enrollment + session. stop() is the clean shutdown: end the session politely, stop the
-// watch, close the channel, then nvmlShutdown.
+// monitor and its event watch, the SSH gateway and Jupyter proxy into instances, the gRPC
+// client, and the one reconnect loop around enrollment + session. stop() is the clean
+// shutdown: end the session politely, stop the watch, close the access ports and the
+// channel, then nvmlShutdown.
 import { readFileSync } from 'node:fs';
 import type { Clock, Logger } from '@svc/shared';
 import { openNvml, type Nvml } from 'node-nvml-bindings';
+import Docker from 'dockerode';
+import { startAccess, type RunningAccess } from './access/start-access.js';
 import type { AgentConfig } from './config/agent-config.js';
 import { GpuHealthFile } from './health/health-file.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
@@ -45,6 +48,16 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     log.warn({ reason: nvml.unavailableReason }, 'NVML unavailable: this node reports zero GPUs');
   }
 
+  const docker = new Docker();
+  let access: RunningAccess;
+  try {
+    access = await startAccess(config, { docker, log });
+  } catch (err) {
+    client.close();
+    await nvml.close();
+    throw err;
+  }
+
   const outbox = new HealthEventOutbox();
   let monitor: GpuMonitor;
   try {
@@ -62,6 +75,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     });
   } catch (err) {
     // A corrupt health file: release what is open, let the caller report it.
+    await access.close();
     client.close();
     await nvml.close();
     throw err;
@@ -85,10 +99,14 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       });
       if (enrolled) log.info({ node_id: identity.node_id, data_dir: config.dataDir }, 'enrolled; node identity stored');
       tasks ??= new AgentTasks(identity.node_id, log, {
-        host: config.replicaHost,
-        healthIntervalMs: config.replicaHealthIntervalMs,
-        startTimeoutMs: config.replicaStartTimeoutMs,
-        unhealthyRestartMs: config.replicaUnhealthyRestartMs,
+        docker,
+        access: access.service,
+        replicas: {
+          host: config.replicaHost,
+          healthIntervalMs: config.replicaHealthIntervalMs,
+          startTimeoutMs: config.replicaStartTimeoutMs,
+          unhealthyRestartMs: config.replicaUnhealthyRestartMs,
+        },
       });
       await runSession(
         {
@@ -102,7 +120,10 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           tasks,
           clock,
           log,
-          collectHostFacts: () => collectHostFacts({ nvml, hostname: config.nodeName, agentVersion: AGENT_VERSION, log }),
+          collectHostFacts: async () => ({
+            ...(await collectHostFacts({ nvml, hostname: config.nodeName, agentVersion: AGENT_VERSION, log })),
+            ...access.service.hostFacts(),
+          }),
         },
         signal,
         { onWelcome: hooks.onWelcome },
@@ -118,6 +139,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       await done.catch(() => undefined); // a refusal is reported through `done` itself
       await watching;
       tasks?.detach();
+      await access.close();
       client.close();
       await nvml.close();
     })();

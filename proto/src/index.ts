@@ -4,7 +4,7 @@
 export { loadAgentProto, LOADER_OPTIONS, PROTO_PATH } from './load.js';
 
 /** Bump with every change to agent.proto and add a line to CHANGELOG.md. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 /** The oldest agent protocol the control plane still accepts. */
 export const MIN_PROTOCOL_VERSION = 1;
 
@@ -21,6 +21,7 @@ export type { GpuSample, GpuSample__Output } from '../generated/svc/agent/v1/Gpu
 export type { GpuTelemetry__Output } from '../generated/svc/agent/v1/GpuTelemetry.js';
 export type { HealthEvent, HealthEvent__Output } from '../generated/svc/agent/v1/HealthEvent.js';
 export type { TaskState, TaskState__Output } from '../generated/svc/agent/v1/TaskState.js';
+export type { InstanceAccess, InstanceAccess__Output } from '../generated/svc/agent/v1/InstanceAccess.js';
 export type { Command, Command__Output } from '../generated/svc/agent/v1/Command.js';
 export type { StartTask__Output } from '../generated/svc/agent/v1/StartTask.js';
 export type { StopTask__Output } from '../generated/svc/agent/v1/StopTask.js';

@@ -15,10 +15,11 @@ export interface AgentProcess {
   exited: Promise<number | string>;
 }
 
+/** Test agents take free ports for SSH and Jupyter (several run at once) unless told otherwise. */
 export function spawnAgent(env: Record<string, string>): AgentProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'node-agent/src/main.ts')], {
     cwd: ROOT,
-    env: { ...process.env, SVC_LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, SVC_LOG_LEVEL: 'info', SVC_SSH_PORT: '0', SVC_JUPYTER_PORT: '0', SVC_ACCESS_BIND_HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

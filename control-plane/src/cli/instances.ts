@@ -39,6 +39,8 @@ function printInstance(r: InstanceRecord): void {
       ['terminated', v.terminated_at ?? '-'],
       ['labels', Object.entries(v.labels).map(([k, val]) => `${k}=${val}`).join(' ') || '-'],
       ...(r.progress ? [['progress', progressBar(r.progress.fraction, r.progress.phase)]] : []),
+      ...(v.ssh ? [['ssh', v.ssh.command], ['ssh host key', v.ssh.host_key_fingerprint]] : []),
+      ...(v.jupyter ? [['jupyter', v.jupyter.url]] : v.jupyter_unavailable_reason ? [['jupyter', `none: ${v.jupyter_unavailable_reason}`]] : []),
     ],
   );
 }

@@ -214,6 +214,11 @@ function printNodeDetail(v: DetailView, now: number, lastSeenAt: number | null):
     `NVIDIA    driver ${fact('nvidia_driver_version')}, CUDA ${fact('cuda_version')}${
       f.nvml_available === false ? ` — NVML unavailable: ${fact('nvml_unavailable_reason')}` : ''
     }`,
+    `Access    ${
+      typeof f.ssh_port === 'number' && f.ssh_port > 0
+        ? `ssh ${fact('public_host')}:${fact('ssh_port')} (host key ${fact('ssh_host_key_fingerprint')}), Jupyter :${fact('jupyter_port')}`
+        : '-'
+    }`,
     '',
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

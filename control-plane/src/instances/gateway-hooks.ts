@@ -3,6 +3,7 @@
 // tasks are handled here; replicas will have hooks of their own.
 import type { TaskState__Output } from '@svc/proto';
 import type { GatewayDeps } from '../agents/gateway.js';
+import { accessFromReport } from './instance-access.js';
 import type { InstanceService, ServiceLogger } from './instance-service.js';
 import type { AgentTaskState } from './task-dispatch.js';
 
@@ -13,12 +14,18 @@ export function instanceGatewayHooks(instances: InstanceService, log: ServiceLog
   return {
     onTaskState: (nodeId, state) => {
       if (state.kind !== 'INSTANCE') return;
-      const detail = { message: state.message, exitCode: state.exit_code, progress: state.pull_progress };
+      const detail = {
+        message: state.message,
+        exitCode: state.exit_code,
+        progress: state.pull_progress,
+        ...(state.state === 'running' && state.access ? { access: accessFromReport(state.access) } : {}),
+      };
       // A failure is logged by the service's per-instance queue.
       instances.onTaskState(nodeId, state.task_id, state.state as AgentTaskState, detail).catch(() => undefined);
     },
     onNodeConnected: (nodeId, running) => {
-      instances.onNodeConnected(nodeId, instanceTaskIds(running)).catch((err: unknown) => log.error({ err, node: nodeId }, 'settling instances of a reconnected node failed'));
+      const access = new Map(running.filter((t) => t.kind === 'INSTANCE' && t.access).map((t) => [t.task_id, accessFromReport(t.access)]));
+      instances.onNodeConnected(nodeId, instanceTaskIds(running), access).catch((err: unknown) => log.error({ err, node: nodeId }, 'settling instances of a reconnected node failed'));
     },
     // Task commands are acknowledged here; how the task goes arrives as task states.
     onCommandResult: (nodeId, result) => {

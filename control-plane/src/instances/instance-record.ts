@@ -31,7 +31,16 @@ export interface InstanceRecord {
   terminatedAt: number | null;
   /** A stop that could not be delivered yet (node unreachable), carried out when it returns. */
   pendingStop: { force: boolean; at: number } | null;
+  /** How users reach it, as its node reported from `running` on; null before (and from older agents). */
+  access: InstanceAccessRecord | null;
   updatedAt: number;
+}
+
+export interface InstanceAccessRecord {
+  ssh: { host: string; port: number; user: string; hostKey: string; hostKeyFingerprint: string } | null;
+  jupyter: { url: string; token: string } | null;
+  /** Why `jupyter` is null (the image has no Jupyter, it did not start, ...). */
+  jupyterUnavailableReason: string | null;
 }
 
 export type ChargeKind = 'reservation' | 'extension' | 'on_demand';

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError, ManualClock } from '@svc/shared';
 import { SqliteInstanceStore } from '../store/sqlite/instance-store.js';
 import { openSqliteStore, type SqliteStore } from '../store/sqlite/sqlite-store.js';
-import { InstanceService } from './instance-service.js';
+import { InstanceService, instanceView } from './instance-service.js';
 import type { CandidateNode } from './placement.js';
 import { loadSkuCatalog } from './sku-catalog.js';
 import type { StartTaskOrder, StopTaskOrder, TaskDispatcher } from './task-dispatch.js';
@@ -130,6 +130,33 @@ describe('lifecycle from agent reports', () => {
     expect((await instances.claimedGpuUuids()).size).toBe(0);
     // Repeated terminate is safe.
     expect((await service.terminate('org_1', inst.id, true)).status).toBe('terminated');
+  });
+
+  it('shows the SSH and Jupyter endpoints the node reported, from ready on and only while ready', async () => {
+    const inst = await create({ ssh_keys: ['ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHDpfDFWSHS8IylBDI2oXSZVN23M9Ir3nEtApaYA88Wp me@laptop'] });
+    expect(dispatcher.started[0]![1].sshAuthorizedKeys).toEqual(inst.sshKeys);
+    expect(instanceView(inst)).toMatchObject({ ssh: null, jupyter: null, jupyter_unavailable_reason: null });
+    const access = {
+      ssh: { host: 'gpu7.example.com', port: 2222, user: inst.id, hostKey: 'ssh-ed25519 AAAA', hostKeyFingerprint: 'SHA256:abc' },
+      jupyter: null,
+      jupyterUnavailableReason: 'the image has no Jupyter',
+    };
+    await service.onTaskState('node-a', inst.id, 'running', { access });
+    const ready = instanceView(await service.get('org_1', inst.id));
+    expect(ready).toMatchObject({
+      status: 'ready',
+      ssh: { host: 'gpu7.example.com', port: 2222, user: inst.id, command: `ssh -p 2222 ${inst.id}@gpu7.example.com`, host_key_fingerprint: 'SHA256:abc' },
+      jupyter: null,
+      jupyter_unavailable_reason: 'the image has no Jupyter',
+    });
+    // The ready event carries them too, for webhook consumers.
+    const events = (await store.events.list({ type: 'instance.lifecycle', limit: 100 })).filter((e) => e.subject === inst.id);
+    expect((events.at(-1)!.data as { ssh: unknown }).ssh).toMatchObject({ port: 2222 });
+    // A restarted agent reports where it listens now.
+    await service.onNodeConnected('node-a', new Set([inst.id]), new Map([[inst.id, { ...access, ssh: { ...access.ssh, port: 2200 } }]]));
+    expect(instanceView(await service.get('org_1', inst.id)).ssh?.port).toBe(2200);
+    const draining = await service.terminate('org_1', inst.id, false);
+    expect(instanceView(draining)).toMatchObject({ status: 'draining', ssh: null, jupyter: null });
   });
 
   it('bills at least 60 seconds and skips the grace with force', async () => {

@@ -7,7 +7,8 @@ import { billableSeconds, onDemandChargeMicros, reservationChargeMicros, reserva
 import type { Pool } from '../models/catalog.js';
 import { GpuAlreadyClaimed, type InstanceStore } from '../store/instance-store.js';
 import type { EventRecord } from '../store/records.js';
-import type { ChargeRecord, InstanceRecord } from './instance-record.js';
+import { accessView, sameAccess } from './instance-access.js';
+import type { ChargeRecord, InstanceAccessRecord, InstanceRecord } from './instance-record.js';
 import { imageReferenceProblem, labelProblem, sshPublicKeyProblem } from './input-validation.js';
 import { TERMINAL, transition, type InstanceStatus, type LifecycleEvent } from './lifecycle.js';
 import { place } from './placement.js';
@@ -28,6 +29,14 @@ export interface CreateInstanceInput {
   image?: string;
   ssh_keys?: string[];
   labels?: Record<string, string>;
+}
+
+/** What an agent's task state carries besides the state. `access` is undefined when the report had none to say. */
+export interface TaskDetail {
+  message?: string;
+  exitCode?: number;
+  progress?: number;
+  access?: InstanceAccessRecord | null;
 }
 
 /** The part of a pino/fastify logger the service uses. */
@@ -116,6 +125,7 @@ export class InstanceService {
         expiresAt: reserved ? now + input.duration_hours! * 3_600_000 : null,
         terminatedAt: null,
         pendingStop: null,
+        access: null,
         updatedAt: now,
       };
       const charge = reserved
@@ -174,7 +184,7 @@ export class InstanceService {
   }
 
   /** What an agent reports about a task it runs. Unknown tasks are ignored (the reconciler removes them). */
-  onTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: { message?: string; exitCode?: number; progress?: number }): Promise<void> {
+  onTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: TaskDetail): Promise<void> {
     const previous = this.queues.get(taskId) ?? Promise.resolve();
     const next = previous.then(() => this.applyTaskState(nodeId, taskId, state, detail));
     const settled = next.catch((err: unknown) => this.log.error({ err, instance: taskId, state }, 'applying a task state failed'));
@@ -185,7 +195,7 @@ export class InstanceService {
     return next;
   }
 
-  private async applyTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: { message?: string; exitCode?: number; progress?: number }): Promise<void> {
+  private async applyTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: TaskDetail): Promise<void> {
     const record = await this.store.get(taskId);
     if (!record || record.nodeId !== nodeId || TERMINAL.has(record.status)) return;
     switch (state) {
@@ -197,7 +207,11 @@ export class InstanceService {
         return;
       }
       case 'running':
-        if (record.status === 'provisioning' || record.status === 'starting') await this.apply(record, 'running', { readyAt: this.clock.now(), progress: null });
+        if (record.status === 'provisioning' || record.status === 'starting') {
+          await this.apply(record, 'running', { readyAt: this.clock.now(), progress: null, access: detail.access ?? null });
+        } else if (detail.access !== undefined) {
+          await this.refreshAccess(record, detail.access);
+        }
         return;
       case 'stopping':
         return;
@@ -220,14 +234,19 @@ export class InstanceService {
    * become ready, ready ones it no longer runs are terminated, and containers nobody
    * wants (unknown or finished instances) are stopped.
    */
-  async onNodeConnected(nodeId: string, runningTaskIds: ReadonlySet<string>): Promise<void> {
+  async onNodeConnected(nodeId: string, runningTaskIds: ReadonlySet<string>, access: ReadonlyMap<string, InstanceAccessRecord | null> = new Map()): Promise<void> {
     const active = await this.store.listActiveOnNode(nodeId);
     const known = new Set(active.map((r) => r.id));
     for (const record of active) {
       if (record.pendingStop) {
         await this.sendStop(record, record.pendingStop.force);
       } else if (runningTaskIds.has(record.id)) {
-        if (record.status === 'provisioning' || record.status === 'starting') await this.apply(record, 'running', { readyAt: this.clock.now(), progress: null });
+        if (record.status === 'provisioning' || record.status === 'starting') {
+          await this.apply(record, 'running', { readyAt: this.clock.now(), progress: null, access: access.get(record.id) ?? null });
+        } else if (access.has(record.id)) {
+          // A restarted agent may listen elsewhere now (another SSH port, a new Jupyter token).
+          await this.refreshAccess(record, access.get(record.id)!);
+        }
       } else if (record.status === 'ready' || record.status === 'draining') {
         await this.apply(record, 'stopped', {});
       } else {
@@ -278,6 +297,10 @@ export class InstanceService {
       }
     }
     return expired;
+  }
+
+  private async refreshAccess(record: InstanceRecord, access: InstanceAccessRecord | null): Promise<void> {
+    if (!sameAccess(record.access, access)) await this.store.update(record.id, { access, updatedAt: this.clock.now() });
   }
 
   private startOrder(record: InstanceRecord) {
@@ -362,9 +385,8 @@ export function instanceView(r: InstanceRecord) {
     labels: r.labels,
     node_id: r.nodeId,
     progress: r.progress,
-    // SSH and Jupyter endpoints arrive with the SSH/Jupyter work; until then they are null.
-    ssh: null,
-    jupyter: null,
+    // SSH and Jupyter endpoints, as the node reported them; only while ready.
+    ...accessView(r),
     created_at: iso(r.createdAt),
     ready_at: iso(r.readyAt),
     expires_at: iso(r.expiresAt),

@@ -23,8 +23,25 @@ const Instance = Type.Object(
     labels: Type.Record(Type.String(), Type.String()),
     node_id: Type.Union([Type.String(), Type.Null()]),
     progress: Type.Union([Type.Object({ phase: Type.String(), fraction: Type.Union([Type.Number(), Type.Null()]) }), Type.Null()]),
-    ssh: Type.Union([Type.Object({ host: Type.String(), port: Type.Integer(), user: Type.String(), command: Type.String() }), Type.Null()]),
-    jupyter: Type.Union([Type.Object({ url: Type.String() }), Type.Null()]),
+    ssh: Type.Union([
+      Type.Object(
+        {
+          host: Type.String(),
+          port: Type.Integer(),
+          user: Type.String({ description: 'the instance id' }),
+          command: Type.String({ description: 'e.g. ssh -p 2222 inst_x@gpu7.example.com' }),
+          host_key: Type.String({ description: 'the node\'s SSH host key, for known_hosts' }),
+          host_key_fingerprint: Type.String({ description: 'SHA256:..., as ssh prints it' }),
+        },
+        { description: 'SSH into the instance; only while ready' },
+      ),
+      Type.Null(),
+    ]),
+    jupyter: Type.Union([
+      Type.Object({ url: Type.String({ description: 'with ?token=' }), token: Type.String() }, { description: 'Jupyter in the instance; only while ready' }),
+      Type.Null(),
+    ]),
+    jupyter_unavailable_reason: Type.Union([Type.String(), Type.Null()], { description: 'why jupyter is null on a ready instance' }),
     created_at: Type.String(),
     ready_at: Type.Union([Type.String(), Type.Null()]),
     expires_at: Type.Union([Type.String(), Type.Null()]),

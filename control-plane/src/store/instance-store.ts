@@ -39,8 +39,8 @@ export interface InstanceStore {
     event: (updated: InstanceRecord) => EventRecord,
     charge: ChargeRecord | null,
   ): Promise<InstanceRecord | undefined>;
-  /** Changes that are not a status (progress, pending stop, expiry): no event. */
-  update(id: string, patch: Partial<Pick<InstanceRecord, 'progress' | 'pendingStop' | 'expiresAt' | 'durationHours' | 'updatedAt'>>, charge?: ChargeRecord | null): Promise<InstanceRecord | undefined>;
+  /** Changes that are not a status (progress, pending stop, expiry, access endpoints): no event. */
+  update(id: string, patch: Partial<Pick<InstanceRecord, 'progress' | 'pendingStop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>, charge?: ChargeRecord | null): Promise<InstanceRecord | undefined>;
   claimedGpuUuids(): Promise<Set<string>>;
   listCharges(orgId: string, options: { limit: number; after?: string }): Promise<{ data: ChargeRecord[]; hasMore: boolean }>;
   chargesFor(instanceId: string): Promise<ChargeRecord[]>;

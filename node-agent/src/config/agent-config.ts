@@ -107,6 +107,36 @@ export const agentSettings = {
     60_000,
     'A replica that stays unhealthy this long is restarted; 0 never restarts it for failing checks alone.',
   ),
+  sshPort: setting(
+    'SVC_SSH_PORT',
+    Type.Integer({ minimum: 0, maximum: 65535 }),
+    2222,
+    'Port of the SSH gateway into instances (user = instance id); 0 picks a free port.',
+  ),
+  jupyterPort: setting(
+    'SVC_JUPYTER_PORT',
+    Type.Integer({ minimum: 0, maximum: 65535 }),
+    8890,
+    'Port of the Jupyter proxy (paths /<instance id>/...); 0 picks a free port.',
+  ),
+  publicHost: setting(
+    'SVC_PUBLIC_HOST',
+    Type.String({ minLength: 1 }),
+    '127.0.0.1',
+    'Host name or address users reach this node\'s SSH gateway and Jupyter proxy at (shown in instance reads).',
+  ),
+  accessBindHost: setting(
+    'SVC_ACCESS_BIND_HOST',
+    Type.String({ minLength: 1 }),
+    '0.0.0.0',
+    'Address the SSH gateway and the Jupyter proxy listen on.',
+  ),
+  jupyterPublicUrl: setting(
+    'SVC_JUPYTER_PUBLIC_URL',
+    Type.String({ pattern: '^$|^https?://[^/?#]+$' }),
+    '',
+    'Origin of Jupyter URLs when a TLS proxy fronts the Jupyter port (https://jupyter.node7.example.com); empty means http://<public host>:<port>.',
+  ),
   logLevel: setting(
     'SVC_LOG_LEVEL',
     Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type TaskSpec } from './container-spec.js';
+import { LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type TaskSpec } from './container-spec.js';
 
 const task: TaskSpec = {
   taskId: 'inst_abc',
@@ -20,6 +20,12 @@ describe('buildContainerSpec', () => {
       'svc.label.svc.instance': 'spoof',
     });
     expect(spec.name).toBe('svc-instance-inst_abc');
+  });
+
+  it('keeps the authorized SSH keys in a label, one per line, so a restarted agent finds them', () => {
+    const keys = ['ssh-ed25519 AAAAC3Nza a@b', 'ssh-rsa AAAAB3Nza c@d'];
+    expect(buildContainerSpec({ ...task, sshAuthorizedKeys: keys }, { nodeId: 'n', nvidiaRuntime: false }).Labels?.[LABEL_SSH_KEYS]).toBe(keys.join('\n'));
+    expect(buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false }).Labels?.[LABEL_SSH_KEYS]).toBeUndefined();
   });
 
   it('requests GPUs by UUID only when the NVIDIA runtime is present', () => {

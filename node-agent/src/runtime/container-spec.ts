@@ -9,6 +9,8 @@ export const LABEL_REPLICA = 'svc.replica';
 export const LABEL_NODE = 'svc.node';
 /** Replicas: the whole TaskSpec as JSON, so a restarted agent can restart a re-adopted replica. */
 export const LABEL_SPEC = 'svc.spec';
+/** An instance's authorized SSH keys, one per line: the SSH gateway reads them back after an agent restart. */
+export const LABEL_SSH_KEYS = 'svc.ssh-authorized-keys';
 /** User labels ride along under this prefix so they cannot collide with ours. */
 export const USER_LABEL_PREFIX = 'svc.label.';
 
@@ -24,6 +26,7 @@ export interface TaskSpec {
   publish?: { containerPort: number; hostIp: string };
   /** Replicas: the HTTP path the agent health-checks on the published port. */
   healthPath?: string;
+  sshAuthorizedKeys?: string[];
 }
 
 export interface HostCapabilities {
@@ -41,6 +44,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
   };
   for (const [k, v] of Object.entries(task.labels ?? {})) labels[USER_LABEL_PREFIX + k] = v;
   if (task.kind === 'replica') labels[LABEL_SPEC] = JSON.stringify(task);
+  if (task.sshAuthorizedKeys && task.sshAuthorizedKeys.length > 0) labels[LABEL_SSH_KEYS] = task.sshAuthorizedKeys.join('\n');
 
   const env = Object.entries(task.env ?? {}).map(([k, v]) => `${k}=${v}`);
   // Without the NVIDIA runtime (a dev host) the container runs without GPUs; say which it was given.

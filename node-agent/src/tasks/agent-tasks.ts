@@ -1,10 +1,14 @@
 // The agent's tasks as the session sees them: the supervisor running them and the outbox
 // their states wait in while no session is up. Built once the node id is known (it goes
 // into every container's labels), and recovered once before the first Hello, so a
-// restarted agent announces the containers it re-adopted.
-import type { StartTask__Output, StopTask__Output, TaskState } from '@svc/proto';
+// restarted agent announces the containers it re-adopted. Instances also get SSH and
+// Jupyter access (access/instance-access.ts): attached before their `running` report,
+// drained while stopping, removed when gone.
+import type { InstanceAccess, StartTask__Output, StopTask__Output, TaskState } from '@svc/proto';
 import type { Logger } from '@svc/shared';
 import Docker from 'dockerode';
+import type { InstanceAccessService } from '../access/instance-access.js';
+import { containerName } from '../runtime/container-spec.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { Outbox } from '../telemetry/health-outbox.js';
 import { DEFAULT_REPLICA_SETTINGS, type ReplicaSettings } from '../replicas/replica-runner.js';
@@ -14,39 +18,51 @@ export class AgentTasks {
   readonly outbox = new Outbox<TaskState>(1_000);
   private readonly supervisor: TaskSupervisor;
   private recovered: Promise<void> | undefined;
+  /** Reports of one instance leave in order, though attaching access takes a while. */
+  private readonly reporting = new Map<string, Promise<void>>();
+
+  private readonly access: InstanceAccessService | undefined;
 
   constructor(
     nodeId: string,
     private readonly log: Logger,
-    replicas: ReplicaSettings = DEFAULT_REPLICA_SETTINGS,
-    docker: Docker = new Docker(),
+    options: { replicas?: ReplicaSettings; docker?: Docker; access?: InstanceAccessService } = {},
   ) {
-    this.supervisor = new TaskSupervisor(new DockerRuntime({ nodeId, docker }), (report) => this.outbox.push(report), log, { replicas });
+    this.access = options.access;
+    const runtime = new DockerRuntime({ nodeId, docker: options.docker ?? new Docker() });
+    this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, { replicas: options.replicas ?? DEFAULT_REPLICA_SETTINGS });
   }
 
   /** Re-adopts what runs from before an agent restart; once. A host without Docker runs no tasks. */
   recover(): Promise<void> {
     this.recovered ??= this.supervisor.recover().then(
-      (running) => this.log.info({ tasks: running.map((r) => r.task_id) }, 'tasks recovered'),
+      async (running) => {
+        this.log.info({ tasks: running.map((r) => r.task_id) }, 'tasks recovered');
+        const instances = running.filter((r) => r.kind === 'INSTANCE');
+        await Promise.all(instances.map((r) => this.attachAccess(r.task_id)));
+      },
       (err: unknown) => this.log.warn({ err }, 'could not recover tasks (is Docker running?); starting with none'),
     );
     return this.recovered;
   }
 
-  running(): TaskReport[] {
-    return this.supervisor.runningTasks();
+  running(): TaskState[] {
+    return this.supervisor.runningTasks().map((r) => ({ ...r, access: this.access?.describe(r.task_id) ?? null }));
   }
 
   start(order: StartTask__Output): void {
+    const kind = order.kind === 'REPLICA' ? 'replica' : 'instance';
+    const setup = kind === 'instance' ? this.access?.containerSetup(order.task_id, order.ssh_authorized_keys) : undefined;
     this.supervisor.start({
       taskId: order.task_id,
-      kind: order.kind === 'REPLICA' ? 'replica' : 'instance',
+      kind,
       image: order.image,
       gpuUuids: order.gpu_uuids,
-      env: order.env,
+      env: { ...order.env, ...setup?.env },
       labels: order.labels,
       command: order.command,
       ...(order.kind === 'REPLICA' ? { containerPort: order.container_port, healthPath: order.health_path || '/health' } : {}),
+      ...(setup ? { sshAuthorizedKeys: setup.sshAuthorizedKeys } : {}),
     });
   }
 
@@ -60,5 +76,45 @@ export class AgentTasks {
   /** Agent shutdown: containers keep running and are re-adopted by the next agent. */
   detach(): void {
     this.supervisor.detach();
+  }
+
+  private reported(report: TaskReport): void {
+    if (!this.access || report.kind !== 'INSTANCE') {
+      this.outbox.push(report);
+      return;
+    }
+    const id = report.task_id;
+    const previous = this.reporting.get(id) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      let access: InstanceAccess | null = null;
+      switch (report.state) {
+        case 'running':
+          access = await this.attachAccess(id);
+          break;
+        case 'stopping':
+          this.access!.drain(id);
+          break;
+        case 'exited':
+        case 'failed':
+        case 'gone':
+          this.access!.remove(id, `instance ${id} was terminated; the connection is closed`);
+          break;
+      }
+      this.outbox.push({ ...report, access });
+    });
+    this.reporting.set(id, next);
+    void next.finally(() => {
+      if (this.reporting.get(id) === next) this.reporting.delete(id);
+    });
+  }
+
+  /** Access for a running instance; a failure is logged and the instance runs without it. */
+  private async attachAccess(instanceId: string): Promise<InstanceAccess | null> {
+    try {
+      return await this.access!.attach(instanceId, containerName({ kind: 'instance', taskId: instanceId }));
+    } catch (err) {
+      this.log.error({ err, instance: instanceId }, 'could not give the instance SSH and Jupyter access');
+      return null;
+    }
   }
 }

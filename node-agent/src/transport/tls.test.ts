@@ -37,6 +37,10 @@ async function agent(cp: FakeControlPlane, env: Record<string, string>): Promise
     SVC_NODE_TOKEN: 'good-token',
     SVC_AGENT_DATA_DIR: mkdtempSync(join(tmpdir(), 'agent-')),
     SVC_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
+    // Several agents run at once here: SSH and Jupyter on free ports.
+    SVC_SSH_PORT: '0',
+    SVC_JUPYTER_PORT: '0',
+    SVC_ACCESS_BIND_HOST: '127.0.0.1',
     ...env,
   });
   running.push(await startAgent(config, { log, clock: systemClock }));

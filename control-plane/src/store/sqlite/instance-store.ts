@@ -33,9 +33,10 @@ const COLUMNS: Record<keyof InstanceRecord, string> = {
   expiresAt: 'expires_at',
   terminatedAt: 'terminated_at',
   pendingStop: 'pending_stop',
+  access: 'access',
   updatedAt: 'updated_at',
 };
-const JSON_FIELDS = new Set<keyof InstanceRecord>(['sshKeys', 'labels', 'gpuUuids', 'progress', 'pendingStop']);
+const JSON_FIELDS = new Set<keyof InstanceRecord>(['sshKeys', 'labels', 'gpuUuids', 'progress', 'pendingStop', 'access']);
 
 function toColumns(record: Partial<InstanceRecord>): Record<string, unknown> {
   const out: Record<string, unknown> = {};

@@ -1,6 +1,7 @@
 // Versioned schema migrations, applied in order at start-up inside one transaction each.
 // Never edit a released migration: add a new one.
 
+import { ACCESS_MIGRATION } from './access-migration.js';
 import { INSTANCES_MIGRATION } from './instance-migration.js';
 import { USAGE_MIGRATION } from './usage-migration.js';
 import { REPLICAS_MIGRATION } from './replica-migration.js';
@@ -227,6 +228,7 @@ export const MIGRATIONS: Migration[] = [
     `,
   },
   INSTANCES_MIGRATION,
+  ACCESS_MIGRATION,
   REPLICAS_MIGRATION,
   USAGE_MIGRATION,
 ];

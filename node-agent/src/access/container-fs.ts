@@ -1,0 +1,236 @@
+// Files of an instance's container, reached through the Docker engine rather than a tool
+// inside the image: stat through the archive HEAD (X-Docker-Container-Path-Stat), reads,
+// listings and writes through the archive API's tar streams. What the archive API cannot
+// do (remove, rename, chmod) runs the image's own `rm`/`mv`/`chmod` through exec, and
+// says so when the image has none. The SFTP server is built on this.
+import { posix } from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+import type Docker from 'dockerode';
+import * as tar from 'tar-stream';
+import { dockerMessage, dockerStatus } from '../runtime/docker-errors.js';
+import { ContainerProcess } from './container-process.js';
+import { isDirectory, isSymlink, posixModeFromGo, posixModeFromTar } from './file-modes.js';
+
+export type FsErrorCode = 'ENOENT' | 'EEXIST' | 'ENOTDIR' | 'EISDIR' | 'ENOTEMPTY' | 'EACCES' | 'ELOOP' | 'EUNSUPPORTED' | 'EIO';
+
+export class FsError extends Error {
+  override readonly name = 'FsError';
+  constructor(
+    readonly code: FsErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface FileStat {
+  name: string;
+  /** POSIX st_mode: type and permission bits. */
+  mode: number;
+  size: number;
+  /** Seconds since the epoch. */
+  mtime: number;
+  /** Known from tar listings; undefined from a path stat. */
+  uid?: number;
+  gid?: number;
+  /** Symlinks: where they point (Docker resolves path stats to an absolute target). */
+  linkTarget?: string;
+}
+
+const MAX_SYMLINK_HOPS = 16;
+
+export class ContainerFs {
+  constructor(
+    private readonly docker: Docker,
+    private readonly containerId: string,
+  ) {}
+
+  private get container(): Docker.Container {
+    return this.docker.getContainer(this.containerId);
+  }
+
+  /** The path itself (a symlink is reported as the link). */
+  async lstat(path: string): Promise<FileStat> {
+    let response: { headers?: Record<string, string | string[] | undefined> };
+    try {
+      response = (await this.container.infoArchive({ path })) as unknown as typeof response;
+    } catch (err) {
+      throw fsErrorOf(err, path);
+    }
+    const header = response.headers?.['x-docker-container-path-stat'];
+    if (typeof header !== 'string') throw new FsError('EIO', `the Docker engine gave no stat for ${path}`);
+    const stat = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as { name: string; size: number; mode: number; mtime: string; linkTarget?: string };
+    const mode = posixModeFromGo(stat.mode);
+    return {
+      name: stat.name,
+      mode,
+      size: stat.size,
+      mtime: Math.floor(Date.parse(stat.mtime) / 1000),
+      ...(isSymlink(mode) && stat.linkTarget ? { linkTarget: stat.linkTarget } : {}),
+    };
+  }
+
+  /** Follows symlinks; also returns the path they led to. */
+  async stat(path: string): Promise<FileStat & { realPath: string }> {
+    let current = path;
+    for (let hop = 0; hop <= MAX_SYMLINK_HOPS; hop++) {
+      const stat = await this.lstat(current);
+      if (!isSymlink(stat.mode) || !stat.linkTarget) return { ...stat, realPath: current };
+      current = posix.resolve(posix.dirname(current), stat.linkTarget);
+    }
+    throw new FsError('ELOOP', `too many levels of symbolic links at ${path}`);
+  }
+
+  /** The entries of a directory (not `.` and `..`), with their attributes from the tar headers. */
+  async readDir(path: string): Promise<FileStat[]> {
+    const dir = await this.stat(path);
+    if (!isDirectory(dir.mode)) throw new FsError('ENOTDIR', `${path} is not a directory`);
+    const entries: FileStat[] = [];
+    // `<dir>/.` archives the directory's content with names `./<child>[/...]`, through symlinks.
+    await this.walkArchive(`${dir.realPath.replace(/\/$/, '')}/.`, (header) => {
+      const name = header.name.replace(/^\.\//, '').replace(/\/$/, '');
+      if (name === '' || name === '.' || name.includes('/')) return;
+      entries.push({
+        name,
+        mode: posixModeFromTar(header.type, header.mode),
+        size: header.type === 'file' ? (header.size ?? 0) : 0,
+        mtime: Math.floor((header.mtime?.getTime() ?? 0) / 1000),
+        uid: header.uid ?? 0,
+        gid: header.gid ?? 0,
+        ...(header.type === 'symlink' && header.linkname ? { linkTarget: header.linkname } : {}),
+      });
+    });
+    return entries;
+  }
+
+  /** Streams a regular file's content into `sink` (ended at the end). */
+  async readFile(path: string, sink: Writable): Promise<FileStat> {
+    const stat = await this.stat(path);
+    if (isDirectory(stat.mode)) throw new FsError('EISDIR', `${path} is a directory`);
+    let found = false;
+    await this.walkArchive(stat.realPath, async (_header, body) => {
+      if (found) return;
+      found = true;
+      await copy(body, sink);
+    });
+    sink.end();
+    if (!found) throw new FsError('EIO', `the Docker engine returned no content for ${path}`);
+    return stat;
+  }
+
+  /** Writes (creates or replaces) a file from `content` of `size` bytes. */
+  async writeFile(path: string, content: Readable, size: number, attrs: { mode: number; mtime?: number }): Promise<void> {
+    const pack = tar.pack();
+    const mtime = new Date((attrs.mtime ?? Math.floor(Date.now() / 1000)) * 1000);
+    const entry = pack.entry({ name: posix.basename(path), type: 'file', size, mode: attrs.mode & 0o7777, mtime, uid: 0, gid: 0 });
+    const writing = (async () => {
+      await copy(content, entry);
+      (entry as unknown as Writable).end(); // streamx's typings demand an argument
+      pack.finalize();
+    })();
+    await Promise.all([this.putArchive(posix.dirname(path), pack as unknown as Readable), writing]);
+  }
+
+  async mkdir(path: string, mode: number): Promise<void> {
+    await this.mustNotExist(path);
+    await this.putEntry(path, { type: 'directory', mode: (mode & 0o7777) | 0, name: posix.basename(path) });
+  }
+
+  async symlink(target: string, path: string): Promise<void> {
+    await this.mustNotExist(path);
+    await this.putEntry(path, { type: 'symlink', linkname: target, mode: 0o777, name: posix.basename(path) });
+  }
+
+  async remove(path: string): Promise<void> {
+    const stat = await this.lstat(path);
+    if (isDirectory(stat.mode)) throw new FsError('EISDIR', `${path} is a directory; use rmdir`);
+    await this.tool(['rm', '-f', '--', path], 'rm');
+  }
+
+  async rmdir(path: string): Promise<void> {
+    const stat = await this.lstat(path);
+    if (!isDirectory(stat.mode)) throw new FsError('ENOTDIR', `${path} is not a directory`);
+    await this.tool(['rmdir', '--', path], 'rmdir');
+  }
+
+  /** SFTP v3 rename: the target must not exist. */
+  async rename(from: string, to: string): Promise<void> {
+    await this.lstat(from);
+    await this.mustNotExist(to);
+    await this.tool(['mv', '--', from, to], 'mv');
+  }
+
+  async chmod(path: string, mode: number): Promise<void> {
+    await this.lstat(path);
+    await this.tool(['chmod', (mode & 0o7777).toString(8), '--', path], 'chmod');
+  }
+
+  private async mustNotExist(path: string): Promise<void> {
+    try {
+      await this.lstat(path);
+    } catch (err) {
+      if (err instanceof FsError && err.code === 'ENOENT') return;
+      throw err;
+    }
+    throw new FsError('EEXIST', `${path} already exists`);
+  }
+
+  private async putEntry(path: string, header: Parameters<tar.Pack['entry']>[0]): Promise<void> {
+    const pack = tar.pack();
+    pack.entry({ uid: 0, gid: 0, mtime: new Date(), ...header });
+    pack.finalize();
+    await this.putArchive(posix.dirname(path), pack as unknown as Readable);
+  }
+
+  private async putArchive(dir: string, archive: Readable): Promise<void> {
+    try {
+      // copyUIDGID: the files belong to the container's user, as if that user had made them.
+      await this.container.putArchive(archive as unknown as NodeJS.ReadableStream, { path: dir, copyUIDGID: true });
+    } catch (err) {
+      throw fsErrorOf(err, dir);
+    }
+  }
+
+  private async walkArchive(path: string, onEntry: (header: tar.Header, body: Readable) => void | Promise<void>): Promise<void> {
+    let stream: NodeJS.ReadableStream;
+    try {
+      stream = await this.container.getArchive({ path });
+    } catch (err) {
+      throw fsErrorOf(err, path);
+    }
+    const extract = tar.extract();
+    stream.on('error', (err: Error) => extract.destroy(err));
+    stream.pipe(extract as unknown as NodeJS.WritableStream);
+    for await (const entry of extract) {
+      await onEntry(entry.header, entry as unknown as Readable);
+      entry.resume(); // skip what the callback did not read
+    }
+  }
+
+  /** Runs a tool of the image for what the archive API cannot do. */
+  private async tool(cmd: string[], name: string): Promise<void> {
+    const result = await ContainerProcess.run(this.docker, this.containerId, cmd);
+    if (result.code === 0) return;
+    const output = (result.stderr || result.stdout).trim();
+    if (result.code === 126 || result.code === 127 || /executable file not found/.test(output)) {
+      throw new FsError('EUNSUPPORTED', `this needs \`${name}\` inside the instance, and its image has none`);
+    }
+    throw new FsError(/permission denied|read-only/i.test(output) ? 'EACCES' : 'EIO', output || `${name} exited with ${result.code}`);
+  }
+}
+
+function fsErrorOf(err: unknown, path: string): FsError {
+  const status = dockerStatus(err);
+  const message = dockerMessage(err);
+  if (status === 404) return new FsError('ENOENT', `${path}: no such file or directory`);
+  if (status === 403 || /read-only|permission denied/i.test(message)) return new FsError('EACCES', `${path}: ${message}`);
+  if (/not a directory/i.test(message)) return new FsError('ENOTDIR', `${path}: ${message}`);
+  return new FsError('EIO', `${path}: ${message}`);
+}
+
+/** Copies with backpressure; works across Node streams and tar-stream's streamx ones. */
+async function copy(from: AsyncIterable<unknown>, to: Writable | { write(chunk: unknown): boolean; once(event: 'drain', fn: () => void): unknown }): Promise<void> {
+  for await (const chunk of from) {
+    if (!to.write(chunk)) await new Promise<void>((resolve) => to.once('drain', resolve));
+  }
+}

@@ -1,0 +1,215 @@
+// One process run inside an instance's container through the Docker exec API: what SSH
+// sessions, SFTP fallbacks and the Jupyter launcher use, so any image works without an
+// sshd in it. With a TTY the output is one raw stream; without, Docker multiplexes
+// stdout and stderr, split here with backpressure. The exit code comes from exec inspect.
+// hangUp() is what a dropped client gets: SIGHUP to the process and what it started (as
+// a terminal hangup would), then SIGKILL for the process itself if it is still there.
+import { PassThrough, type Readable, type Writable } from 'node:stream';
+import type { Duplex } from 'node:stream';
+import type Docker from 'dockerode';
+import { ExecFrameParser } from './exec-frames.js';
+import { processTree, signalAll } from './process-tree.js';
+
+export interface ExecRequest {
+  cmd: string[];
+  tty?: boolean;
+  /** KEY=VALUE entries added to the container's own environment. */
+  env?: string[];
+  workingDir?: string;
+  /** Attach stdin (default true). */
+  stdin?: boolean;
+  /** Initial terminal size (TTY only). */
+  size?: { rows: number; cols: number };
+}
+
+export interface ExecExit {
+  /** Null when Docker did not record one (the container went away under the process). */
+  code: number | null;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export class ContainerProcess {
+  /** Raw output (TTY), or stdout (no TTY). Ends when the process's output ends. */
+  readonly stdout: Readable;
+  /** Empty with a TTY (a terminal has one output). */
+  readonly stderr: Readable;
+  /** The process's stdin; end() gives it EOF. */
+  readonly stdin: Writable;
+  /** Settles once the output ended and Docker recorded the exit. */
+  readonly exited: Promise<ExecExit>;
+  private hostPid: number | undefined;
+  private done = false;
+
+  private constructor(
+    private readonly exec: Docker.Exec,
+    private readonly socket: Duplex,
+    tty: boolean,
+  ) {
+    this.stdin = socket;
+    if (tty) {
+      this.stdout = socket;
+      this.stderr = new PassThrough();
+      (this.stderr as PassThrough).end();
+    } else {
+      const stdout = new PassThrough();
+      const stderr = new PassThrough();
+      this.stdout = stdout;
+      this.stderr = stderr;
+      demultiplex(socket, stdout, stderr);
+    }
+    const outputEnded = new Promise<void>((resolve) => {
+      socket.once('end', resolve);
+      socket.once('close', resolve);
+    });
+    this.exited = outputEnded.then(() => this.waitForExit()).finally(() => {
+      this.done = true;
+    });
+    // A reset socket (the container vanished) surfaces as the end of the output.
+    socket.on('error', () => undefined);
+  }
+
+  static async start(docker: Docker, containerId: string, request: ExecRequest): Promise<ContainerProcess> {
+    const tty = request.tty ?? false;
+    const stdin = request.stdin ?? true;
+    const exec = await docker.getContainer(containerId).exec({
+      Cmd: request.cmd,
+      AttachStdin: stdin,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: tty,
+      ...(request.env && request.env.length > 0 ? { Env: request.env } : {}),
+      ...(request.workingDir ? { WorkingDir: request.workingDir } : {}),
+      // Engines from API 1.42 on size the terminal from the start; older ones get the resize below.
+      ...(tty && request.size ? { ConsoleSize: [request.size.rows, request.size.cols] } : {}),
+    } as Docker.ExecCreateOptions);
+    const socket = (await exec.start({ hijack: true, stdin, Tty: tty, ...(tty && request.size ? { ConsoleSize: [request.size.rows, request.size.cols] } : {}) } as Docker.ExecStartOptions)) as unknown as Duplex;
+    const process = new ContainerProcess(exec, socket, tty);
+    if (tty && request.size) await process.initialResize(request.size.rows, request.size.cols);
+    return process;
+  }
+
+  /** Runs a command to completion and collects its output (for short helper commands). */
+  static async run(docker: Docker, containerId: string, cmd: string[], options: { stdin?: Buffer } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const p = await ContainerProcess.start(docker, containerId, { cmd, stdin: options.stdin !== undefined });
+    if (options.stdin !== undefined) p.stdin.end(options.stdin);
+    const [stdout, stderr, exit] = await Promise.all([collect(p.stdout), collect(p.stderr), p.exited]);
+    return { code: exit.code, stdout, stderr };
+  }
+
+  get running(): boolean {
+    return !this.done;
+  }
+
+  async resize(rows: number, cols: number): Promise<void> {
+    if (this.done || rows <= 0 || cols <= 0) return;
+    try {
+      await this.exec.resize({ h: rows, w: cols });
+    } catch (err) {
+      // The process may have exited in between; a resize of nothing is not an error.
+      if (!this.done) throw err;
+    }
+  }
+
+  /**
+   * The first resize races the process's start (Docker refuses to resize an exec that is
+   * not running yet), so it is retried a few times, as the Docker CLI does.
+   */
+  private async initialResize(rows: number, cols: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.resize(rows, cols);
+      } catch (err) {
+        // A process that is already done needs no size.
+        if (attempt >= 10 || !(await this.isRunning())) return;
+        await sleep(10 * attempt);
+      }
+    }
+  }
+
+  private async isRunning(): Promise<boolean> {
+    if (this.done) return false;
+    try {
+      const info = (await this.exec.inspect()) as { Running: boolean; ExitCode: number | null };
+      // Not started yet: not running and no exit code.
+      return info.Running || info.ExitCode === null;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The process's PID on the host, from exec inspect. */
+  async pid(): Promise<number> {
+    this.hostPid ??= ((await this.exec.inspect()) as { Pid: number }).Pid;
+    return this.hostPid;
+  }
+
+  /** Sends a signal to the process itself (SSH `signal` requests). */
+  async signal(signal: NodeJS.Signals): Promise<void> {
+    if (this.done) return;
+    signalAll([await this.pid()], signal);
+  }
+
+  /**
+   * The client is gone: SIGHUP to the process and its descendants, and SIGKILL to the
+   * process if it outlives `graceMs`. Descendants that ignore SIGHUP (nohup) keep running,
+   * as they would after an OpenSSH session's hangup.
+   */
+  async hangUp(graceMs = 2_000): Promise<void> {
+    if (!this.done) {
+      const pid = await this.pid();
+      if (pid > 0) {
+        signalAll(await processTree(pid), 'SIGHUP');
+        await Promise.race([this.exited, sleep(graceMs)]);
+        if (!this.done) signalAll(await processTree(pid).then((tree) => tree.slice(0, 1)), 'SIGKILL');
+      }
+    }
+    this.socket.destroy();
+  }
+
+  private async waitForExit(): Promise<ExecExit> {
+    // The output can end a moment before Docker records the exit.
+    for (let attempt = 0; ; attempt++) {
+      let info: { Running: boolean; ExitCode: number | null; Pid: number };
+      try {
+        info = (await this.exec.inspect()) as typeof info;
+      } catch {
+        return { code: null }; // the container (and its exec records) went away
+      }
+      this.hostPid ??= info.Pid;
+      if (!info.Running || attempt >= 40) return { code: info.Running ? null : info.ExitCode };
+      await sleep(25);
+    }
+  }
+}
+
+/** Splits Docker's multiplexed stream into stdout and stderr, pausing the socket while either is full. */
+function demultiplex(socket: Duplex, stdout: PassThrough, stderr: PassThrough): void {
+  const parser = new ExecFrameParser();
+  let waiting = 0;
+  const resume = (): void => {
+    if (--waiting === 0) socket.resume();
+  };
+  socket.on('data', (chunk: Buffer) => {
+    for (const frame of parser.push(chunk)) {
+      const target = frame.stream === 'stderr' ? stderr : stdout;
+      if (!target.write(frame.payload)) {
+        waiting++;
+        target.once('drain', resume);
+      }
+    }
+    if (waiting > 0) socket.pause();
+  });
+  const finish = (): void => {
+    stdout.end();
+    stderr.end();
+  };
+  socket.once('end', finish);
+  socket.once('close', finish);
+}
+
+async function collect(stream: Readable): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}

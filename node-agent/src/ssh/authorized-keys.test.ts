@@ -1,0 +1,64 @@
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import ssh2 from 'ssh2';
+import { parseAuthorizedKeys, publicKeyAccepted } from './authorized-keys.js';
+import { fingerprintOf, hostKeyPath, loadOrCreateHostKey } from './host-key.js';
+
+const pair = (type: 'ed25519' | 'ecdsa' | 'rsa') => {
+  const generated = type === 'ed25519' ? ssh2.utils.generateKeyPairSync('ed25519') : type === 'ecdsa' ? ssh2.utils.generateKeyPairSync('ecdsa', { bits: 256 }) : ssh2.utils.generateKeyPairSync('rsa', { bits: 2048 });
+  const priv = ssh2.utils.parseKey(generated.private);
+  if (priv instanceof Error) throw priv;
+  return { line: `${generated.public} user@laptop`, priv };
+};
+
+describe('authorized keys', () => {
+  const ed = pair('ed25519');
+  const ec = pair('ecdsa');
+  const rsa = pair('rsa');
+  const other = pair('ed25519');
+  const { keys, unusable } = parseAuthorizedKeys([ed.line, ec.line, rsa.line, '', 'sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t x']);
+
+  it('reads ed25519, ECDSA and RSA lines and says which cannot be used', () => {
+    expect(keys.map((k) => k.type)).toEqual(['ssh-ed25519', 'ecdsa-sha2-nistp256', 'ssh-rsa']);
+    expect(unusable).toHaveLength(1);
+    expect(unusable[0]).toMatch(/^sk-ssh-ed25519@openssh.com: /);
+  });
+
+  it.each([
+    ['ed25519', ed, undefined],
+    ['ECDSA', ec, undefined],
+    ['RSA with rsa-sha2-512', rsa, 'sha512'],
+  ])('accepts a valid %s signature and refuses a forged one', (_name, k, hashAlgo) => {
+    const blob = k.priv.getPublicSSH();
+    const data = Buffer.from('session id and userauth request');
+    expect(publicKeyAccepted(keys, { blob })).toBeDefined();
+    const signature = k.priv.sign(data, hashAlgo);
+    expect(publicKeyAccepted(keys, { blob, signature, signedData: data, hashAlgo })?.fingerprint).toBe(fingerprintOf(blob));
+    expect(publicKeyAccepted(keys, { blob, signature, signedData: Buffer.from('something else'), hashAlgo })).toBeUndefined();
+  });
+
+  it('refuses a key that is not authorized, even with a valid signature of its own', () => {
+    const blob = other.priv.getPublicSSH();
+    const data = Buffer.from('x');
+    expect(publicKeyAccepted(keys, { blob })).toBeUndefined();
+    expect(publicKeyAccepted(keys, { blob, signature: other.priv.sign(data), signedData: data })).toBeUndefined();
+  });
+});
+
+describe('host key', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'host-key-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('is created once with mode 0600 and read back the same', async () => {
+    const first = await loadOrCreateHostKey(dir);
+    expect(first.created).toBe(true);
+    expect(statSync(hostKeyPath(dir)).mode & 0o777).toBe(0o600);
+    expect(first.publicKey).toMatch(/^ssh-ed25519 AAAA/);
+    expect(first.fingerprint).toMatch(/^SHA256:[A-Za-z0-9+/]{43}$/);
+    const second = await loadOrCreateHostKey(dir);
+    expect(second.created).toBe(false);
+    expect(second.fingerprint).toBe(first.fingerprint);
+  });
+});

@@ -1,0 +1,324 @@
+// The SFTP subsystem (what `sftp` and OpenSSH 9's `scp` speak), served by the gateway
+// itself over ContainerFs, so it works for images without an sftp-server. An open file is
+// staged in a temporary file on the node: a read fetches the file once, a write is put
+// into the container when the handle is closed (the file appears whole, never half).
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, posix } from 'node:path';
+import type Docker from 'dockerode';
+import ssh2, { type Attributes, type FileEntry, type SFTPWrapper } from 'ssh2';
+import type { Logger } from '@svc/shared';
+import type { AccessEntry } from '../access/access-registry.js';
+import { ContainerFs, FsError, type FileStat } from '../access/container-fs.js';
+import { isDirectory, modeString } from '../access/file-modes.js';
+
+const { OPEN_MODE, STATUS_CODE } = ssh2.utils.sftp;
+/** Entries per READDIR answer, as OpenSSH's sftp-server sends them. */
+const NAMES_PER_REPLY = 100;
+
+interface FileHandleState {
+  kind: 'file';
+  path: string;
+  staged: FileHandle;
+  stagedPath: string;
+  writable: boolean;
+  append: boolean;
+  /** The container's copy must be replaced at close (written to, truncated or new). */
+  dirty: boolean;
+  mode: number;
+  mtime?: number;
+}
+
+interface DirHandleState {
+  kind: 'dir';
+  entries: FileEntry[];
+}
+
+type HandleState = FileHandleState | DirHandleState;
+
+/** SFTP attributes of a stat. */
+export function attrsOf(stat: FileStat): Attributes {
+  return { mode: stat.mode, uid: stat.uid ?? 0, gid: stat.gid ?? 0, size: stat.size, atime: stat.mtime, mtime: stat.mtime };
+}
+
+/** `ls -l`-style line, as OpenSSH's sftp-server sends for `ls -l`. */
+export function longName(stat: FileStat): string {
+  const date = new Date(stat.mtime * 1000);
+  const month = date.toLocaleString('en-US', { month: 'short', timeZone: 'UTC' });
+  const recent = Math.abs(Date.now() - date.getTime()) < 182 * 24 * 3_600_000;
+  const when = recent
+    ? `${String(date.getUTCHours()).padStart(2, '0')}:${String(date.getUTCMinutes()).padStart(2, '0')}`
+    : String(date.getUTCFullYear());
+  return `${modeString(stat.mode)}    1 ${String(stat.uid ?? 0).padEnd(8)} ${String(stat.gid ?? 0).padEnd(8)} ${String(stat.size).padStart(8)} ${month} ${String(date.getUTCDate()).padStart(2)} ${when.padStart(5)} ${stat.name}${stat.linkTarget ? ` -> ${stat.linkTarget}` : ''}`;
+}
+
+export class SftpSession {
+  private readonly fs: ContainerFs;
+  private readonly handles = new Map<string, HandleState>();
+  private staging: Promise<string> | undefined;
+  /** Requests still being answered, and whether the client has sent EOF. */
+  private inFlight = 0;
+  private clientDone = false;
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly sftp: SFTPWrapper,
+    docker: Docker,
+    private readonly entry: AccessEntry,
+    private readonly log: Logger,
+  ) {
+    this.fs = new ContainerFs(docker, entry.containerId);
+    sftp.on('OPEN', (id, filename, flags, attrs) => this.answer(id, () => this.open(id, filename, flags, attrs)));
+    sftp.on('READ', (id, handle, offset, length) => this.answer(id, () => this.read(id, handle, offset, length)));
+    sftp.on('WRITE', (id, handle, offset, data) => this.answer(id, () => this.write(id, handle, offset, data)));
+    sftp.on('FSTAT', (id, handle) => this.answer(id, () => this.fstat(id, handle)));
+    sftp.on('FSETSTAT', (id, handle, attrs) => this.answer(id, () => this.fsetstat(id, handle, attrs)));
+    sftp.on('CLOSE', (id, handle) => this.answer(id, () => this.close(id, handle)));
+    sftp.on('OPENDIR', (id, path) => this.answer(id, () => this.opendir(id, path)));
+    sftp.on('READDIR', (id, handle) => this.answer(id, async () => this.readdir(id, handle)));
+    sftp.on('LSTAT', (id, path) => this.answer(id, async () => sftp.attrs(id, attrsOf(await this.fs.lstat(this.resolve(path))))));
+    sftp.on('STAT', (id, path) => this.answer(id, async () => sftp.attrs(id, attrsOf(await this.fs.stat(this.resolve(path))))));
+    sftp.on('REALPATH', (id, path) => this.answer(id, async () => {
+      const resolved = this.resolve(path);
+      sftp.name(id, [{ filename: resolved, longname: resolved, attrs: {} as Attributes }]);
+    }));
+    sftp.on('READLINK', (id, path) => this.answer(id, async () => {
+      const stat = await this.fs.lstat(this.resolve(path));
+      if (!stat.linkTarget) throw new FsError('EIO', `${path} is not a symbolic link`);
+      sftp.name(id, [{ filename: stat.linkTarget, longname: stat.linkTarget, attrs: {} as Attributes }]);
+    }));
+    sftp.on('SETSTAT', (id, path, attrs) => this.answer(id, () => this.setstat(id, this.resolve(path), attrs)));
+    sftp.on('MKDIR', (id, path, attrs) => this.answer(id, async () => {
+      await this.fs.mkdir(this.resolve(path), (attrs as Partial<Attributes>).mode ?? 0o755);
+      this.ok(id);
+    }));
+    sftp.on('RMDIR', (id, path) => this.answer(id, async () => {
+      await this.fs.rmdir(this.resolve(path));
+      this.ok(id);
+    }));
+    sftp.on('REMOVE', (id, path) => this.answer(id, async () => {
+      await this.fs.remove(this.resolve(path));
+      this.ok(id);
+    }));
+    sftp.on('RENAME', (id, from, to) => this.answer(id, async () => {
+      await this.fs.rename(this.resolve(from), this.resolve(to));
+      this.ok(id);
+    }));
+    // ssh2 hands the link path first, having undone OpenSSH's swapped argument order.
+    sftp.on('SYMLINK', (id, linkPath, target) => this.answer(id, async () => {
+      await this.fs.symlink(target, this.resolve(linkPath));
+      this.ok(id);
+    }));
+    // The client is done (EOF): close our side once every request it made is answered.
+    sftp.on('end', () => {
+      this.clientDone = true;
+      if (this.inFlight === 0) this.finish();
+    });
+    sftp.on('close', () => {
+      this.cleanUp().catch((err: unknown) => log.warn({ err }, 'removing SFTP staging files failed'));
+    });
+  }
+
+  /**
+   * Ends the subsystem as sshd does when sftp-server exits: exit status 0, then close.
+   * OpenSSH's scp fails a copy whose ssh reports no exit status. ssh2's SFTP object has no
+   * exit(), so the status goes through its protocol handle, as ssh2's own Channel.exit does.
+   */
+  private finish(): void {
+    const channel = this.sftp as unknown as { _protocol?: { exitStatus(id: number, status: number): void }; outgoing: { id: number; state: string } };
+    if (channel.outgoing.state === 'open' || channel.outgoing.state === 'eof') channel._protocol?.exitStatus(channel.outgoing.id, 0);
+    this.sftp.end();
+  }
+
+  /** Paths are relative to the home directory, as with sshd's sftp-server. */
+  private resolve(path: string): string {
+    return posix.resolve(this.entry.home, path || '.');
+  }
+
+  private ok(id: number): void {
+    this.sftp.status(id, STATUS_CODE.OK);
+  }
+
+  /**
+   * Runs a request after the ones before it; any failure becomes the matching SFTP status
+   * with a message. One at a time, because OpenSSH's client expects the answers in order:
+   * on reordered write acknowledgements scp truncates the upload at the first gap.
+   */
+  private answer(id: number, work: () => Promise<void> | void): void {
+    this.inFlight++;
+    this.queue = this.queue
+      .then(work)
+      .catch((err: unknown) => {
+        if (!(err instanceof FsError)) this.log.warn({ err, instance: this.entry.instanceId }, 'SFTP request failed');
+        try {
+          this.sftp.status(id, statusOf(err), err instanceof Error ? err.message : String(err));
+        } catch {
+          // The channel is gone; nobody to answer.
+        }
+      })
+      .finally(() => {
+        if (--this.inFlight === 0 && this.clientDone) this.finish();
+      });
+  }
+
+  private handleOf(buffer: Buffer): HandleState {
+    const state = this.handles.get(buffer.toString('hex'));
+    if (!state) throw new FsError('EIO', 'invalid handle');
+    return state;
+  }
+
+  private newHandle(state: HandleState): Buffer {
+    const buffer = randomBytes(8);
+    this.handles.set(buffer.toString('hex'), state);
+    return buffer;
+  }
+
+  private stagingDir(): Promise<string> {
+    this.staging ??= mkdtemp(join(tmpdir(), 'svc-sftp-'));
+    return this.staging;
+  }
+
+  private async open(id: number, filename: string, flags: number, attrs: Partial<Attributes>): Promise<void> {
+    const path = this.resolve(filename);
+    let existing: (FileStat & { realPath: string }) | undefined;
+    try {
+      existing = await this.fs.stat(path);
+    } catch (err) {
+      if (!(err instanceof FsError && err.code === 'ENOENT')) throw err;
+    }
+    if (existing && isDirectory(existing.mode)) throw new FsError('EISDIR', `${filename} is a directory`);
+    const create = (flags & OPEN_MODE.CREAT) !== 0;
+    if (!existing && !create) throw new FsError('ENOENT', `${filename}: no such file`);
+    if (existing && create && (flags & OPEN_MODE.EXCL) !== 0) throw new FsError('EEXIST', `${filename} already exists`);
+    const writable = (flags & (OPEN_MODE.WRITE | OPEN_MODE.APPEND)) !== 0;
+    const truncate = (flags & OPEN_MODE.TRUNC) !== 0;
+
+    const stagedPath = join(await this.stagingDir(), randomBytes(8).toString('hex'));
+    if (existing && !truncate) {
+      const sink = createWriteStream(stagedPath, { mode: 0o600 });
+      const flushed = once(sink, 'close');
+      try {
+        await this.fs.readFile(existing.realPath, sink);
+        await flushed;
+      } catch (err) {
+        sink.destroy();
+        throw err;
+      }
+    }
+    const staged = await open(stagedPath, existing && !truncate ? 'r+' : 'w+', 0o600);
+    const state: FileHandleState = {
+      kind: 'file',
+      path: existing?.realPath ?? path,
+      staged,
+      stagedPath,
+      writable,
+      append: (flags & OPEN_MODE.APPEND) !== 0,
+      dirty: writable && (!existing || truncate),
+      mode: (attrs.mode ?? existing?.mode ?? 0o644) & 0o7777,
+    };
+    this.sftp.handle(id, this.newHandle(state));
+  }
+
+  private async read(id: number, handle: Buffer, offset: number, length: number): Promise<void> {
+    const state = this.fileHandle(handle);
+    const buffer = Buffer.alloc(Math.min(length, 256 * 1024));
+    const { bytesRead } = await state.staged.read(buffer, 0, buffer.length, offset);
+    if (bytesRead === 0) this.sftp.status(id, STATUS_CODE.EOF);
+    else this.sftp.data(id, buffer.subarray(0, bytesRead));
+  }
+
+  private async write(id: number, handle: Buffer, offset: number, data: Buffer): Promise<void> {
+    const state = this.fileHandle(handle);
+    if (!state.writable) throw new FsError('EACCES', 'the file was opened for reading');
+    const position = state.append ? (await state.staged.stat()).size : offset;
+    await state.staged.write(data, 0, data.length, position);
+    state.dirty = true;
+    this.ok(id);
+  }
+
+  private async fstat(id: number, handle: Buffer): Promise<void> {
+    const state = this.fileHandle(handle);
+    const size = (await state.staged.stat()).size;
+    this.sftp.attrs(id, attrsOf({ name: posix.basename(state.path), mode: 0o100000 | state.mode, size, mtime: state.mtime ?? Math.floor(Date.now() / 1000) }));
+  }
+
+  private async fsetstat(id: number, handle: Buffer, attrs: Partial<Attributes>): Promise<void> {
+    const state = this.fileHandle(handle);
+    if (!state.writable) {
+      // Only the container's copy could change; do it there.
+      await this.setstat(id, state.path, attrs);
+      return;
+    }
+    if (attrs.mode !== undefined) state.mode = attrs.mode & 0o7777;
+    if (attrs.mtime !== undefined) state.mtime = attrs.mtime;
+    if (attrs.size !== undefined) await state.staged.truncate(attrs.size);
+    state.dirty = true;
+    this.ok(id);
+  }
+
+  private async setstat(id: number, path: string, attrs: Partial<Attributes>): Promise<void> {
+    if (attrs.size !== undefined || attrs.uid !== undefined || attrs.gid !== undefined) {
+      throw new FsError('EUNSUPPORTED', 'only the mode of an existing file can be changed here; re-upload it to change more');
+    }
+    if (attrs.mode !== undefined) await this.fs.chmod(path, attrs.mode);
+    // Times of a file that is not being written cannot be set through Docker; they are left as they are.
+    this.ok(id);
+  }
+
+  private async close(id: number, handle: Buffer): Promise<void> {
+    const state = this.handleOf(handle);
+    this.handles.delete(handle.toString('hex'));
+    if (state.kind === 'dir') return this.ok(id);
+    try {
+      if (state.dirty) {
+        const size = (await state.staged.stat()).size;
+        await this.fs.writeFile(state.path, createReadStream(state.stagedPath), size, { mode: state.mode, ...(state.mtime !== undefined ? { mtime: state.mtime } : {}) });
+      }
+    } finally {
+      await state.staged.close();
+      await rm(state.stagedPath, { force: true });
+    }
+    this.ok(id);
+  }
+
+  private async opendir(id: number, path: string): Promise<void> {
+    const entries = await this.fs.readDir(this.resolve(path));
+    this.sftp.handle(id, this.newHandle({ kind: 'dir', entries: entries.map((e) => ({ filename: e.name, longname: longName(e), attrs: attrsOf(e) })) }));
+  }
+
+  private readdir(id: number, handle: Buffer): void {
+    const state = this.handleOf(handle);
+    if (state.kind !== 'dir') throw new FsError('ENOTDIR', 'not a directory handle');
+    if (state.entries.length === 0) return this.sftp.status(id, STATUS_CODE.EOF);
+    this.sftp.name(id, state.entries.splice(0, NAMES_PER_REPLY));
+  }
+
+  private fileHandle(handle: Buffer): FileHandleState {
+    const state = this.handleOf(handle);
+    if (state.kind !== 'file') throw new FsError('EISDIR', 'not a file handle');
+    return state;
+  }
+
+  private async cleanUp(): Promise<void> {
+    for (const state of this.handles.values()) if (state.kind === 'file') await state.staged.close().catch(() => undefined);
+    this.handles.clear();
+    if (this.staging) await rm(await this.staging, { recursive: true, force: true });
+  }
+}
+
+function statusOf(err: unknown): number {
+  if (!(err instanceof FsError)) return STATUS_CODE.FAILURE;
+  switch (err.code) {
+    case 'ENOENT':
+      return STATUS_CODE.NO_SUCH_FILE;
+    case 'EACCES':
+      return STATUS_CODE.PERMISSION_DENIED;
+    case 'EUNSUPPORTED':
+      return STATUS_CODE.OP_UNSUPPORTED;
+    default:
+      return STATUS_CODE.FAILURE;
+  }
+}

@@ -1,0 +1,141 @@
+// One SSH session channel of a connection into an instance: pty and window size, passed
+// environment, and then a shell, a command (`ssh host cmd`) or the SFTP subsystem. The
+// process runs in the container through Docker exec; its stdout, stderr and exit status
+// reach the client as OpenSSH's would. A session whose client goes away hangs its
+// process up, so nothing it ran lingers in the container.
+import type Docker from 'dockerode';
+import type { PseudoTtyInfo, ServerChannel, Session } from 'ssh2';
+import type { Logger } from '@svc/shared';
+import type { AccessEntry } from '../access/access-registry.js';
+import { ContainerProcess } from '../access/container-process.js';
+import { SftpSession } from './sftp-session.js';
+import { envAccepted, execCommand, MAX_ENV_VARS, shellCommand, signalName, withTerminalSize } from './session-request.js';
+
+export interface SessionContext {
+  docker: Docker;
+  entry: AccessEntry;
+  log: Logger;
+  /** Whether the instance is still open (not stopping or gone), for the goodbye message. */
+  instanceOpen(): boolean;
+  /** Whether the image has /bin/bash (asked once per connection). */
+  hasBash(): Promise<boolean>;
+}
+
+/** Handles to what a session runs, so the connection can end it when the instance goes. */
+export interface SessionHandle {
+  /** Tells the client why and ends the session. */
+  close(reason: string): void;
+}
+
+export function handleSession(session: Session, ctx: SessionContext): SessionHandle {
+  let pty: PseudoTtyInfo | undefined;
+  const env: string[] = [];
+  let process: ContainerProcess | undefined;
+  let channel: ServerChannel | undefined;
+  let closing: string | undefined;
+
+  session.on('pty', (accept, _reject, info) => {
+    pty = info;
+    accept?.();
+  });
+  session.on('window-change', (accept, _reject, info) => {
+    if (pty) pty = { ...pty, rows: info.rows, cols: info.cols };
+    process?.resize(info.rows, info.cols).catch((err: unknown) => ctx.log.debug({ err }, 'resize failed'));
+    accept?.();
+  });
+  session.on('env', (accept, reject, info) => {
+    if (env.length < MAX_ENV_VARS && envAccepted(info.key, info.val)) {
+      env.push(`${info.key}=${info.val}`);
+      accept?.();
+    } else {
+      reject?.();
+    }
+  });
+  session.on('signal', (accept, reject, info) => {
+    const signal = signalName(info.name);
+    if (!signal || !process) return reject?.();
+    process.signal(signal).catch((err: unknown) => ctx.log.debug({ err }, 'signal failed'));
+    accept?.();
+  });
+  session.on('auth-agent', (_accept, reject) => reject?.());
+  session.on('x11', (_accept, reject) => reject?.());
+
+  const run = async (accepted: ServerChannel, cmd: string[]): Promise<void> => {
+    channel = accepted;
+    const tty = pty !== undefined;
+    const size = { rows: pty?.rows || 24, cols: pty?.cols || 80 };
+    try {
+      process = await ContainerProcess.start(ctx.docker, ctx.entry.containerId, {
+        cmd: tty ? withTerminalSize(cmd, size.rows, size.cols) : cmd,
+        tty,
+        env: [...(tty ? [`TERM=${pty!.term || 'xterm'}`] : []), ...env],
+        ...(tty ? { size } : {}),
+      });
+    } catch (err) {
+      accepted.stderr.write(`${ctx.entry.instanceId}: cannot start ${cmd.join(' ')}: ${(err as Error).message}\r\n`);
+      accepted.exit(255);
+      accepted.end();
+      return;
+    }
+    const running = process;
+    running.stdout.pipe(accepted, { end: false });
+    running.stderr.pipe(accepted.stderr, { end: false });
+    // EOF from the client closes a plain session's stdin; a terminal has no EOF to pass
+    // (sshd ignores it too), and Docker would end a TTY exec's output with its input.
+    accepted.pipe(running.stdin, { end: !tty });
+    // The client closed the channel or vanished while the process runs: hang it up.
+    accepted.once('close', () => {
+      if (running.running) running.hangUp().catch((err: unknown) => ctx.log.warn({ err, instance: ctx.entry.instanceId }, 'hanging up a session failed'));
+    });
+    const [exit] = await Promise.all([running.exited, ended(running.stdout), ended(running.stderr)]);
+    if (accepted.destroyed) return; // the client left first
+    if (closing || !ctx.instanceOpen()) {
+      accepted.stderr.write(`\r\n${closing ?? `instance ${ctx.entry.instanceId} is stopping`}\r\n`);
+    }
+    // OpenSSH reports 255 when the session ends without an exit status; so do we when Docker has none.
+    accepted.exit(exit.code ?? 255);
+    accepted.end();
+  };
+
+  session.on('shell', (accept) => {
+    const accepted = accept();
+    ctx.hasBash().then(
+      (bash) => run(accepted, shellCommand(bash)),
+      () => run(accepted, shellCommand(false)),
+    ).catch((err: unknown) => ctx.log.error({ err }, 'shell session failed'));
+  });
+  session.on('exec', (accept, _reject, info) => {
+    run(accept(), execCommand(info.command)).catch((err: unknown) => ctx.log.error({ err }, 'exec session failed'));
+  });
+  session.on('sftp', (accept) => {
+    const sftp = accept();
+    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log);
+  });
+
+  return {
+    close(reason) {
+      closing = reason;
+      if (!channel) return;
+      if (process?.running) {
+        // The container is going away; hang the process up so run() says why and ends.
+        process.hangUp().catch((err: unknown) => ctx.log.warn({ err, instance: ctx.entry.instanceId }, 'hanging up a session failed'));
+        return;
+      }
+      try {
+        channel.stderr.write(`\r\n${reason}\r\n`);
+        channel.exit(255);
+        channel.end();
+      } catch {
+        // The client closed the channel already.
+      }
+    },
+  };
+}
+
+function ended(stream: NodeJS.ReadableStream): Promise<void> {
+  return new Promise((resolve) => {
+    if ((stream as { readableEnded?: boolean }).readableEnded) return resolve();
+    stream.once('end', resolve);
+    stream.once('close', resolve);
+  });
+}

@@ -1,0 +1,158 @@
+// Jupyter in instances end to end: a real control plane and agent, and Debian's
+// jupyter-notebook in a test image (scripts/setup-host.sh builds and caches it). The
+// agent starts Jupyter in an image that has it, proxies HTTP and WebSocket to it behind
+// the instance's token, and says why when an image has none.
+import { randomUUID } from 'node:crypto';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, SLEEPER_IMAGE } from './support/images.js';
+import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
+import { eventually } from './support/node-agent-process.js';
+
+let stack: InstanceStack;
+let nb: any; // the instance whose Jupyter the agent started
+let self: any; // the instance whose image runs Jupyter itself
+let plain: any; // busybox: no Jupyter
+
+/** The URL's origin and path without the token, and the token. */
+const parts = (url: string) => {
+  const u = new URL(url);
+  return { base: `${u.origin}${u.pathname}`, token: u.searchParams.get('token')! };
+};
+
+/** Runs `code` in a kernel over its WebSocket channel (Jupyter messaging protocol 5.3); resolves with text/plain. */
+function execute(channelsUrl: string, code: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(channelsUrl);
+    const session = randomUUID();
+    const msgId = randomUUID();
+    const timer = setTimeout(() => {
+      ws.terminate();
+      reject(new Error(`no execute_result for ${code} within 30 s`));
+    }, 30_000);
+    ws.on('open', () =>
+      ws.send(
+        JSON.stringify({
+          header: { msg_id: msgId, username: 'e2e', session, msg_type: 'execute_request', version: '5.3', date: new Date().toISOString() },
+          parent_header: {},
+          metadata: {},
+          content: { code, silent: false, store_history: true, user_expressions: {}, allow_stdin: false, stop_on_error: true },
+          channel: 'shell',
+          buffers: [],
+        }),
+      ),
+    );
+    ws.on('message', (data) => {
+      const message = JSON.parse(String(data));
+      if (message.parent_header?.msg_id === msgId && message.msg_type === 'execute_result') {
+        clearTimeout(timer);
+        ws.close();
+        resolve(message.content.data['text/plain']);
+      }
+    });
+    ws.on('unexpected-response', (_req, res) => {
+      clearTimeout(timer);
+      reject(new Error(`WebSocket refused with HTTP ${res.statusCode}`));
+    });
+    ws.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
+beforeAll(async () => {
+  stack = await startInstanceStack({ name: 'jupyter-e2e', gpus: 3 });
+  const created = await Promise.all([JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, SLEEPER_IMAGE].map((image) => stack.create({ image })));
+  for (const c of created) {
+    expect(c.status).toBe(201);
+    expect(c.body.jupyter).toBeNull(); // not before ready
+  }
+  [nb, self, plain] = await Promise.all(created.map((c) => stack.waitFor(c.body.id, ['ready'], 120_000)));
+}, 180_000);
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+describe('Jupyter in instances', () => {
+  it('is live at ready: the read has a URL with the token, on the node\'s Jupyter port', async () => {
+    const { base, token } = parts(nb.jupyter.url);
+    expect(base).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/${nb.id}/$`));
+    expect(token).toBe(nb.jupyter.token);
+    expect(token.length).toBeGreaterThanOrEqual(32);
+    expect(nb.jupyter_unavailable_reason).toBeNull();
+    // The page a browser opens from the URL: the notebook's tree.
+    const page = await fetch(nb.jupyter.url);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('Jupyter');
+  });
+
+  it('requires the token', async () => {
+    const { base, token } = parts(nb.jupyter.url);
+    const none = await fetch(`${base}api/kernels`);
+    expect(none.status).toBe(401);
+    expect(((await none.json()) as { error: { type: string } }).error.type).toBe('unauthorized');
+    expect((await fetch(`${base}api/kernels?token=${token.slice(0, -1)}x`)).status).toBe(401);
+    expect((await fetch(`${base}api/kernels`, { headers: { authorization: `token ${self.jupyter.token}` } })).status).toBe(401); // another instance's token
+    expect((await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } })).status).toBe(200);
+    // WebSockets too.
+    await expect(execute(`${base.replace('http', 'ws')}api/kernels/any/channels`, '1')).rejects.toThrow(/HTTP 401/);
+  });
+
+  it('lists kernels, and a kernel runs 1+1 over its WebSocket', async () => {
+    const { base, token } = parts(nb.jupyter.url);
+    const headers = { authorization: `token ${token}`, 'content-type': 'application/json' };
+    const started = await fetch(`${base}api/kernels`, { method: 'POST', headers, body: '{}' });
+    expect(started.status).toBe(201);
+    const kernel = (await started.json()) as { id: string; name: string };
+    expect(kernel.name).toBe('python3');
+    const listed = (await (await fetch(`${base}api/kernels`, { headers })).json()) as Array<{ id: string }>;
+    expect(listed.map((k) => k.id)).toContain(kernel.id);
+    expect(await execute(`${base.replace('http', 'ws')}api/kernels/${kernel.id}/channels?token=${token}`, '1+1')).toBe('2');
+  });
+
+  it('lets a browser carry on with the cookies it got with the token', async () => {
+    const { base, token } = parts(nb.jupyter.url);
+    const page = await fetch(`${base}tree?token=${token}`, { redirect: 'manual' });
+    expect(page.status).toBe(200);
+    const cookies = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    expect(cookies).toContain(`svc_jupyter_${nb.id}=`);
+    // What the page's scripts then ask for: cookies, no token (a browser sends the page as referer).
+    const next = await fetch(`${base}api/contents`, { headers: { cookie: cookies, referer: `${base}tree` } });
+    expect(next.status).toBe(200);
+    // Without the proxy's cookie the same request does not get through.
+    const withoutOurs = cookies.split('; ').filter((c) => !c.startsWith('svc_jupyter_')).join('; ');
+    expect((await fetch(`${base}api/contents`, { headers: { cookie: withoutOurs, referer: `${base}tree` } })).status).toBe(401);
+  });
+
+  it('reaches a Jupyter the image runs itself', async () => {
+    const { base, token } = parts(self.jupyter.url);
+    const kernels = await eventually(async () => {
+      const res = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } });
+      return res.status === 200 ? res.json() : undefined;
+    }, 30_000, 'the image\'s own Jupyter to answer');
+    expect(kernels).toEqual([]);
+    expect((await fetch(`${base}api/kernels`)).status).toBe(401);
+  });
+
+  it('says why when the image has no Jupyter', () => {
+    expect(plain.jupyter).toBeNull();
+    expect(plain.jupyter_unavailable_reason).toMatch(/the image has no Jupyter/);
+  });
+
+  it('goes offline when the instance terminates, open WebSockets included', async () => {
+    const { base, token } = parts(nb.jupyter.url);
+    const headers = { authorization: `token ${token}`, 'content-type': 'application/json' };
+    const kernel = (await (await fetch(`${base}api/kernels`, { method: 'POST', headers, body: '{}' })).json()) as { id: string };
+    const ws = new WebSocket(`${base.replace('http', 'ws')}api/kernels/${kernel.id}/channels?token=${token}`);
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    const closed = new Promise((resolve) => ws.once('close', resolve));
+    await stack.api('POST', `/v1/instances/${nb.id}/terminate`, { force: true });
+    await closed;
+    const done = await stack.waitFor(nb.id, ['terminated']);
+    expect(done.jupyter).toBeNull();
+    const gone = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } });
+    expect(gone.status).toBe(404);
+  });
+});
