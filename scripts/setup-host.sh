@@ -163,21 +163,16 @@ fi
 image_from_support() {
   sed -n "s/^export const $1 = '\(.*\)';.*/\1/p" "$ROOT/test/support/images.ts"
 }
-# derive_image IMAGE COMMAND [INSTRUCTION]: busybox plus one Dockerfile instruction
-# (CMD by default; ENTRYPOINT for images whose command arguments are appended).
+# derive_image IMAGE JSON [INSTRUCTION [BASE]]: BASE (default the busybox image) plus one
+# Dockerfile instruction: CMD by default, ENTRYPOINT for images whose command arguments
+# are appended.
 derive_image() {
-  local image=$1 cmd=$2 instruction=${3:-CMD} path repo tag hash recipe
-  [[ -n $image ]] || die "a derived image name is missing from test/support/images.ts"
-  path="${image#"$REGISTRY_ADDR"/}"; repo="${path%:*}"; tag="${path##*:}"
-  # (CMD images hash as they always did, so adding ENTRYPOINT rebuilt none of them.)
-  [[ $instruction == CMD ]] || cmd="$instruction $cmd"
-  hash="$(printf '%s\n%s\n' "$(manifest_digest "$IMAGE_TAG")" "$cmd" | sha256sum | cut -c1-16)"
-# derive_image IMAGE CMD [BASE]: BASE (default the busybox image) with another command.
-derive_image() {
-  local image=$1 cmd=$2 base=${3:-$IMAGE} path repo tag hash recipe base_path
+  local image=$1 cmd=$2 instruction=${3:-CMD} base=${4:-$IMAGE} path repo tag hash recipe base_path
   [[ -n $image ]] || die "a derived image name is missing from test/support/images.ts"
   path="${image#"$REGISTRY_ADDR"/}"; repo="${path%:*}"; tag="${path##*:}"
   base_path="${base#"$REGISTRY_ADDR"/}"
+  # (CMD images hash as they always did, so adding ENTRYPOINT rebuilt none of them.)
+  [[ $instruction == CMD ]] || cmd="$instruction $cmd"
   hash="$(printf '%s\n%s\n' "$(repo_digest "${base_path%:*}" "${base_path##*:}")" "$cmd" | sha256sum | cut -c1-16)"
   recipe="recipe-$hash"
   local want have
@@ -185,8 +180,7 @@ derive_image() {
   have="$(repo_digest "$repo" "$tag")"
   [[ -n $want && $want == "$have" ]] && return 0
   [[ $instruction == CMD ]] && cmd="CMD $cmd"
-  printf 'FROM %s\n%s\n' "$IMAGE" "$cmd" |
-  printf 'FROM %s\nCMD %s\n' "$base" "$cmd" |
+  printf 'FROM %s\n%s\n' "$base" "$cmd" |
     DOCKER_BUILDKIT=0 docker build -q -t "$REGISTRY_ADDR/$repo:$recipe" - >/dev/null 2>&1 ||
     die "building $image failed"
   docker tag "$REGISTRY_ADDR/$repo:$recipe" "$image"
@@ -263,4 +257,4 @@ fi
 # The same image when it runs Jupyter itself, the way docs/ssh-jupyter.md asks images to.
 derive_image "$(image_from_support JUPYTER_SELF_IMAGE)" \
   '["sh", "-c", "exec jupyter-notebook --no-browser --allow-root --ip=0.0.0.0 --port=\"$SVC_JUPYTER_PORT\" --NotebookApp.base_url=\"$SVC_JUPYTER_BASE_URL\" --NotebookApp.allow_remote_access=True"]' \
-  "$JUPYTER_IMAGE"
+  CMD "$JUPYTER_IMAGE"
