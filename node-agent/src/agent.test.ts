@@ -4,6 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { PROTOCOL_VERSION } from '@svc/proto';
 import { createLogger, systemClock } from '@svc/shared';
 import { createFakeNvmlFixture, type FakeNvmlFixture } from 'node-nvml-bindings';
 import { startAgent, type RunningAgent } from './agent.js';
@@ -56,10 +57,10 @@ describe('node agent session', () => {
     const { dataDir } = await agent(cp);
     await cp.waitFor(() => cp.messagesOf('heartbeat').length >= 3, 5_000, 'three heartbeats');
 
-    expect(cp.enrollments).toMatchObject([{ token: 'good-token', hostname: 'gpu-host-1', pool: 'eu', protocol_version: 1 }]);
+    expect(cp.enrollments).toMatchObject([{ token: 'good-token', hostname: 'gpu-host-1', pool: 'eu', protocol_version: PROTOCOL_VERSION }]);
     const identity = await readIdentity(dataDir);
     expect(identity?.node_id).toBe('node_1');
-    expect(cp.sessions[0]!.hello).toMatchObject({ node_id: 'node_1', node_secret: 'secret-node_1', protocol_version: 1, hostname: 'gpu-host-1', pool: 'eu', running_tasks: [] });
+    expect(cp.sessions[0]!.hello).toMatchObject({ node_id: 'node_1', node_secret: 'secret-node_1', protocol_version: PROTOCOL_VERSION, hostname: 'gpu-host-1', pool: 'eu', running_tasks: [] });
 
     const facts = cp.messagesOf('host_facts');
     expect(facts).toHaveLength(1);
