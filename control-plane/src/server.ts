@@ -10,8 +10,11 @@ import { loadControlPlaneConfig, type ControlPlaneConfig } from './config.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
 
 export async function startControlPlane(config: ControlPlaneConfig) {
-  const store = openSqliteStore(config.dataDir);
-  const app = await buildApp({ config, store });
+  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+  const store = openSqliteStore(config.dataDir, {
+    backgroundCheckpoints: { everyMs: 1000, onError: (message) => app?.log.warn({ err: message }, 'background WAL checkpoint failed; SQLite checkpoints in commits again') },
+  });
+  app = await buildApp({ config, store });
   app.addHook('onClose', async () => store.close());
   const { org, created } = await app.services.orgs.ensureDefaultOrg();
   // The agent gateway (gRPC) checks its transport and timing settings before anything listens.

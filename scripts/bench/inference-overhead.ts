@@ -4,16 +4,20 @@
 // or through the control plane's whole path ("through": auth pipeline, validation,
 // routing, the replica call, the rewritten answer, the usage record), alternating round
 // by round so drift hits both alike.
-//   latency:    a fixed 1,000 requests per second; added p50/p99 = through - direct.
+//   latency:    a fixed 1,000 requests per second, evenly spaced and open-loop (each
+//               latency counts from when the request was due); added = through - direct.
 //   throughput: as fast as each goes with 32 connections; ratio = through / direct.
 import { fileURLToPath } from 'node:url';
 import { startChild } from './child.js';
 import { fmtInt, fmtMs, fmtPct, median, table } from './format.js';
 import type { InferenceServerInfo } from './inference-server.js';
 import { runLoad, type LoadResult } from './load.js';
+import { runOpenLoop, type OpenLoopResult } from './open-loop.js';
 import type { Section, SectionReport } from './section.js';
 
 const RATE = 1_000;
+/** Connections the fixed-rate load shares: more than 1,000/s ever keeps busy at once. */
+const RATE_CONNECTIONS = 16;
 const TARGET_ADDED_P50_MS = 1;
 const TARGET_ADDED_P99_MS = 5;
 const TARGET_RATIO = 0.7;
@@ -29,7 +33,7 @@ interface Target {
   name: string;
   url: string;
   headers: Record<string, string>;
-  latency: LoadResult[];
+  latency: OpenLoopResult[];
   throughput: LoadResult[];
 }
 
@@ -50,11 +54,12 @@ async function run(): Promise<SectionReport> {
         throughput: [],
       };
       await assertAnswers([direct, through]);
-      const load = (t: Target, seconds: number, rate?: number) =>
-        runLoad({ url: t.url, method: 'POST', body: BODY, headers: t.headers, duration: seconds, connections: rate ? 64 : 32, ...(rate ? { overallRate: rate } : {}), serverCpuSeconds: t === through ? cp.cpuSeconds : upstream.cpuSeconds });
+      const load = (t: Target, seconds: number) =>
+        runLoad({ url: t.url, method: 'POST', body: BODY, headers: t.headers, duration: seconds, connections: 32, serverCpuSeconds: t === through ? cp.cpuSeconds : upstream.cpuSeconds });
       for (const t of [direct, through]) await load(t, 2); // warm-up: JIT, key cache, connection pools
+      const fixedRate = (t: Target) => runOpenLoop({ url: t.url, body: BODY, headers: t.headers, ratePerSecond: RATE, seconds: LATENCY_SECONDS, connections: RATE_CONNECTIONS });
       for (let round = 0; round < ROUNDS; round++) {
-        for (const t of [direct, through]) t.latency.push(await load(t, LATENCY_SECONDS, RATE));
+        for (const t of [direct, through]) t.latency.push(await fixedRate(t));
         for (const t of [direct, through]) t.throughput.push(await load(t, THROUGHPUT_SECONDS));
       }
       return report(direct, through);
@@ -75,9 +80,15 @@ async function assertAnswers(targets: Target[]): Promise<void> {
 }
 
 function report(direct: Target, through: Target): SectionReport {
-  const m = (runs: LoadResult[], f: (r: LoadResult) => number) => median(runs.map(f));
-  const d = { p50: m(direct.latency, (r) => r.p50Ms), p99: m(direct.latency, (r) => r.p99Ms), rps: m(direct.throughput, (r) => r.rps), rate: m(direct.latency, (r) => r.rps) };
-  const t = { p50: m(through.latency, (r) => r.p50Ms), p99: m(through.latency, (r) => r.p99Ms), rps: m(through.throughput, (r) => r.rps), rate: m(through.latency, (r) => r.rps) };
+  const m = <R>(runs: R[], f: (r: R) => number) => median(runs.map(f));
+  const summary = (x: Target) => ({
+    p50: m(x.latency, (r) => r.p50Ms),
+    p99: m(x.latency, (r) => r.p99Ms),
+    rate: m(x.latency, (r) => r.achievedRate),
+    rps: m(x.throughput, (r) => r.rps),
+  });
+  const d = summary(direct);
+  const t = summary(through);
   const cpuUs = (x: Target) => m(x.throughput, (r) => r.serverUsPerReq ?? Number.NaN);
   const addedP50 = t.p50 - d.p50;
   const addedP99 = t.p99 - d.p99;
@@ -93,7 +104,7 @@ function report(direct: Target, through: Target): SectionReport {
     verdict: pass ? 'PASS' : 'MISS',
     summary: `added p50 ${fmtMs(addedP50)}, p99 ${fmtMs(addedP99)} at ${fmtInt(RATE)} rps; throughput ${fmtPct(ratio)} of direct`,
     details: [
-      `POST /v1/chat/completions (non-streaming, ${BODY.length}-byte body). Latency at a fixed ${fmtInt(RATE)} req/s with 64 connections, ${ROUNDS} rounds of ${LATENCY_SECONDS} s;`,
+      `POST /v1/chat/completions (non-streaming, ${BODY.length}-byte body). Latency at a fixed ${fmtInt(RATE)} req/s, evenly spaced, open loop, ${ROUNDS} rounds of ${LATENCY_SECONDS} s;`,
       `throughput with 32 connections, ${ROUNDS} rounds of ${THROUGHPUT_SECONDS} s; medians over rounds. Each side of the comparison is its own process.`,
       '',
       ...table(

@@ -20,7 +20,7 @@ const replicas: LiveReplica[] = wanted.map((r, i) => ({ ...r, id: `rep_bench${i}
 const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-inference-'));
 process.on('exit', () => rmSync(dataDir, { recursive: true, force: true }));
 const config = defaultControlPlaneConfig({ dataDir, rateLimitTier3: 100_000_000, inferenceMaxInFlight: 1024 });
-const store = openSqliteStore(dataDir);
+const store = openSqliteStore(dataDir, { backgroundCheckpoints: { everyMs: 1000, onError: (m) => process.stderr.write(`checkpoint: ${m}\n`) } });
 const app = await buildApp({
   config,
   store,

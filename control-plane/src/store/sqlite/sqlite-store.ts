@@ -16,6 +16,7 @@ import type {
 import type { EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
 import { addAppendListener, insertEvent, toEvent } from './event-rows.js';
 import { MIGRATIONS, type Migration } from './migrations.js';
+import { checkpointInBackground, type BackgroundCheckpoints } from './background-checkpoints.js';
 import { SqliteNodeStore } from './node-store.js';
 import type { NodeStore } from '../node-store.js';
 import type { WebhookStore } from '../../webhooks/webhook-store.js';
@@ -32,7 +33,17 @@ type Db = Database.Database;
 
 export const DATABASE_FILE = 'control-plane.sqlite';
 
-export function openSqliteStore(dataDir: string, migrations: Migration[] = MIGRATIONS): SqliteStore {
+export interface SqliteStoreOptions {
+  migrations?: Migration[];
+  /**
+   * Checkpoint the WAL in a worker thread instead of inside commits (the server: a
+   * checkpoint's fsync would stall the event loop). Short-lived processes such as svcctl
+   * leave SQLite's automatic checkpoints on.
+   */
+  backgroundCheckpoints?: { everyMs: number; onError: (message: string) => void };
+}
+
+export function openSqliteStore(dataDir: string, options: SqliteStoreOptions = {}): SqliteStore {
   mkdirSync(dataDir, { recursive: true });
   const db = new Database(join(dataDir, DATABASE_FILE));
   db.pragma('journal_mode = WAL');
@@ -40,8 +51,10 @@ export function openSqliteStore(dataDir: string, migrations: Migration[] = MIGRA
   db.pragma('foreign_keys = ON');
   // The CLI and the server share the file; wait for each other's short writes.
   db.pragma('busy_timeout = 5000');
-  applyMigrations(db, migrations);
-  return new SqliteStore(db);
+  applyMigrations(db, options.migrations ?? MIGRATIONS);
+  const store = new SqliteStore(db);
+  if (options.backgroundCheckpoints) store.checkpoints = checkpointInBackground(db, options.backgroundCheckpoints);
+  return store;
 }
 
 export function applyMigrations(db: Db, migrations: Migration[]): number {
@@ -355,7 +368,12 @@ export class SqliteStore implements Store {
     return (this.db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number }).v;
   }
 
+  /** Set when a worker thread checkpoints the WAL; stopped before the database closes. */
+  checkpoints: BackgroundCheckpoints | null = null;
+
   async close(): Promise<void> {
+    await this.checkpoints?.stop();
+    this.checkpoints = null;
     if (this.db.open) this.db.close();
   }
 }
