@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/src/config.js';
 import { startControlPlane } from '../control-plane/src/server.js';
-import { eventually, freePort, spawnAgent, type AgentProcess } from './support/node-agent-process.js';
+import { eventually, freePort, whileAgentStarts, spawnAgent, type AgentProcess } from './support/node-agent-process.js';
 
 const docker = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'inference-e2e-'));
@@ -57,7 +57,7 @@ beforeAll(async () => {
     SVC_NODE_TOKEN: (await cp.app.services.enrollment.createToken()).value,
     SVC_REPLICA_HEALTH_INTERVAL_MS: '200',
   });
-  nodeId = await eventually(async () => (await cp.app.services.nodes.list())[0]?.node.id, 30_000, 'the agent to enroll');
+  nodeId = await whileAgentStarts(agent, async () => (await cp.app.services.nodes.list())[0]?.node.id, 60_000, 'the agent to enroll');
   await eventually(() => cp.app.services.replicaDirectory.ready().length === 5, 90_000, 'five replicas running in na');
 }, 120_000);
 

@@ -14,7 +14,7 @@ import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-p
 import { DEFAULT_CATALOG_PATH } from '../control-plane/src/models/catalog.js';
 import { startControlPlane } from '../control-plane/src/server.js';
 import { MODEL_SERVER_STANDIN_IMAGE } from './support/images.js';
-import { eventually, freePort, ROOT, spawnAgent, svcctlJson, type AgentProcess } from './support/node-agent-process.js';
+import { eventually, freePort, whileAgentStarts, ROOT, spawnAgent, svcctlJson, type AgentProcess } from './support/node-agent-process.js';
 
 const docker = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'replicas-e2e-'));
@@ -90,7 +90,7 @@ beforeAll(async () => {
   });
   await startCp('tiny-chat:int4:na=2,tiny-embed:fp16:na=1');
   agent = startAgent((await cp.app.services.enrollment.createToken()).value);
-  nodeId = await eventually(async () => (await cp.app.services.nodes.list())[0]?.node.id, 30_000, 'the agent to enroll');
+  nodeId = await whileAgentStarts(agent, async () => (await cp.app.services.nodes.list())[0]?.node.id, 60_000, 'the agent to enroll');
 }, 60_000);
 
 afterAll(async () => {

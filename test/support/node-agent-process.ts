@@ -29,6 +29,23 @@ export function spawnAgent(env: Record<string, string>): AgentProcess {
   return { child, output: () => output, exited };
 }
 
+/**
+ * Waits for `probe` while the agent starts; a timeout (or the agent exiting) fails with
+ * what the agent printed, so a slow or crashed start says why.
+ */
+export async function whileAgentStarts<T>(agent: AgentProcess, probe: () => Promise<T | undefined | false>, timeoutMs: number, what: string): Promise<T> {
+  const exited = agent.exited.then((code) => {
+    throw new Error(`the agent exited (${code}) while waiting for ${what}`);
+  });
+  // An exit after the wait is over (the suite killing the agent) is nobody's error.
+  exited.catch(() => undefined);
+  try {
+    return await Promise.race([eventually(probe, timeoutMs, what), exited]);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\n--- agent output ---\n${agent.output().slice(-4000)}`);
+  }
+}
+
 const run = promisify(execFile);
 
 /** `svcctl ARGS --json` against a data dir; returns the parsed JSON. */
