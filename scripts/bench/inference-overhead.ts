@@ -44,6 +44,9 @@ async function run(): Promise<SectionReport> {
     const cp = await startChild<InferenceServerInfo>(fileURLToPath(new URL('./inference-server.ts', import.meta.url)), {
       env: { BENCH_REPLICAS: JSON.stringify(replicas) },
     });
+    const proxy = await startChild<{ port: number }>(fileURLToPath(new URL('./bare-proxy-server.ts', import.meta.url)), {
+      env: { BENCH_UPSTREAM: upstream.info.baseUrl },
+    });
     try {
       const direct: Target = { name: 'direct to upstream', url: `${upstream.info.baseUrl}/v1/chat/completions`, headers: {}, latency: [], throughput: [] };
       const through: Target = {
@@ -53,17 +56,27 @@ async function run(): Promise<SectionReport> {
         latency: [],
         throughput: [],
       };
-      await assertAnswers([direct, through]);
+      const bare: Target = { name: 'bare Node proxy (reference)', url: `http://127.0.0.1:${proxy.info.port}/v1/chat/completions`, headers: {}, latency: [], throughput: [] };
+      await assertAnswers([direct, through, bare]);
       const load = (t: Target, seconds: number) =>
-        runLoad({ url: t.url, method: 'POST', body: BODY, headers: t.headers, duration: seconds, connections: 32, serverCpuSeconds: t === through ? cp.cpuSeconds : upstream.cpuSeconds });
-      for (const t of [direct, through]) await load(t, 2); // warm-up: JIT, key cache, connection pools
+        runLoad({
+          url: t.url,
+          method: 'POST',
+          body: BODY,
+          headers: t.headers,
+          duration: seconds,
+          connections: 32,
+          serverCpuSeconds: t === through ? cp.cpuSeconds : t === bare ? proxy.cpuSeconds : upstream.cpuSeconds,
+        });
+      for (const t of [direct, through, bare]) await load(t, 2); // warm-up: JIT, key cache, connection pools
       const fixedRate = (t: Target) => runOpenLoop({ url: t.url, body: BODY, headers: t.headers, ratePerSecond: RATE, seconds: LATENCY_SECONDS, connections: RATE_CONNECTIONS });
       for (let round = 0; round < ROUNDS; round++) {
         for (const t of [direct, through]) t.latency.push(await fixedRate(t));
-        for (const t of [direct, through]) t.throughput.push(await load(t, THROUGHPUT_SECONDS));
+        for (const t of [direct, through, bare]) t.throughput.push(await load(t, THROUGHPUT_SECONDS));
       }
-      return report(direct, through);
+      return report(direct, through, bare);
     } finally {
+      await proxy.stop();
       await cp.stop();
     }
   } finally {
@@ -79,7 +92,7 @@ async function assertAnswers(targets: Target[]): Promise<void> {
   }
 }
 
-function report(direct: Target, through: Target): SectionReport {
+function report(direct: Target, through: Target, bare: Target): SectionReport {
   const m = <R>(runs: R[], f: (r: R) => number) => median(runs.map(f));
   const summary = (x: Target) => ({
     p50: m(x.latency, (r) => r.p50Ms),
@@ -89,6 +102,7 @@ function report(direct: Target, through: Target): SectionReport {
   });
   const d = summary(direct);
   const t = summary(through);
+  const b = { rps: median(bare.throughput.map((r) => r.rps)) };
   const cpuUs = (x: Target) => m(x.throughput, (r) => r.serverUsPerReq ?? Number.NaN);
   const addedP50 = t.p50 - d.p50;
   const addedP99 = t.p99 - d.p99;
@@ -112,11 +126,13 @@ function report(direct: Target, through: Target): SectionReport {
         [
           [direct.name, fmtMs(d.p50), fmtMs(d.p99), fmtInt(d.rate), fmtInt(d.rps), us(cpuUs(direct))],
           [through.name, fmtMs(t.p50), fmtMs(t.p99), fmtInt(t.rate), fmtInt(t.rps), us(cpuUs(through))],
+          [bare.name, '-', '-', '-', fmtInt(b.rps), us(cpuUs(bare))],
         ],
       ),
       '',
       ...checks,
-      'server CPU/req is the upstream process for "direct" and the control plane process for "through".',
+      'server CPU/req is the process that answered: the upstream for "direct", the control plane for "through", the proxy for the reference.',
+      `reference: a bare Node proxy (no auth, validation, routing or records) reaches ${fmtPct(b.rps / d.rps)} of direct; the control plane reaches ${fmtPct(t.rps / b.rps)} of the bare proxy.`,
     ],
   };
 }
