@@ -4,7 +4,8 @@
 // instance's token (jupyter-auth.ts). A stopping instance takes no new requests; its open
 // WebSockets close when it is gone.
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { listenOn } from '../access/listen.js';
+import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry, JupyterTarget } from '../access/access-registry.js';
@@ -41,16 +42,9 @@ export class JupyterProxy {
     return this.listeningPort;
   }
 
-  listen(): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const fail = (err: Error): void => reject(new Error(`the Jupyter proxy cannot listen on ${this.options.host}:${this.options.port}: ${err.message}`));
-      this.server.once('error', fail);
-      this.server.listen(this.options.port, this.options.host, () => {
-        this.server.off('error', fail);
-        this.listeningPort = (this.server.address() as AddressInfo).port;
-        resolve(this.listeningPort);
-      });
-    });
+  async listen(): Promise<number> {
+    this.listeningPort = await listenOn(this.server, this.options.port, this.options.host, 'Jupyter proxy');
+    return this.listeningPort;
   }
 
   async close(): Promise<void> {

@@ -3,7 +3,8 @@
 // created authenticate. Sessions, SFTP and `ssh -L` forwarding are carried out inside the
 // container (ssh-session.ts), so images need no sshd. A stopping instance takes no new
 // connections; a gone one has its connections closed.
-import { connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
+import { listenOn } from '../access/listen.js';
 import type Docker from 'dockerode';
 import ssh2, { type Connection, type ServerChannel } from 'ssh2';
 import type { Logger } from '@svc/shared';
@@ -52,16 +53,9 @@ export class SshGateway {
     return this.listeningPort;
   }
 
-  listen(): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const fail = (err: Error): void => reject(new Error(`the SSH gateway cannot listen on ${this.options.host}:${this.options.port}: ${err.message}`));
-      this.server.once('error', fail);
-      this.server.listen(this.options.port, this.options.host, () => {
-        this.server.off('error', fail);
-        this.listeningPort = (this.server.address() as AddressInfo).port;
-        resolve(this.listeningPort);
-      });
-    });
+  async listen(): Promise<number> {
+    this.listeningPort = await listenOn(this.server, this.options.port, this.options.host, 'SSH gateway');
+    return this.listeningPort;
   }
 
   async close(): Promise<void> {
