@@ -144,6 +144,14 @@ describe('embeddings through the official SDK', () => {
     expect(viaFloat.usage.prompt_tokens).toBeGreaterThan(0);
   });
 
+  it("refuses an input longer than the model's context, naming it by its place in the request", async () => {
+    // tiny-embed has a 512-token context; a token per character (cpu-engine/README.md).
+    const input = ['short', 'also short', 'x'.repeat(600)];
+    const err = await client.embeddings.create({ model: 'tiny-embed', input }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(err).toMatchObject({ status: 400, type: 'invalid_request', param: 'input[2]' });
+  });
+
   it('truncates a Matryoshka model to `dimensions` and re-normalises', async () => {
     const full = (await client.embeddings.create({ model: 'tiny-embed', input: 'matryoshka', encoding_format: 'float' })).data[0]!.embedding;
     const cut = (await client.embeddings.create({ model: 'tiny-embed', input: 'matryoshka', dimensions: 32, encoding_format: 'float' })).data[0]!.embedding;
