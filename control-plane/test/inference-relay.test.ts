@@ -47,7 +47,7 @@ afterEach(async () => {
   desired.clear();
 });
 
-async function replicas(model: string, count: number, options: { dimension?: number } = {}): Promise<OpenAiUpstream[]> {
+async function replicas(model: string, count: number, options: { dimension?: number; maxInputChars?: number } = {}): Promise<OpenAiUpstream[]> {
   const ups = await Promise.all(Array.from({ length: count }, (_, i) => startOpenAiUpstream({ name: `${model}-${i}-${started++}`, ...options })));
   upstreams.push(...ups);
   live.push(...ups.map((u) => replicaOf(u, model)));
@@ -142,5 +142,13 @@ describe('relaying replicas', () => {
     expect(sizes).toEqual([2, 64, 64]);
     expect(ups.every((u) => u.requests.length > 0)).toBe(true);
     expect(res.body.usage.prompt_tokens).toBe(input.reduce((n, t) => n + t.length, 0));
+  });
+
+  it("names an input the replica refuses by its place in the client's list, not in the batch", async () => {
+    await replicas('nomic-embed-text-v1.5', 2, { dimension: 768, maxInputChars: 50 });
+    const input = Array.from({ length: 100 }, (_, i) => (i === 70 ? 'x'.repeat(51) : `input ${i}`));
+    const error = expectError(await post('/v1/embeddings', { model: 'nomic-embed-text-v1.5', input }), 400, 'invalid_request');
+    expect(error.param).toBe('input[70]');
+    expect(error.message).toContain('input[70]');
   });
 });

@@ -31,6 +31,8 @@ export interface UpstreamOptions {
   dimension?: number;
   /** Keep a log of requests (off for benchmarks). */
   record?: boolean;
+  /** Embedding inputs longer than this are refused as engines refuse inputs past their context. */
+  maxInputChars?: number;
 }
 
 const USAGE = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
@@ -90,6 +92,10 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
 
   function embeddings(body: any, res: ServerResponse): void {
     const inputs: string[] = typeof body.input === 'string' ? [body.input] : body.input;
+    const tooLong = inputs.findIndex((text) => text.length > (options.maxInputChars ?? Infinity));
+    if (tooLong >= 0) {
+      return send(res, 400, JSON.stringify({ error: { type: 'invalid_request', message: `input[${tooLong}] is longer than the context`, param: `input[${tooLong}]` } }));
+    }
     const data = inputs.map((text, index) => {
       // A unit vector that depends on the text: its length picks the hot component.
       const v = new Array(dimension).fill(0);
