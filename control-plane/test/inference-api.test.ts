@@ -121,6 +121,13 @@ describe('sandbox keys', () => {
     expect(records.length).toBeGreaterThan(0);
     for (const r of records) expect(r.cost_usd).toBe(0);
     expect(records.some((r: any) => r.kind === 'embeddings')).toBe(true);
+    const bge = (await cp.request('GET', '/v1/usage?model=bge-m3', { key: live })).body.data;
+    expect(bge.length).toBeGreaterThan(0);
+    expect(bge.every((r: any) => r.model === 'bge-m3')).toBe(true);
+    const byKey = (await cp.request('GET', `/v1/usage?key_id=${records[0].key_id}&limit=1`, { key: live })).body;
+    expect(byKey.data[0].key_id).toBe(records[0].key_id);
+    const next = (await cp.request('GET', `/v1/usage?key_id=${records[0].key_id}&limit=1&after=${byKey.next_cursor}`, { key: live })).body;
+    expect(next.data[0].id).not.toBe(byKey.data[0].id);
   });
 
   it('stop at the daily token cap with 429 rate_limited, code daily_token_cap and retry-after', async () => {

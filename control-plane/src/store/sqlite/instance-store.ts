@@ -7,6 +7,7 @@ import { TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, type InstancePage, type InstanceStore } from '../instance-store.js';
 import type { EventRecord } from '../records.js';
 import { insertEvent } from './event-rows.js';
+import { newestFirstPage } from './newest-first-page.js';
 
 type Row = Record<string, unknown>;
 
@@ -102,23 +103,16 @@ export class SqliteInstanceStore implements InstanceStore {
   }
 
   async list(orgId: string, options: { statuses?: InstanceStatus[]; limit: number; after?: string }): Promise<InstancePage> {
-    const where = ['org_id = @orgId'];
-    const params: Record<string, unknown> = { orgId, limit: options.limit + 1 };
-    if (options.statuses && options.statuses.length > 0) {
-      where.push(`status IN (${options.statuses.map((_, i) => `@s${i}`).join(', ')})`);
-      options.statuses.forEach((s, i) => (params[`s${i}`] = s));
-    }
-    if (options.after) {
-      const cursor = this.db.prepare('SELECT created_at, id FROM instances WHERE id = ? AND org_id = ?').get(options.after, orgId) as Row | undefined;
-      if (!cursor) return { data: [], hasMore: false };
-      where.push('(created_at < @cAt OR (created_at = @cAt AND id < @cId))');
-      params.cAt = cursor.created_at;
-      params.cId = cursor.id;
-    }
-    const rows = this.db
-      .prepare(`SELECT * FROM instances WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`)
-      .all(params) as Row[];
-    return { data: rows.slice(0, options.limit).map(toRecord), hasMore: rows.length > options.limit };
+    const statuses = options.statuses ?? [];
+    const page = newestFirstPage(this.db, {
+      table: 'instances',
+      orgId,
+      where: statuses.length > 0 ? [`status IN (${statuses.map((_, i) => `@s${i}`).join(', ')})`] : [],
+      params: Object.fromEntries(statuses.map((s, i) => [`s${i}`, s])),
+      limit: options.limit,
+      after: options.after,
+    });
+    return { data: page.rows.map(toRecord), hasMore: page.hasMore };
   }
 
   async listActiveOnNode(nodeId: string): Promise<InstanceRecord[]> {
@@ -174,19 +168,8 @@ export class SqliteInstanceStore implements InstanceStore {
   }
 
   async listCharges(orgId: string, options: { limit: number; after?: string }): Promise<{ data: ChargeRecord[]; hasMore: boolean }> {
-    const params: Record<string, unknown> = { orgId, limit: options.limit + 1 };
-    let cursor = '';
-    if (options.after) {
-      const row = this.db.prepare('SELECT created_at, id FROM charges WHERE id = ? AND org_id = ?').get(options.after, orgId) as Row | undefined;
-      if (!row) return { data: [], hasMore: false };
-      cursor = 'AND (created_at < @cAt OR (created_at = @cAt AND id < @cId))';
-      params.cAt = row.created_at;
-      params.cId = row.id;
-    }
-    const rows = this.db
-      .prepare(`SELECT * FROM charges WHERE org_id = @orgId ${cursor} ORDER BY created_at DESC, id DESC LIMIT @limit`)
-      .all(params) as Row[];
-    return { data: rows.slice(0, options.limit).map(toCharge), hasMore: rows.length > options.limit };
+    const page = newestFirstPage(this.db, { table: 'charges', orgId, limit: options.limit, after: options.after });
+    return { data: page.rows.map(toCharge), hasMore: page.hasMore };
   }
 
   async chargesFor(instanceId: string): Promise<ChargeRecord[]> {

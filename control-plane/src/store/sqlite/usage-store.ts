@@ -2,6 +2,7 @@
 // record is on the path of every inference request.
 import type Database from 'better-sqlite3';
 import type { UsageKind, UsagePage, UsageRecord, UsageStore } from '../usage-store.js';
+import { newestFirstPage } from './newest-first-page.js';
 
 type Row = Record<string, unknown>;
 
@@ -59,27 +60,18 @@ export class SqliteUsageStore implements UsageStore {
   }
 
   async list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string }): Promise<UsagePage> {
-    const params: Record<string, unknown> = { orgId, limit: options.limit + 1 };
-    const where = ['org_id = @orgId'];
-    if (options.model) {
-      where.push('model = @model');
-      params.model = options.model;
-    }
-    if (options.keyId) {
-      where.push('key_id = @keyId');
-      params.keyId = options.keyId;
-    }
-    if (options.after) {
-      const row = this.db.prepare('SELECT created_at, id FROM usage_records WHERE id = ? AND org_id = ?').get(options.after, orgId) as Row | undefined;
-      if (!row) return { data: [], hasMore: false };
-      where.push('(created_at < @cAt OR (created_at = @cAt AND id < @cId))');
-      params.cAt = row.created_at;
-      params.cId = row.id;
-    }
-    const rows = this.db
-      .prepare(`SELECT * FROM usage_records WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`)
-      .all(params) as Row[];
-    return { data: rows.slice(0, options.limit).map(toRecord), hasMore: rows.length > options.limit };
+    const where: string[] = [];
+    if (options.model) where.push('model = @model');
+    if (options.keyId) where.push('key_id = @keyId');
+    const page = newestFirstPage(this.db, {
+      table: 'usage_records',
+      orgId,
+      where,
+      params: { model: options.model, keyId: options.keyId },
+      limit: options.limit,
+      after: options.after,
+    });
+    return { data: page.rows.map(toRecord), hasMore: page.hasMore };
   }
 
   async takeSandboxTokens(keyId: string, day: string, tokens: number, cap: number): Promise<{ used: number; taken: boolean }> {
