@@ -16,6 +16,9 @@ REGISTRY_DIR=/var/lib/svc-registry
 export PATH="$PATH:/usr/sbin:/sbin"
 PACKAGES=(docker.io docker-registry busybox-static openssh-client iproute2 curl mmdebstrap)
 
+# shellcheck source=lib/publish-image.sh
+source "$ROOT/scripts/lib/publish-image.sh"
+
 log() { echo "setup-host: $*"; }
 die() { echo "setup-host: ERROR: $*" >&2; exit 1; }
 
@@ -147,13 +150,7 @@ if [[ -z $want || $want != "$have" ]]; then
       --change 'CMD ["sh"]' \
       --change "LABEL org.svc.recipe=$recipe_hash" \
       - "$recipe_image" >/dev/null
-  docker tag "$recipe_image" "$IMAGE"
-  docker push -q "$recipe_image" >/dev/null
-  docker push -q "$IMAGE" >/dev/null
-  # Keep only the public tag locally, so removing it really removes the image.
-  docker rmi "$recipe_image" >/dev/null
-  # Earlier builds are left dangling by the retag; drop them.
-  docker image prune -f --filter label=org.svc.recipe >/dev/null
+  publish_image "$recipe_image" "$IMAGE" org.svc.recipe
   log "image: built and pushed $IMAGE ($recipe_tag)"
 fi
 
@@ -183,10 +180,7 @@ derive_image() {
   printf 'FROM %s\n%s\n' "$base" "$cmd" |
     DOCKER_BUILDKIT=0 docker build -q -t "$REGISTRY_ADDR/$repo:$recipe" - >/dev/null 2>&1 ||
     die "building $image failed"
-  docker tag "$REGISTRY_ADDR/$repo:$recipe" "$image"
-  docker push -q "$REGISTRY_ADDR/$repo:$recipe" >/dev/null
-  docker push -q "$image" >/dev/null
-  docker rmi "$REGISTRY_ADDR/$repo:$recipe" >/dev/null
+  publish_image "$REGISTRY_ADDR/$repo:$recipe" "$image"
   log "image: built and pushed $image"
 }
 derive_image "$(image_from_support SLEEPER_IMAGE)" '["sh", "-c", "trap \"echo bye; exit 0\" TERM; echo ready; while true; do sleep 0.1; done"]'
@@ -248,10 +242,7 @@ if [[ -z $jupyter_want || $jupyter_want != "$jupyter_have" ]]; then
       --change "LABEL org.svc.recipe=$jupyter_hash" \
       - "$recipe_image" >/dev/null
   rm -rf "$jtmp"
-  docker tag "$recipe_image" "$JUPYTER_IMAGE"
-  docker push -q "$recipe_image" >/dev/null
-  docker push -q "$JUPYTER_IMAGE" >/dev/null
-  docker rmi "$recipe_image" >/dev/null
+  publish_image "$recipe_image" "$JUPYTER_IMAGE"
   log "image: built and pushed $JUPYTER_IMAGE in $((SECONDS - started)) s"
 fi
 # The same image when it runs Jupyter itself, the way docs/ssh-jupyter.md asks images to.

@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/src/config.js';
 import { startControlPlane } from '../control-plane/src/server.js';
-import { eventually, freePort, whileAgentStarts, spawnAgent, type AgentProcess } from './support/node-agent-process.js';
+import { eventually, freePort, whileAgentStarts, spawnAgent, type AgentProcess, removeNodeContainers } from './support/node-agent-process.js';
 
 const docker = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'inference-e2e-'));
@@ -63,9 +63,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (agent && agent.child.exitCode === null) agent.child.kill('SIGKILL');
-  for (const c of await docker.listContainers({ all: true, filters: { label: ['svc.replica'] } })) {
-    if (c.Labels['svc.node'] === nodeId) await docker.getContainer(c.Id).remove({ force: true });
-  }
+  if (nodeId) await removeNodeContainers(docker, nodeId);
   await cp?.app.close();
   rmSync(dir, { recursive: true, force: true });
 });

@@ -10,7 +10,7 @@ import { buildFakeNvml, FakeNvmlStateFile } from 'node-nvml-bindings';
 import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/src/config.js';
 import { startControlPlane } from '../control-plane/src/server.js';
 import { SLEEPER_IMAGE, STUBBORN_IMAGE, REGISTRY } from './support/images.js';
-import { eventually, freePort, spawnAgent, type AgentProcess } from './support/node-agent-process.js';
+import { eventually, freePort, spawnAgent, type AgentProcess, removeNodeContainers } from './support/node-agent-process.js';
 import { WebhookReceiver } from '../control-plane/test/webhooks-support.js';
 
 const GRACE_MS = 2_000;
@@ -98,9 +98,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const a of agents) if (a.child.exitCode === null) a.child.kill('SIGKILL');
-  for (const c of await docker.listContainers({ all: true, filters: { label: ['svc.instance'] } })) {
-    if (c.Labels['svc.node'] === nodeId) await docker.getContainer(c.Id).remove({ force: true });
-  }
+  if (nodeId) await removeNodeContainers(docker, nodeId);
   await cp?.app.close();
   await receiver?.stop();
   rmSync(dir, { recursive: true, force: true });

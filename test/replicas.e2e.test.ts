@@ -14,7 +14,7 @@ import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-p
 import { DEFAULT_CATALOG_PATH } from '../control-plane/src/models/catalog.js';
 import { startControlPlane } from '../control-plane/src/server.js';
 import { MODEL_SERVER_STANDIN_IMAGE } from './support/images.js';
-import { eventually, freePort, whileAgentStarts, ROOT, spawnAgent, svcctlJson, type AgentProcess } from './support/node-agent-process.js';
+import { eventually, freePort, whileAgentStarts, ROOT, spawnAgent, svcctlJson, type AgentProcess, removeNodeContainers } from './support/node-agent-process.js';
 
 const docker = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'replicas-e2e-'));
@@ -95,9 +95,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const a of agents) if (a.child.exitCode === null) a.child.kill('SIGKILL');
-  for (const c of await docker.listContainers({ all: true, filters: { label: ['svc.replica'] } })) {
-    if (c.Labels['svc.node'] === nodeId) await docker.getContainer(c.Id).remove({ force: true });
-  }
+  if (nodeId) await removeNodeContainers(docker, nodeId);
   await cp?.app.close();
   rmSync(dir, { recursive: true, force: true });
 });

@@ -16,6 +16,9 @@ IMAGE_REPO="${IMAGE_PATH%:*}"
 IMAGE_TAG="${IMAGE_PATH##*:}"
 LABEL=org.svc.cpu-engine.recipe
 
+# shellcheck source=../../scripts/lib/publish-image.sh
+source "$ROOT/scripts/lib/publish-image.sh"
+
 log() { echo "cpu-engine image: $*"; }
 die() { echo "cpu-engine image: ERROR: $*" >&2; exit 1; }
 
@@ -104,11 +107,6 @@ tar --numeric-owner --owner=0 --group=0 --sort=name --mtime=@0 -C "$rootfs" -c .
     --change 'EXPOSE 8000' \
     --change "LABEL $LABEL=$recipe_hash" \
     - "$recipe_image" >/dev/null
-docker tag "$recipe_image" "$IMAGE"
-docker push -q "$recipe_image" >/dev/null
-docker push -q "$IMAGE" >/dev/null
-# Keep only the public tag locally; earlier builds of this image are left dangling by the retag.
-docker rmi "$recipe_image" >/dev/null
-docker image prune -f --filter "label=$LABEL" >/dev/null
+publish_image "$recipe_image" "$IMAGE" "$LABEL"
 size="$(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{ printf "%d MB", $1 / 1e6 }')"
 log "built and pushed $IMAGE ($recipe_tag, $size) in $((SECONDS - started)) s"

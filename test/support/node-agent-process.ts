@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import type Docker from 'dockerode';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -43,6 +44,13 @@ export async function whileAgentStarts<T>(agent: AgentProcess, probe: () => Prom
     return await Promise.race([eventually(probe, timeoutMs, what), exited]);
   } catch (err) {
     throw new Error(`${(err as Error).message}\n--- agent output ---\n${agent.output().slice(-4000)}`);
+  }
+}
+
+/** Removes every container an agent of `nodeId` made (instances and replicas), whatever its state. */
+export async function removeNodeContainers(docker: Docker, nodeId: string): Promise<void> {
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`svc.node=${nodeId}`] } })) {
+    await docker.getContainer(c.Id).remove({ force: true });
   }
 }
 

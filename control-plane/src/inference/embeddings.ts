@@ -7,7 +7,7 @@ import { quantizationsByPrice, type CatalogModel } from '../models/catalog.js';
 import type { CallContext, InferenceDeps } from './chat-completions.js';
 import { batches, encodeBase64Float32, truncateAndNormalise, type EmbeddingPlan, type EmbeddingsRequest } from './embeddings-request.js';
 import { callReplica } from './replica-call.js';
-import type { Lease } from './router.js';
+import type { Lease, RouteRequest } from './router.js';
 import { SANDBOX_DAILY_TOKEN_CAP, sandboxEmbeddings } from './sandbox.js';
 import { takeSandboxTokens } from './sandbox-cap.js';
 import { ReplicaFailure } from './upstream.js';
@@ -53,7 +53,7 @@ export class EmbeddingsService {
     return this.response(model, pool, vectors, call, usage);
   }
 
-  private async runBatch(call: EmbeddingsCall, part: { offset: number; items: string[] }, route: Parameters<InferenceDeps['router']['route']>[0]) {
+  private async runBatch(call: EmbeddingsCall, part: { offset: number; items: string[] }, route: RouteRequest) {
     const { ctx, model } = call;
     const result = await callReplica(this.deps.router, route, this.deps.attempts, async (lease): Promise<BatchResult> => {
       let response;
