@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { catalogProblems, cheapestQuantization, loadCatalog, parseCatalog } from './catalog.js';
+import { catalogProblems, loadCatalog, parseCatalog, quantizationsByPrice } from './catalog.js';
 
 describe('the shipped model catalog', () => {
   const catalog = loadCatalog();
@@ -25,7 +25,7 @@ describe('the shipped model catalog', () => {
       expect(model).toMatchObject({ family: 'tiny', context_window: id === 'tiny-chat' ? 2048 : 512, quantizations: ['fp16', 'fp8', 'int4'] });
       expect(model.serving).toMatchObject({ engine: 'cpu', image: '127.0.0.1:5000/svc/cpu-engine:1', gpus: 0 });
       expect(model.serving.weights.int4!.path).toBe(`/models/${id}-q4_0.gguf`);
-      expect(cheapestQuantization(model, catalog.rate_cards.find((c) => c.id === model.rate_card_id)!)).toBe('int4');
+      expect(quantizationsByPrice(model, catalog.rate_cards.find((c) => c.id === model.rate_card_id)!)[0]).toBe('int4');
     }
     expect(catalog.models.find((m) => m.id === 'tiny-embed')).toMatchObject({ kind: 'embedding', dimensions: 128, matryoshka: true });
   });
@@ -33,7 +33,7 @@ describe('the shipped model catalog', () => {
   it('picks the cheapest variant as the default quantization', () => {
     const model = catalog.models.find((m) => m.id === 'llama-3.1-8b-instruct')!;
     const card = catalog.rate_cards.find((c) => c.id === model.rate_card_id)!;
-    expect(cheapestQuantization(model, card)).toBe('int4');
+    expect(quantizationsByPrice(model, card)[0]).toBe('int4');
   });
 });
 

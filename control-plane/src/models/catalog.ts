@@ -177,16 +177,14 @@ export function loadCatalog(path: string = DEFAULT_CATALOG_PATH): Catalog {
   return parseCatalog(raw, path);
 }
 
-/** A model's variants, cheapest first by combined token price; ties keep the catalog's order. */
+/**
+ * A model's variants, cheapest first by combined token price; ties keep the catalog's
+ * order. The first is what a request gets when it names none.
+ */
 export function quantizationsByPrice(model: CatalogModel, card: RateCard | undefined): Quantization[] {
   const cost = (q: Quantization): number => {
     const p = card?.prices[q];
     return p ? p.input_per_million_tokens + p.output_per_million_tokens : Number.POSITIVE_INFINITY;
   };
   return [...model.quantizations].sort((a, b) => cost(a) - cost(b));
-}
-
-/** The variant a request gets when it names none: the cheapest by combined token price. */
-export function cheapestQuantization(model: CatalogModel, card: RateCard): Quantization {
-  return quantizationsByPrice(model, card)[0]!;
 }

@@ -6,15 +6,12 @@ import type { Catalog, CatalogModel, Pool, RateCard } from './catalog.js';
 
 /**
  * Which pools have live, healthy replicas of a model. The replica directory
- * (replicas/replica-directory.ts) implements it from what agents report; without
- * replicas no pool has capacity, and the API says so with `pools: []` rather than a
- * made-up value.
+ * (replicas/replica-directory.ts) answers from what agents report; without replicas no
+ * pool has capacity, and the API says so with `pools: []` rather than a made-up value.
  */
 export interface LiveCapacity {
   poolsServing(modelId: string): Pool[];
 }
-
-export const noReplicasYet: LiveCapacity = { poolsServing: () => [] };
 
 export interface ModelView {
   id: string;
