@@ -39,8 +39,12 @@ export interface GatewayDeps {
   onTaskState?: (nodeId: string, state: TaskState__Output) => void;
   /** Results of commands sent with send() (not operator commands from the store). */
   onCommandResult?: (nodeId: string, result: CommandResult__Output) => void;
-  /** A session opened; `runningTasks` is what the agent runs now (Hello). Default: each goes to onTaskState. */
-  onNodeConnected?: (nodeId: string, runningTasks: TaskState__Output[]) => void;
+  /**
+   * A session opened; `runningTasks` is what the agent runs now (Hello); `lastContact`: when
+   * the node was last heard of before this session (null for a first session). Default:
+   * each running task goes to onTaskState.
+   */
+  onNodeConnected?: (nodeId: string, runningTasks: TaskState__Output[], lastContact: number | null) => void;
   /** The registry's sweep found the node silent past the deadline. */
   onNodeUnreachable?: (nodeId: string) => void;
 }
@@ -99,8 +103,8 @@ export class AgentGateway {
         else deps.log.warn({ node: nodeId, command: result.command_id }, 'result for an unknown command');
       },
       taskState: deps.onTaskState ?? ((nodeId, state) => deps.log.debug({ node: nodeId, task: state.task_id, state: state.state }, 'task state')),
-      nodeConnected: (nodeId, running) => {
-        if (deps.onNodeConnected) deps.onNodeConnected(nodeId, running);
+      nodeConnected: (nodeId, running, lastContact) => {
+        if (deps.onNodeConnected) deps.onNodeConnected(nodeId, running, lastContact);
         else for (const task of running) this.host.taskState(nodeId, task);
       },
     };

@@ -27,7 +27,7 @@ export interface SessionHost {
   commandResult(nodeId: string, result: CommandResult__Output): Promise<void>;
   taskState(nodeId: string, state: TaskState__Output): void;
   /** The session is open; the agent runs `running` now. */
-  nodeConnected(nodeId: string, running: TaskState__Output[]): void;
+  nodeConnected(nodeId: string, running: TaskState__Output[], lastContact: number | null): void;
 }
 
 export const HELLO_TIMEOUT_MS = 10_000;
@@ -130,6 +130,8 @@ export class AgentSession {
       checkProtocolVersion(hello.protocol_version);
       const node = await this.host.enrollment.authenticate(hello.node_id, hello.node_secret);
       if (this.ended) return;
+      // Read before sessionStarted overwrites it: how long the node was away, for billing.
+      const lastContact = this.host.registry.lastContact(node.id) ?? node.lastSeenAt;
       await this.host.registry.sessionStarted(node, {
         hostname: hello.hostname || node.hostname,
         agentVersion: hello.agent_version,
@@ -148,7 +150,7 @@ export class AgentSession {
       });
       this.host.log.info({ node: node.id, hostname: hello.hostname, agent_version: hello.agent_version }, 'agent session open');
       // What the agent runs right now, for the instances feature to reconcile.
-      this.host.nodeConnected(node.id, hello.running_tasks);
+      this.host.nodeConnected(node.id, hello.running_tasks, lastContact);
       for (const message of this.early.splice(0)) this.dispatch(message);
     } catch (err) {
       if (err instanceof NodeRefusal) {

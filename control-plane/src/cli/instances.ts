@@ -118,7 +118,7 @@ export function registerInstanceCommands(program: Command): void {
         if (!record) throw new Error(`no instance with id ${id}`);
         const updated = await services.instances.terminate(record.orgId, id, opts.force);
         if (opts.json) return printJson(instanceView(updated));
-        process.stdout.write(`${id} is ${updated.status}${updated.pendingStop ? '; the server delivers the stop to the node' : ''}.\n`);
+        process.stdout.write(`${id} is ${updated.status}${updated.stop && updated.stop.sentAt == null ? '; the server delivers the stop to the node' : ''}.\n`);
       }),
     );
 }

@@ -18,14 +18,16 @@ export function instanceGatewayHooks(instances: InstanceService, log: ServiceLog
         message: state.message,
         exitCode: state.exit_code,
         progress: state.pull_progress,
+        // 0: unknown (an older agent, or no container was found).
+        stoppedAt: state.stopped_at_ms > 0 ? state.stopped_at_ms : null,
         ...(state.state === 'running' && state.access ? { access: accessFromReport(state.access) } : {}),
       };
       // A failure is logged by the service's per-instance queue.
       instances.onTaskState(nodeId, state.task_id, state.state as AgentTaskState, detail).catch(() => undefined);
     },
-    onNodeConnected: (nodeId, running) => {
+    onNodeConnected: (nodeId, running, lastContact) => {
       const access = new Map(running.filter((t) => t.kind === 'INSTANCE' && t.access).map((t) => [t.task_id, accessFromReport(t.access)]));
-      instances.onNodeConnected(nodeId, instanceTaskIds(running), access).catch((err: unknown) => log.error({ err, node: nodeId }, 'settling instances of a reconnected node failed'));
+      instances.onNodeConnected(nodeId, instanceTaskIds(running), access, lastContact).catch((err: unknown) => log.error({ err, node: nodeId }, 'settling instances of a reconnected node failed'));
     },
     // Task commands are acknowledged here; how the task goes arrives as task states.
     onCommandResult: (nodeId, result) => {

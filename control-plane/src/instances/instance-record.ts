@@ -2,6 +2,7 @@
 // integer micro-dollars.
 import type { Pool } from '../models/catalog.js';
 import type { InstanceStatus } from './lifecycle.js';
+import type { StopRequest } from './stop-request.js';
 
 export type InstanceMode = 'on_demand' | 'reserved';
 
@@ -29,8 +30,8 @@ export interface InstanceRecord {
   readyAt: number | null;
   expiresAt: number | null;
   terminatedAt: number | null;
-  /** A stop that could not be delivered yet (node unreachable), carried out when it returns. */
-  pendingStop: { force: boolean; at: number } | null;
+  /** The stop asked of its container (terminate, expiry), kept until the node reports it gone. */
+  stop: StopRequest | null;
   /** How users reach it, as its node reported from `running` on; null before (and from older agents). */
   access: InstanceAccessRecord | null;
   updatedAt: number;
@@ -43,7 +44,8 @@ export interface InstanceAccessRecord {
   jupyterUnavailableReason: string | null;
 }
 
-export type ChargeKind = 'reservation' | 'extension' | 'on_demand';
+/** `refund` is a credit (negative amount): the ledger is append-only, so money comes back as a line of its own. */
+export type ChargeKind = 'reservation' | 'extension' | 'on_demand' | 'refund';
 
 export interface ChargeRecord {
   id: string;
@@ -51,6 +53,20 @@ export interface ChargeRecord {
   instanceId: string;
   kind: ChargeKind;
   amountMicros: number;
+  description: string;
+  createdAt: number;
+}
+
+/**
+ * A credit of everything charged for the instance so far, as one `refund` line. The store
+ * sums the instance's charges inside the transaction that writes it, so an extension
+ * committed just before is refunded too.
+ */
+export interface RefundRecord {
+  refund: true;
+  id: string;
+  orgId: string;
+  instanceId: string;
   description: string;
   createdAt: number;
 }

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError, ManualClock } from '@svc/shared';
 import { SqliteInstanceStore } from '../store/sqlite/instance-store.js';
 import { openSqliteStore, type SqliteStore } from '../store/sqlite/sqlite-store.js';
-import { InstanceService, instanceView } from './instance-service.js';
+import { InstanceService, STOP_CONFIRM_MS, instanceView } from './instance-service.js';
 import type { CandidateNode } from './placement.js';
 import { loadSkuCatalog } from './sku-catalog.js';
 import type { StartTaskOrder, StopTaskOrder, TaskDispatcher } from './task-dispatch.js';
@@ -190,10 +190,12 @@ describe('lifecycle from agent reports', () => {
     await service.onTaskState('node-a', inst.id, 'running', {});
     dispatcher.connected.delete('node-a');
     expect((await service.terminate('org_1', inst.id, false)).status).toBe('draining');
-    expect((await service.get('org_1', inst.id)).pendingStop).toEqual({ force: false, at: clock.now() });
+    expect((await service.get('org_1', inst.id)).stop).toEqual({ force: false, at: clock.now(), sentAt: null });
     dispatcher.connected.add('node-a');
+    clock.advance(15_000);
     await service.onNodeConnected('node-a', new Set([inst.id]));
-    expect(dispatcher.stopped).toEqual([['node-a', { taskId: inst.id, timeoutMs: 60_000, force: false }]]);
+    // The grace runs from the request, not from the delivery.
+    expect(dispatcher.stopped).toEqual([['node-a', { taskId: inst.id, timeoutMs: 45_000, force: false }]]);
   });
 
   it('delivers stops recorded by another process on the next sweep', async () => {
@@ -201,10 +203,13 @@ describe('lifecycle from agent reports', () => {
     await service.onTaskState('node-a', inst.id, 'running', {});
     const offline: TaskDispatcher = { startTask: () => false, stopTask: () => false };
     const cli = new InstanceService(instances, loadSkuCatalog(), nodes, offline, clock, { defaultImage: 'x', terminationGraceMs: 60_000 }, pino({ level: 'silent' }));
-    expect((await cli.terminate('org_1', inst.id, true)).pendingStop).toEqual({ force: true, at: clock.now() });
+    expect((await cli.terminate('org_1', inst.id, true)).stop).toEqual({ force: true, at: clock.now(), sentAt: null });
     expect(await service.deliverPendingStops()).toBe(1);
     expect(dispatcher.stopped).toEqual([['node-a', { taskId: inst.id, timeoutMs: 0, force: true }]]);
     expect(await service.deliverPendingStops()).toBe(0);
+    // Unconfirmed long after it was sent: the sweep sends it again.
+    clock.advance(STOP_CONFIRM_MS);
+    expect(await service.deliverPendingStops()).toBe(1);
   });
 
   it('settles lost reports from the running set a reconnecting node announces', async () => {
@@ -213,8 +218,14 @@ describe('lifecycle from agent reports', () => {
     await service.onTaskState('node-a', lostGone.id, 'running', {});
     await service.onNodeConnected('node-a', new Set([lostRunning.id, 'inst_stranger']));
     expect((await service.get('org_1', lostRunning.id)).status).toBe('ready');
+    // Ready but no longer running: the node is asked to confirm; its answer settles the bill.
+    expect((await service.get('org_1', lostGone.id)).status).toBe('draining');
+    expect(dispatcher.stopped).toEqual([
+      ['node-a', { taskId: lostGone.id, timeoutMs: 0, force: true }],
+      ['node-a', { taskId: 'inst_stranger', timeoutMs: 0, force: true }],
+    ]);
+    await service.onTaskState('node-a', lostGone.id, 'gone', {});
     expect((await service.get('org_1', lostGone.id)).status).toBe('terminated');
-    expect(dispatcher.stopped).toEqual([['node-a', { taskId: 'inst_stranger', timeoutMs: 0, force: true }]]);
   });
 
   it('orders the start again for an instance whose agent restarted mid-start', async () => {

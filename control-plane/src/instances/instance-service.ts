@@ -3,16 +3,18 @@
 // reservations, expire them. Status changes go through the lifecycle table and are
 // persisted with their `instance.lifecycle` event in one transaction.
 import { ApiError, newId, type Clock } from '@svc/shared';
+import { billedUntil } from '../billing/billing-end.js';
 import { billableSeconds, onDemandChargeMicros, reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
 import type { Pool } from '../models/catalog.js';
 import { GpuAlreadyClaimed, type InstanceStore } from '../store/instance-store.js';
 import type { EventRecord } from '../store/records.js';
 import { accessView, sameAccess } from './instance-access.js';
-import type { ChargeRecord, InstanceAccessRecord, InstanceRecord } from './instance-record.js';
+import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, RefundRecord } from './instance-record.js';
 import { imageReferenceProblem, labelProblem, sshPublicKeyProblem } from './input-validation.js';
-import { TERMINAL, transition, type InstanceStatus, type LifecycleEvent } from './lifecycle.js';
+import { TERMINAL, decide, transition, type Decision, type InstanceStatus, type LifecycleEvent, type Occurrence, type StopAction } from './lifecycle.js';
 import { place } from './placement.js';
 import { poolsOf, type Sku, type SkuCatalog } from './sku-catalog.js';
+import { requestStop, stopOverdue, stopTiming } from './stop-request.js';
 import type { AgentTaskState, GpuInventory, TaskDispatcher } from './task-dispatch.js';
 
 export const INSTANCE_LIFECYCLE_EVENT = 'instance.lifecycle';
@@ -20,6 +22,8 @@ export const MAX_CREATE_HOURS = 168;
 export const MAX_TOTAL_HOURS = 720;
 /** Two creates racing for one GPU: the loser places again with fresh claims. */
 const PLACEMENT_ATTEMPTS = 5;
+/** How long past its grace a stop may go unconfirmed before the sweep sends it again. */
+export const STOP_CONFIRM_MS = 30_000;
 
 export interface CreateInstanceInput {
   sku: string;
@@ -37,6 +41,21 @@ export interface TaskDetail {
   exitCode?: number;
   progress?: number;
   access?: InstanceAccessRecord | null;
+  /** When the container stopped, as the node's Docker recorded it (exited/gone); absent when unknown. */
+  stoppedAt?: number | null;
+}
+
+/** What the service knows about an occurrence besides its kind, for the patch and the bill. */
+interface Context {
+  progress?: { phase: string; fraction: number | null };
+  access?: InstanceAccessRecord | null;
+  /** Why an instance fails. */
+  reason?: string;
+  stoppedAt?: number | null;
+  /** The latest moment the container is known to have run (a forgotten node's last contact). */
+  lastContact?: number | null;
+  /** Hello: the node's last contact before this session, when it no longer runs the container. */
+  unseenSince?: number | null;
 }
 
 /** The part of a pino/fastify logger the service uses. */
@@ -124,7 +143,7 @@ export class InstanceService {
         readyAt: null,
         expiresAt: reserved ? now + input.duration_hours! * 3_600_000 : null,
         terminatedAt: null,
-        pendingStop: null,
+        stop: null,
         access: null,
         updatedAt: now,
       };
@@ -139,7 +158,7 @@ export class InstanceService {
         throw err;
       }
       const sent = this.dispatcher.startTask(record.nodeId!, this.startOrder(record));
-      if (!sent) return (await this.apply(record, 'fail', { failureReason: 'node lost before ready: the node disconnected during placement' })) ?? record;
+      if (!sent) return this.happen(record.id, null, { kind: 'undeliverable' }, { reason: 'node lost before ready: the node disconnected during placement' });
       return record;
     }
   }
@@ -150,14 +169,13 @@ export class InstanceService {
     return record;
   }
 
+  /**
+   * Graceful (or forced) stop. Repeating it sends the stop again (the node may have lost
+   * it); `force` escalates a graceful stop in flight.
+   */
   async terminate(orgId: string, id: string, force: boolean): Promise<InstanceRecord> {
-    const record = await this.get(orgId, id);
-    if (TERMINAL.has(record.status)) return record;
-    if (record.status === 'draining' && !force) return record;
-    const draining = record.status === 'draining' ? record : ((await this.apply(record, 'terminate', {})) ?? (await this.get(orgId, id)));
-    if (draining.status !== 'draining') return draining;
-    await this.sendStop(draining, force);
-    return (await this.store.get(id)) ?? draining;
+    await this.get(orgId, id);
+    return this.happen(id, null, { kind: 'terminate', force }, {});
   }
 
   async extend(orgId: string, id: string, hours: number): Promise<InstanceRecord> {
@@ -184,123 +202,144 @@ export class InstanceService {
   }
 
   /** What an agent reports about a task it runs. Unknown tasks are ignored (the reconciler removes them). */
-  onTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: TaskDetail): Promise<void> {
-    const previous = this.queues.get(taskId) ?? Promise.resolve();
-    const next = previous.then(() => this.applyTaskState(nodeId, taskId, state, detail));
-    const settled = next.catch((err: unknown) => this.log.error({ err, instance: taskId, state }, 'applying a task state failed'));
-    this.queues.set(taskId, settled);
-    void settled.then(() => {
-      if (this.queues.get(taskId) === settled) this.queues.delete(taskId);
+  async onTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: TaskDetail): Promise<void> {
+    const progress = { phase: state, fraction: state === 'pulling' ? (detail.progress ?? null) : null };
+    await this.happen(taskId, nodeId, { kind: 'report', state }, {
+      progress,
+      ...(detail.access !== undefined ? { access: detail.access } : {}),
+      reason: detail.message || 'the container failed to start',
+      stoppedAt: detail.stoppedAt ?? null,
     });
-    return next;
-  }
-
-  private async applyTaskState(nodeId: string, taskId: string, state: AgentTaskState, detail: TaskDetail): Promise<void> {
-    const record = await this.store.get(taskId);
-    if (!record || record.nodeId !== nodeId || TERMINAL.has(record.status)) return;
-    switch (state) {
-      case 'pulling':
-      case 'starting': {
-        const progress = { phase: state, fraction: state === 'pulling' ? (detail.progress ?? null) : null };
-        if (record.status === 'provisioning') await this.apply(record, 'start', { progress });
-        else await this.store.update(taskId, { progress, updatedAt: this.clock.now() });
-        return;
-      }
-      case 'running':
-        if (record.status === 'provisioning' || record.status === 'starting') {
-          await this.apply(record, 'running', { readyAt: this.clock.now(), progress: null, access: detail.access ?? null });
-        } else if (detail.access !== undefined) {
-          await this.refreshAccess(record, detail.access);
-        }
-        return;
-      case 'stopping':
-        return;
-      case 'failed':
-        if (record.status === 'provisioning' || record.status === 'starting') {
-          await this.apply(record, 'fail', { failureReason: detail.message || 'the container failed to start' });
-          return;
-        }
-        await this.apply(record, 'stopped', {});
-        return;
-      case 'exited':
-      case 'gone':
-        await this.apply(record, 'stopped', {});
-    }
   }
 
   /**
-   * A node's session began (Hello with the tasks it runs). Settles what reports may have
-   * been lost while it was away: stops that waited for it are sent, instances it runs
-   * become ready, ready ones it no longer runs are terminated, and containers nobody
-   * wants (unknown or finished instances) are stopped.
+   * A node's session began (Hello with the tasks it runs). Settles what may have been lost
+   * while it was away, each instance as the lifecycle table decides: stops are sent again
+   * (with what is left of their grace), instances it runs become ready, ready ones it no
+   * longer runs are stopped to confirm (billed to when they stopped, or else to
+   * `lastContact`, the node's last contact before this session), starts are re-ordered;
+   * containers nobody wants (unknown or finished instances) are stopped.
    */
-  async onNodeConnected(nodeId: string, runningTaskIds: ReadonlySet<string>, access: ReadonlyMap<string, InstanceAccessRecord | null> = new Map()): Promise<void> {
+  async onNodeConnected(
+    nodeId: string,
+    runningTaskIds: ReadonlySet<string>,
+    access: ReadonlyMap<string, InstanceAccessRecord | null> = new Map(),
+    lastContact: number | null = null,
+  ): Promise<void> {
     const active = await this.store.listActiveOnNode(nodeId);
     const known = new Set(active.map((r) => r.id));
     for (const record of active) {
-      if (record.pendingStop) {
-        await this.sendStop(record, record.pendingStop.force);
-      } else if (runningTaskIds.has(record.id)) {
-        if (record.status === 'provisioning' || record.status === 'starting') {
-          await this.apply(record, 'running', { readyAt: this.clock.now(), progress: null, access: access.get(record.id) ?? null });
-        } else if (access.has(record.id)) {
-          // A restarted agent may listen elsewhere now (another SSH port, a new Jupyter token).
-          await this.refreshAccess(record, access.get(record.id)!);
-        }
-      } else if (record.status === 'ready' || record.status === 'draining') {
-        await this.apply(record, 'stopped', {});
-      } else {
-        // Still provisioning or starting and not running: the agent restarted mid-start. Starts are idempotent there.
-        this.dispatcher.startTask(nodeId, this.startOrder(record));
-      }
+      const running = runningTaskIds.has(record.id);
+      await this.happen(record.id, nodeId, { kind: 'hello', running }, { ...(access.has(record.id) ? { access: access.get(record.id)! } : {}), unseenSince: running ? null : lastContact });
     }
     for (const taskId of runningTaskIds) {
       if (!known.has(taskId) && taskId.startsWith('inst_')) this.dispatcher.stopTask(nodeId, { taskId, timeoutMs: 0, force: true });
     }
   }
 
-  /** A node stopped answering: instances that never became ready fail, without charge. */
+  /** A node stopped answering: instances that never became ready fail and are refunded. */
   async onNodeLost(nodeId: string): Promise<void> {
     for (const record of await this.store.listActiveOnNode(nodeId)) {
-      if (record.status === 'provisioning' || record.status === 'starting') {
-        await this.apply(record, 'fail', { failureReason: 'node lost before ready' });
-      }
+      await this.happen(record.id, nodeId, { kind: 'node_lost' }, { reason: 'node lost before ready' });
     }
   }
 
   /**
-   * Delivers stops that are recorded but not yet sent: the node was unreachable, or the
-   * stop was requested by another process (svcctl). Run periodically by the server.
+   * An operator settles a node that is gone for good (`svcctl nodes forget`): instances
+   * that never became ready fail (refunded); the others end as of `lastContact`, billed up
+   * to it; reservations keep their up-front charge.
+   */
+  async forgetNode(nodeId: string, lastContact: number | null): Promise<InstanceRecord[]> {
+    const settled: InstanceRecord[] = [];
+    for (const record of await this.store.listActiveOnNode(nodeId)) {
+      settled.push(await this.happen(record.id, nodeId, { kind: 'forget' }, { reason: 'node forgotten by an operator before ready', lastContact }));
+    }
+    return settled;
+  }
+
+  /**
+   * Sends stops that no live session has taken yet (the node was unreachable, or the stop
+   * was requested by another process such as svcctl), and again those the node should have
+   * carried out by now but has not confirmed. Run periodically by the server.
    */
   async deliverPendingStops(): Promise<number> {
     let sent = 0;
+    const now = this.clock.now();
     for (const record of await this.store.listActive()) {
-      if (!record.pendingStop) continue;
-      if (this.dispatcher.stopTask(record.nodeId!, this.stopOrder(record, record.pendingStop.force))) {
-        await this.store.update(record.id, { pendingStop: null, updatedAt: this.clock.now() });
-        sent++;
-      }
+      if (!record.stop || !stopOverdue(record.stop, now, this.options.terminationGraceMs, STOP_CONFIRM_MS)) continue;
+      if ((await this.sendStop(record, 'resend')).stop?.sentAt === now) sent++;
     }
     return sent;
   }
 
-  /** Reservations that reached expires_at terminate by themselves, gracefully. */
+  /** Reservations that reached expires_at terminate by themselves, gracefully; draining ones get an overdue stop again. */
   async expireDue(): Promise<number> {
     const now = this.clock.now();
     let expired = 0;
     for (const record of await this.store.listActive()) {
-      if (record.expiresAt === null || record.expiresAt > now || record.status === 'draining') continue;
-      const draining = await this.apply(record, 'terminate', {});
-      if (draining) {
-        await this.sendStop(draining, false);
-        expired++;
-      }
+      if (record.expiresAt === null || record.expiresAt > now) continue;
+      if (record.status === 'draining' && record.stop && !stopOverdue(record.stop, now, this.options.terminationGraceMs, STOP_CONFIRM_MS)) continue;
+      const before = record.status;
+      const after = await this.happen(record.id, null, { kind: 'expire' }, {});
+      if (before !== 'draining' && after.status === 'draining') expired++;
     }
     return expired;
   }
 
-  private async refreshAccess(record: InstanceRecord, access: InstanceAccessRecord | null): Promise<void> {
-    if (!sameAccess(record.access, access)) await this.store.update(record.id, { access, updatedAt: this.clock.now() });
+  /**
+   * Carries out what the lifecycle table decides for `happened`, one occurrence per
+   * instance at a time, in arrival order. `nodeId`: the reporting node; reports about an
+   * instance on another node are ignored. Returns the instance as it is afterwards.
+   */
+  private happen(id: string, nodeId: string | null, happened: Occurrence, context: Context): Promise<InstanceRecord> {
+    const previous = this.queues.get(id) ?? Promise.resolve();
+    const next = previous.then(() => this.carryOut(id, nodeId, happened, context));
+    const settled = next.then(
+      () => undefined,
+      (err: unknown) => this.log.error({ err, instance: id, happened }, 'carrying out a lifecycle decision failed'),
+    );
+    this.queues.set(id, settled);
+    void settled.then(() => {
+      if (this.queues.get(id) === settled) this.queues.delete(id);
+    });
+    return next;
+  }
+
+  private async carryOut(id: string, nodeId: string | null, happened: Occurrence, context: Context): Promise<InstanceRecord> {
+    let record = await this.store.get(id);
+    if (!record) throw new ApiError('not_found', `no instance with id ${id}`);
+    if (nodeId !== null && record.nodeId !== nodeId) return record;
+    const decision = decide(record.status, happened);
+    const now = this.clock.now();
+    if (decision.event) {
+      const applied = await this.apply(record, decision.event, this.eventPatch(record, decision, context, now), context);
+      record = applied ?? (await this.store.get(id)) ?? record;
+    } else if (decision.progress && context.progress) {
+      record = (await this.store.update(id, { progress: context.progress, updatedAt: now })) ?? record;
+    }
+    if (decision.access && !decision.event && context.access !== undefined) {
+      if (!sameAccess(record.access, context.access)) record = (await this.store.update(id, { access: context.access, updatedAt: now })) ?? record;
+    }
+    if (decision.stop && record.status === 'draining') record = await this.sendStop(record, decision.stop, context.unseenSince ?? null);
+    if (decision.restart) this.dispatcher.startTask(record.nodeId!, this.startOrder(record));
+    return record;
+  }
+
+  /** The fields an event changes besides the status (billing and events are added by apply). */
+  private eventPatch(record: InstanceRecord, decision: Decision, context: Context, now: number): Partial<InstanceRecord> {
+    switch (decision.event) {
+      case 'start':
+        return context.progress ? { progress: context.progress } : {};
+      case 'running':
+        return { readyAt: now, progress: null, access: context.access ?? null };
+      case 'fail':
+        return { failureReason: context.reason ?? 'the instance could not be started' };
+      case 'terminate':
+        // The stop is recorded with the status change, so a crash before it is sent loses nothing.
+        return { stop: requestStop(record.stop, decision.stop ?? 'graceful', now, context.unseenSince ?? null) };
+      default:
+        return {};
+    }
   }
 
   private startOrder(record: InstanceRecord) {
@@ -314,19 +353,24 @@ export class InstanceService {
     };
   }
 
-  private stopOrder(record: InstanceRecord, force: boolean) {
-    return { taskId: record.id, timeoutMs: force ? 0 : this.options.terminationGraceMs, force };
+  /**
+   * Records the stop `action` asks for and hands it to the node's live session, with what
+   * is left of its grace; without a session it waits for the next Hello or sweep.
+   */
+  private async sendStop(record: InstanceRecord, action: StopAction, unseenSince: number | null = null): Promise<InstanceRecord> {
+    const now = this.clock.now();
+    const request = requestStop(record.stop, action, now, unseenSince);
+    const sent = this.dispatcher.stopTask(record.nodeId!, { taskId: record.id, ...stopTiming(request, now, this.options.terminationGraceMs) });
+    const stop = sent ? { ...request, sentAt: now } : request;
+    return (await this.store.update(record.id, { stop, updatedAt: now })) ?? record;
   }
 
-  /** Sends the stop now, or records it for deliverPendingStops when the node is not connected. */
-  private async sendStop(record: InstanceRecord, force: boolean): Promise<void> {
-    const sent = this.dispatcher.stopTask(record.nodeId!, this.stopOrder(record, force));
-    const pendingStop = sent ? null : { force, at: this.clock.now() };
-    if (sent !== (record.pendingStop === null)) await this.store.update(record.id, { pendingStop, updatedAt: this.clock.now() });
-  }
-
-  /** Applies one lifecycle event; returns the updated record, or undefined if it raced. */
-  private async apply(record: InstanceRecord, event: LifecycleEvent, patch: Partial<InstanceRecord>): Promise<InstanceRecord | undefined> {
+  /**
+   * Applies one lifecycle event with what it costs: `terminated` bills on-demand time up to
+   * when the container stopped (billing/billing-end.ts); `failed` refunds everything
+   * charged for the instance. Returns the updated record, or undefined if it raced.
+   */
+  private async apply(record: InstanceRecord, event: LifecycleEvent, patch: Partial<InstanceRecord>, context: Context = {}): Promise<InstanceRecord | undefined> {
     const step = transition(record.status, event);
     if (!step.ok) {
       this.log.warn({ instance: record.id, event, status: record.status }, step.reason);
@@ -334,19 +378,23 @@ export class InstanceService {
     }
     const now = this.clock.now();
     const next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number } = { ...patch, status: step.to, updatedAt: now };
-    let charge: ChargeRecord | null = null;
+    let charge: ChargeRecord | RefundRecord | null = null;
     if (step.to === 'terminated') {
       next.terminatedAt = now;
-      next.pendingStop = null;
+      next.stop = null;
       next.progress = null;
-      if (record.mode === 'on_demand') {
-        const seconds = billableSeconds(record.readyAt, now);
-        if (seconds > 0) charge = this.charge(record, 'on_demand', onDemandChargeMicros(microsToUsd(record.rateMicros), record.gpus, seconds), `${seconds} s on demand of ${record.gpus} x ${record.sku}`);
+      const end = billedUntil(record.readyAt, context.stoppedAt ?? null, context.lastContact ?? record.stop?.unseenSince ?? null, now);
+      if (record.mode === 'on_demand' && end !== null) {
+        const seconds = billableSeconds(record.readyAt, end);
+        charge = this.charge(record, 'on_demand', onDemandChargeMicros(microsToUsd(record.rateMicros), record.gpus, seconds), `${seconds} s on demand of ${record.gpus} x ${record.sku}`);
       }
     }
     if (step.to === 'failed') {
       next.terminatedAt = now;
+      next.stop = null;
       next.progress = null;
+      // Failed provisions are not charged (spec section 8): a reservation's up-front charge comes back.
+      charge = { refund: true, id: newId('chg'), orgId: record.orgId, instanceId: record.id, description: `refund: instance ${record.id} failed before it was ready`, createdAt: now };
     }
     return this.store.transition(record.id, record.status, next, (updated) => this.lifecycleEvent(updated), charge);
   }

@@ -168,6 +168,11 @@ export class NodeRegistry {
     this.live.set(node.id, entry);
   }
 
+  /** When the node was last heard of, as this process knows it (fresher than the store's flushed value); undefined when not loaded. */
+  lastContact(nodeId: string): number | null | undefined {
+    return this.live.get(nodeId)?.lastSeenAt;
+  }
+
   /** Any message from the node's session. Memory only, unless the node comes back. */
   seen(nodeId: string): void {
     const node = this.live.get(nodeId);

@@ -42,6 +42,7 @@ const state = (taskId: string, s: string, over: Partial<TaskState__Output> = {})
   pull_progress: 0,
   endpoint: '',
   at_ms: 0,
+  stopped_at_ms: 0,
   access: null,
   ...over,
 });

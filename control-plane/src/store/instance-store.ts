@@ -2,7 +2,7 @@
 // Every status change goes through `transition`, which checks the expected current
 // status, writes the change and appends its `instance.lifecycle` event in one
 // transaction; GPUs are claimed and released in the same transactions.
-import type { ChargeRecord, InstanceRecord } from '../instances/instance-record.js';
+import type { ChargeRecord, InstanceRecord, RefundRecord } from '../instances/instance-record.js';
 import type { InstanceStatus } from '../instances/lifecycle.js';
 import type { EventRecord } from './records.js';
 
@@ -37,10 +37,10 @@ export interface InstanceStore {
     from: InstanceStatus,
     next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
     event: (updated: InstanceRecord) => EventRecord,
-    charge: ChargeRecord | null,
+    charge: ChargeRecord | RefundRecord | null,
   ): Promise<InstanceRecord | undefined>;
-  /** Changes that are not a status (progress, pending stop, expiry, access endpoints): no event. */
-  update(id: string, patch: Partial<Pick<InstanceRecord, 'progress' | 'pendingStop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>, charge?: ChargeRecord | null): Promise<InstanceRecord | undefined>;
+  /** Changes that are not a status (progress, stop request, expiry, access endpoints): no event. */
+  update(id: string, patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>, charge?: ChargeRecord | null): Promise<InstanceRecord | undefined>;
   claimedGpuUuids(): Promise<Set<string>>;
   listCharges(orgId: string, options: { limit: number; after?: string }): Promise<{ data: ChargeRecord[]; hasMore: boolean }>;
   chargesFor(instanceId: string): Promise<ChargeRecord[]>;

@@ -22,6 +22,8 @@ export interface TaskReport {
   pull_progress: number;
   endpoint: string;
   at_ms: number;
+  /** exited/gone: when the container stopped, as Docker recorded it (State.FinishedAt); 0 when unknown. */
+  stopped_at_ms: number;
 }
 
 export interface StartOrder extends TaskSpec {
@@ -47,7 +49,17 @@ interface Tracked {
   /** Settles when the start attempt has finished, successfully or not. */
   starting: Promise<void>;
   stopping: boolean;
+  /** The stop in flight: a repeated order joins it (keeping its deadline) instead of starting another grace. */
+  stop?: Promise<void>;
   watch: AbortController;
+}
+
+interface ReportDetail {
+  message?: string;
+  exitCode?: number;
+  progress?: number;
+  /** ms since the epoch; exited/gone only. */
+  stoppedAt?: number;
 }
 
 /** Pull progress is reported when it moved this much, so a fast pull is not a flood. */
@@ -84,7 +96,7 @@ export class TaskSupervisor {
       } else {
         const status = await this.runtime.inspectTask(handle.containerId);
         const message = handle.state === 'running' ? 'removed: a replica container without a readable spec cannot be supervised' : 'the container exited while the agent was away';
-        this.emit(handle.taskId, handle.kind, 'exited', { exitCode: status.exitCode ?? -1, message });
+        this.emit(handle.taskId, handle.kind, 'exited', { exitCode: status.exitCode ?? -1, message, stoppedAt: status.finishedAt?.getTime() ?? this.now() });
         await this.runtime.destroyTask(handle.containerId, { force: true });
       }
     }
@@ -120,7 +132,11 @@ export class TaskSupervisor {
     tracked.starting = this.provision(order, tracked);
   }
 
-  /** Stops and removes a task, gracefully unless forced; safe to repeat and for unknown tasks. */
+  /**
+   * Stops and removes a task, gracefully unless forced; safe to repeat and for unknown
+   * tasks. A repeated order for an instance already stopping joins the stop in flight, so
+   * the first order's deadline holds; a forced one kills at once.
+   */
   async stop(order: StopOrder): Promise<void> {
     const runner = this.replicas.get(order.taskId);
     if (runner) {
@@ -132,6 +148,20 @@ export class TaskSupervisor {
       return;
     }
     const tracked = this.tasks.get(order.taskId);
+    if (tracked?.stop) {
+      if (order.force && tracked.handle) {
+        await this.runtime.stopTask(tracked.handle.containerId, { timeoutMs: 0, force: true }).catch((err: unknown) => {
+          if (!isRuntimeError(err, 'not_found')) throw err;
+        });
+      }
+      return tracked.stop;
+    }
+    const stopping = this.stopContainer(order, tracked);
+    if (tracked) tracked.stop = stopping;
+    return stopping;
+  }
+
+  private async stopContainer(order: StopOrder, tracked: Tracked | undefined): Promise<void> {
     if (tracked) {
       tracked.stopping = true;
       tracked.watch.abort();
@@ -140,15 +170,20 @@ export class TaskSupervisor {
     this.emit(order.taskId, order.kind, 'stopping', {});
     const id = tracked?.handle?.containerId ?? containerName({ kind: order.kind, taskId: order.taskId });
     let exitCode = 0;
+    let stoppedAt: number | undefined;
     try {
       await this.runtime.stopTask(id, { timeoutMs: order.timeoutMs, force: order.force });
-      exitCode = (await this.runtime.inspectTask(id)).exitCode ?? 0;
+      const status = await this.runtime.inspectTask(id);
+      exitCode = status.exitCode ?? 0;
+      stoppedAt = status.finishedAt?.getTime();
       await this.runtime.destroyTask(id, { force: true });
     } catch (err) {
       if (!isRuntimeError(err, 'not_found')) throw err;
+    } finally {
+      if (this.tasks.get(order.taskId) === tracked) this.tasks.delete(order.taskId);
     }
-    this.tasks.delete(order.taskId);
-    this.emit(order.taskId, order.kind, 'gone', { exitCode });
+    // No container found: when it stopped is unknown (0), and the control plane bills to its last contact.
+    this.emit(order.taskId, order.kind, 'gone', { exitCode, ...(stoppedAt !== undefined ? { stoppedAt } : {}) });
   }
 
   /** Stops watching (agent shutdown); containers keep running and are re-adopted next start. */
@@ -209,7 +244,8 @@ export class TaskSupervisor {
       async (exit) => {
         if (tracked.stopping) return;
         this.tasks.delete(taskId);
-        this.emit(taskId, tracked.kind, 'exited', { exitCode: exit.exitCode, message: exit.error ?? `exited with code ${exit.exitCode}` });
+        const finishedAt = await this.runtime.inspectTask(id).then((status) => status.finishedAt?.getTime(), () => undefined);
+        this.emit(taskId, tracked.kind, 'exited', { exitCode: exit.exitCode, message: exit.error ?? `exited with code ${exit.exitCode}`, stoppedAt: finishedAt ?? this.now() });
         await this.runtime.destroyTask(id, { force: true }).catch((err: unknown) => this.log.error({ task: taskId, err }, 'removing an exited container failed'));
       },
       (err: unknown) => {
@@ -219,7 +255,7 @@ export class TaskSupervisor {
     );
   }
 
-  private make(taskId: string, kind: TaskSpec['kind'], state: ReportedState, detail: { message?: string; exitCode?: number; progress?: number }): TaskReport {
+  private make(taskId: string, kind: TaskSpec['kind'], state: ReportedState, detail: ReportDetail): TaskReport {
     return {
       task_id: taskId,
       kind: kind === 'instance' ? 'INSTANCE' : 'REPLICA',
@@ -229,10 +265,11 @@ export class TaskSupervisor {
       pull_progress: detail.progress ?? 0,
       endpoint: '',
       at_ms: this.now(),
+      stopped_at_ms: detail.stoppedAt ?? 0,
     };
   }
 
-  private emit(taskId: string, kind: TaskSpec['kind'], state: ReportedState, detail: { message?: string; exitCode?: number; progress?: number }): void {
+  private emit(taskId: string, kind: TaskSpec['kind'], state: ReportedState, detail: ReportDetail): void {
     this.report(this.make(taskId, kind, state, detail));
   }
 }

@@ -1,7 +1,7 @@
 // SQLite implementation of the instance store. Placement claims, transitions and the
 // events/charges they cause are written in one transaction each.
 import type Database from 'better-sqlite3';
-import type { ChargeRecord, InstanceRecord } from '../../instances/instance-record.js';
+import type { ChargeRecord, InstanceRecord, RefundRecord } from '../../instances/instance-record.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, type InstancePage, type InstanceStore } from '../instance-store.js';
@@ -33,11 +33,12 @@ const COLUMNS: Record<keyof InstanceRecord, string> = {
   readyAt: 'ready_at',
   expiresAt: 'expires_at',
   terminatedAt: 'terminated_at',
-  pendingStop: 'pending_stop',
+  // The column keeps its first name; it now holds the stop until the container is gone.
+  stop: 'pending_stop',
   access: 'access',
   updatedAt: 'updated_at',
 };
-const JSON_FIELDS = new Set<keyof InstanceRecord>(['sshKeys', 'labels', 'gpuUuids', 'progress', 'pendingStop', 'access']);
+const JSON_FIELDS = new Set<keyof InstanceRecord>(['sshKeys', 'labels', 'gpuUuids', 'progress', 'stop', 'access']);
 
 function toColumns(record: Partial<InstanceRecord>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -71,8 +72,13 @@ function toCharge(row: Row): ChargeRecord {
 export class SqliteInstanceStore implements InstanceStore {
   constructor(private readonly db: Database.Database) {}
 
-  private insertCharge(charge: ChargeRecord | null | undefined): void {
+  private insertCharge(charge: ChargeRecord | RefundRecord | null | undefined): void {
     if (!charge) return;
+    if ('refund' in charge) {
+      const { total } = this.db.prepare('SELECT COALESCE(SUM(amount_micros), 0) AS total FROM charges WHERE instance_id = ?').get(charge.instanceId) as { total: number };
+      if (total <= 0) return;
+      charge = { id: charge.id, orgId: charge.orgId, instanceId: charge.instanceId, kind: 'refund', amountMicros: -total, description: charge.description, createdAt: charge.createdAt };
+    }
     this.db
       .prepare('INSERT INTO charges (id, org_id, instance_id, kind, amount_micros, description, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(charge.id, charge.orgId, charge.instanceId, charge.kind, charge.amountMicros, charge.description, charge.createdAt);
@@ -130,7 +136,7 @@ export class SqliteInstanceStore implements InstanceStore {
     from: InstanceStatus,
     next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
     event: (updated: InstanceRecord) => EventRecord,
-    charge: ChargeRecord | null,
+    charge: ChargeRecord | RefundRecord | null,
   ): Promise<InstanceRecord | undefined> {
     return this.db.transaction(() => {
       const columns = toColumns(next);
@@ -150,7 +156,7 @@ export class SqliteInstanceStore implements InstanceStore {
 
   async update(
     id: string,
-    patch: Partial<Pick<InstanceRecord, 'progress' | 'pendingStop' | 'expiresAt' | 'durationHours' | 'updatedAt'>>,
+    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>,
     charge: ChargeRecord | null = null,
   ): Promise<InstanceRecord | undefined> {
     return this.db.transaction(() => {

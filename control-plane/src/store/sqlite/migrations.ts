@@ -2,6 +2,7 @@
 // Never edit a released migration: add a new one.
 
 import { ACCESS_MIGRATION } from './access-migration.js';
+import { BILLING_INTEGRITY_MIGRATION } from './billing-integrity-migration.js';
 import { INSTANCES_MIGRATION } from './instance-migration.js';
 import { USAGE_MIGRATION } from './usage-migration.js';
 import { REPLICAS_MIGRATION } from './replica-migration.js';
@@ -231,4 +232,5 @@ export const MIGRATIONS: Migration[] = [
   ACCESS_MIGRATION,
   REPLICAS_MIGRATION,
   USAGE_MIGRATION,
+  BILLING_INTEGRITY_MIGRATION,
 ];
