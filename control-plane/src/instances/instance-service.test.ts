@@ -303,3 +303,136 @@ describe('reads', () => {
     expect(next.data.map((i) => i.id).slice(0, 2)).toEqual([ids[1], ids[0]]);
   });
 });
+
+describe('billing integrity', () => {
+  const sum = async (id: string) => (await instances.chargesFor(id)).reduce((total, c) => total + c.amountMicros, 0);
+  const perSecond = (seconds: number) => Math.round((2_490_000 * seconds) / 3600);
+
+  it('refunds a failed reservation with a visible credit line: the charges net to zero', async () => {
+    const inst = await create({ duration_hours: 24 });
+    await service.onTaskState('node-a', inst.id, 'pulling', { progress: 0 });
+    await service.onTaskState('node-a', inst.id, 'failed', { message: 'pull failed: manifest unknown' });
+    const charges = await instances.chargesFor(inst.id);
+    // $2.49 x 0.7 x 24 h = $41.832, charged up front and credited back.
+    expect(charges.map((c) => [c.kind, c.amountMicros])).toEqual([['reservation', 41_832_000], ['refund', -41_832_000]]);
+    expect(charges[1]!.description).toContain(inst.id);
+    expect(await sum(inst.id)).toBe(0);
+  });
+
+  it('refunds the reservation and its extensions when the node is lost before ready', async () => {
+    const inst = await create({ duration_hours: 1 });
+    await service.extend('org_1', inst.id, 2);
+    await service.onNodeLost('node-a');
+    expect((await service.get('org_1', inst.id)).status).toBe('failed');
+    expect((await instances.chargesFor(inst.id)).map((c) => c.kind)).toEqual(['reservation', 'extension', 'refund']);
+    expect(await sum(inst.id)).toBe(0);
+  });
+
+  it('refunds a reservation whose start order could not be sent', async () => {
+    dispatcher.connected.delete('node-a');
+    const inst = await create({ duration_hours: 24 });
+    expect(inst.status).toBe('failed');
+    expect(await sum(inst.id)).toBe(0);
+  });
+
+  it('a failed on-demand start writes no line at all', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'failed', { message: 'no such image' });
+    expect(await instances.chargesFor(inst.id)).toEqual([]);
+  });
+
+  it('sends a repeated terminate again, keeping the first deadline; force escalates', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    await service.terminate('org_1', inst.id, false);
+    clock.advance(10_000);
+    expect((await service.terminate('org_1', inst.id, false)).status).toBe('draining');
+    clock.advance(5_000);
+    await service.terminate('org_1', inst.id, true);
+    expect(dispatcher.stopped.map(([, o]) => [o.timeoutMs, o.force])).toEqual([[60_000, false], [50_000, false], [0, true]]);
+  });
+
+  it('re-sends the stop on every reconnect with what is left of its grace until the node reports the container gone; bills to the kill', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    const readyAt = clock.now();
+    clock.advance(100_000);
+    await service.terminate('org_1', inst.id, false);
+    // The agent restarts 20 s into the grace of a container that ignores SIGTERM; nothing is reported.
+    clock.advance(20_000);
+    await service.onNodeConnected('node-a', new Set([inst.id]), new Map(), clock.now() - 1_000);
+    expect(dispatcher.stopped.at(-1)).toEqual(['node-a', { taskId: inst.id, timeoutMs: 40_000, force: false }]);
+    // It restarts again after the grace: the stop is a kill now.
+    clock.advance(50_000);
+    await service.onNodeConnected('node-a', new Set([inst.id]), new Map(), clock.now() - 1_000);
+    expect(dispatcher.stopped.at(-1)).toEqual(['node-a', { taskId: inst.id, timeoutMs: 0, force: true }]);
+    expect((await service.get('org_1', inst.id)).status).toBe('draining');
+    // Killed at 70 s after the request (Docker's FinishedAt); the report arrives 5 s later.
+    const killedAt = clock.now();
+    clock.advance(5_000);
+    await service.onTaskState('node-a', inst.id, 'gone', { stoppedAt: killedAt });
+    expect((await service.get('org_1', inst.id)).status).toBe('terminated');
+    expect(await sum(inst.id)).toBe(perSecond((killedAt - readyAt) / 1000));
+  });
+
+  it('a running report from a draining instance means the stop was lost: it is sent again', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    await service.terminate('org_1', inst.id, false);
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    expect(dispatcher.stopped).toHaveLength(2);
+  });
+
+  it('expiry covers draining: an overdue stop of an expired reservation is sent again, as a kill', async () => {
+    const inst = await create({ duration_hours: 1 });
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    clock.advance(3_600_000);
+    expect(await service.expireDue()).toBe(1);
+    clock.advance(30_000);
+    expect(await service.expireDue()).toBe(0);
+    expect(dispatcher.stopped).toHaveLength(1);
+    clock.advance(60_000);
+    await service.expireDue();
+    expect(dispatcher.stopped.at(-1)).toEqual(['node-a', { taskId: inst.id, timeoutMs: 0, force: true }]);
+  });
+
+  it('a node away 3 days bills up to when the container really stopped, not to when the control plane heard', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    const readyAt = clock.now();
+    const lastContact = readyAt + 3_600_000;
+    clock.set(readyAt + 3 * 86_400_000);
+    await service.onNodeConnected('node-a', new Set(), new Map(), lastContact);
+    // The agent's report of the exit, queued while it was away: 2 h after ready.
+    await service.onTaskState('node-a', inst.id, 'exited', { stoppedAt: readyAt + 7_200_000 });
+    expect((await service.get('org_1', inst.id)).status).toBe('terminated');
+    expect(await sum(inst.id)).toBe(perSecond(7200));
+  });
+
+  it('a node away 3 days whose container left no trace bills up to its last contact', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    const readyAt = clock.now();
+    clock.set(readyAt + 3 * 86_400_000);
+    await service.onNodeConnected('node-a', new Set(), new Map(), readyAt + 3_600_000);
+    await service.onTaskState('node-a', inst.id, 'gone', {});
+    expect(await sum(inst.id)).toBe(perSecond(3600));
+  });
+
+  it('forgetting a lost node ends its instances as of its last contact; reservations keep their charge, unready ones are refunded', async () => {
+    const onDemand = await create();
+    const reserved = await create({ duration_hours: 24 });
+    const unready = await create({ duration_hours: 24 });
+    await service.onTaskState('node-a', onDemand.id, 'running', {});
+    await service.onTaskState('node-a', reserved.id, 'running', {});
+    const readyAt = clock.now();
+    dispatcher.connected.delete('node-a');
+    clock.advance(30 * 86_400_000);
+    const settled = await service.forgetNode('node-a', readyAt + 1_800_000);
+    expect(new Map(settled.map((r) => [r.id, r.status]))).toEqual(new Map([[onDemand.id, 'terminated'], [reserved.id, 'terminated'], [unready.id, 'failed']]));
+    expect(await sum(onDemand.id)).toBe(perSecond(1800));
+    expect((await instances.chargesFor(reserved.id)).map((c) => c.kind)).toEqual(['reservation']);
+    expect(await sum(unready.id)).toBe(0);
+    expect((await instances.claimedGpuUuids()).size).toBe(0);
+  });
+});
