@@ -5,7 +5,7 @@ import type { ChangeFeed } from '../changes.js';
 import type { ApiKeyRecord, KeyKind, KeySecretRecord } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { KEY_PREFIXES, generateKeyValue, hashKeyValue, lastFour } from './api-key.js';
-import { DEFAULT_SCOPES, PUBLIC_KEY_SCOPES, SCOPES, isScope, type Scope } from './scopes.js';
+import { DEFAULT_SCOPES, PUBLIC_KEY_SCOPES, SANDBOX_REFUSAL, SANDBOX_REFUSED_SCOPES, SCOPES, isScope, type Scope } from './scopes.js';
 
 export const DEFAULT_OVERLAP_SECONDS = 86_400;
 export const MAX_OVERLAP_SECONDS = 30 * 86_400;
@@ -44,6 +44,9 @@ function checkScopes(scopes: string[], kind: KeyKind, admin: boolean): Scope[] {
       throw new ApiError('invalid_request', `public keys may not carry ${outside.join(', ')}`, { param: 'scopes' });
     }
   }
+  if (kind === 'test' && valid.some((s) => SANDBOX_REFUSED_SCOPES.has(s))) {
+    throw new ApiError('invalid_request', `${SANDBOX_REFUSAL}; compute:write cannot be granted to a test key`, { param: 'scopes' });
+  }
   return valid;
 }
 
@@ -63,8 +66,9 @@ export class KeyService {
     if (!(await this.store.orgs.get(input.orgId))) {
       throw new ApiError('not_found', `no org with id ${input.orgId}`, { param: 'org' });
     }
-    // An admin key without explicit scopes gets all of them; anything else the spec default.
-    const scopes = checkScopes(input.scopes ?? (admin ? [...SCOPES] : DEFAULT_SCOPES), kind, admin);
+    // An admin key without explicit scopes gets all its kind may hold; anything else the spec default.
+    const allScopes = kind === 'test' ? SCOPES.filter((s) => !SANDBOX_REFUSED_SCOPES.has(s)) : [...SCOPES];
+    const scopes = checkScopes(input.scopes ?? (admin ? allScopes : DEFAULT_SCOPES), kind, admin);
     if (scopes.length === 0) throw new ApiError('invalid_request', 'a key needs at least one scope', { param: 'scopes' });
 
     const value = generateKeyValue(kind);

@@ -10,7 +10,7 @@ const Charge = Type.Object(
     id: Type.String(),
     object: Type.Literal('charge'),
     instance_id: Type.String(),
-    kind: Type.String({ description: 'reservation, extension or on_demand' }),
+    kind: Type.String({ description: 'reservation, extension, on_demand, or refund (a credit: negative amount, e.g. a failed reservation)' }),
     amount: Type.Number({ description: 'USD' }),
     currency: Type.Literal('usd'),
     description: Type.String(),
