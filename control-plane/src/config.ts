@@ -151,6 +151,12 @@ export const controlPlaneSettings = {
     60_000,
     'Grace between SIGTERM and SIGKILL when an instance is terminated gracefully (spec: 60 s).',
   ),
+  nodeForgetAfterMs: setting(
+    'SVC_NODE_FORGET_AFTER_MS',
+    Type.Integer({ minimum: 0 }),
+    86_400_000,
+    'How long a node must be silent before `svcctl nodes forget` may settle it (end its instances as of its last contact).',
+  ),
   poolOrder: setting(
     'SVC_POOL_ORDER',
     Type.Array(Type.Union([Type.Literal('na'), Type.Literal('eu'), Type.Literal('apac')]), { minItems: 1, uniqueItems: true }),

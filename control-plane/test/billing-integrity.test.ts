@@ -3,12 +3,16 @@
 // cannot create the real, billed instances. Agent reports are fed to the instance service
 // the way the gateway hands them over; the Docker-backed stop paths are in
 // test/billing.e2e.test.ts.
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, newId } from '@svc/shared';
 import { hashKeyValue, generateKeyValue, lastFour, KEY_PREFIXES } from '../src/keys/api-key.js';
 import { addReadyNode, expectError, startControlPlane, type TestControlPlane } from './harness.js';
 
-const clock = new ManualClock(Date.UTC(2026, 10, 24, 3));
+// Days before the real now: svcctl (another process) judges a node's silence by the real clock.
+const clock = new ManualClock(Date.UTC(2026, 10, 20, 3));
 let cp: TestControlPlane;
 let live: string;
 let admin: string;
@@ -82,5 +86,41 @@ describe('sandbox keys', () => {
     const listed = await cp.request('GET', '/v1/instances?limit=100', { key: value });
     expect(listed.status).toBe(200);
     expect((await cp.request('GET', '/v1/billing/charges?limit=100', { key: live })).body.data.length).toBe(before);
+  });
+});
+
+describe('svcctl nodes forget', () => {
+  const svcctl = fileURLToPath(new URL('../src/cli/svcctl.ts', import.meta.url));
+  const run = (...args: string[]) =>
+    promisify(execFile)(process.execPath, ['--import', 'tsx', svcctl, '--data-dir', cp.dataDir, ...args], { env: { ...process.env, SVC_LOG_LEVEL: 'silent' } });
+
+  it('settles a lost node: instances end as of its last contact, unready reservations are refunded, the node is cordoned', async () => {
+    const { nodeId: lost } = await addReadyNode(cp, { gpus: 8, pool: 'apac' });
+    const body = { sku: 'h100-80gb', pool: 'apac' };
+    const onDemand = (await cp.request('POST', '/v1/instances', { key: live, body: { ...body, gpus: 4 } })).body.id as string;
+    const unready = (await cp.request('POST', '/v1/instances', { key: live, body: { ...body, gpus: 2, duration_hours: 24 } })).body.id as string;
+    await cp.app.services.instances.onTaskState(lost, onDemand, 'running', {});
+    // Its last contact, 2 h after the instance became ready; then nothing for days.
+    clock.advance(7_200_000);
+    await cp.store.nodes.flushTelemetry([{ nodeId: lost, lastSeenAt: clock.now(), gpus: [] }]);
+
+    const out = JSON.parse((await run('nodes', 'forget', lost, '--json')).stdout);
+    expect(out.instances).toEqual(expect.arrayContaining([{ id: onDemand, status: 'terminated' }, { id: unready, status: 'failed' }]));
+    // 2 h at its hourly price (4 x H100 in apac), billed to the last contact, not to when svcctl ran.
+    const perHour = (await cp.request('GET', `/v1/instances/${onDemand}`, { key: live })).body.price.per_hour as number;
+    expect((await charges(onDemand)).map((c) => [c.kind, c.amount])).toEqual([['on_demand', Math.round(perHour * 2 * 1e6) / 1e6]]);
+    expect((await charges(unready)).reduce((sum, c) => sum + c.amount, 0)).toBe(0);
+    const node = (await cp.store.nodes.getNode(lost))!;
+    expect(node).toMatchObject({ cordoned: true });
+    expect(node.forgottenAt).toEqual(expect.any(Number));
+  });
+
+  it('refuses a node heard from recently, naming the setting', async () => {
+    const { nodeId: recent } = await addReadyNode(cp, { gpus: 8 });
+    await cp.store.nodes.flushTelemetry([{ nodeId: recent, lastSeenAt: Date.now(), gpus: [] }]);
+    const failed = await run('nodes', 'forget', recent).then(() => null, (err: { code: number; stderr: string }) => err);
+    expect(failed?.code).toBe(1);
+    expect(failed?.stderr).toContain('SVC_NODE_FORGET_AFTER_MS');
+    expect((await cp.store.nodes.getNode(recent))!.forgottenAt).toBeNull();
   });
 });

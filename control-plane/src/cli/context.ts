@@ -2,7 +2,7 @@
 // opened with the same store and services as the server.
 import type { Command } from 'commander';
 import { createLogger } from '@svc/shared';
-import { loadControlPlaneConfig } from '../config.js';
+import { loadControlPlaneConfig, type ControlPlaneConfig } from '../config.js';
 import { buildServices, type Services } from '../app.js';
 import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { Store } from '../store/store.js';
@@ -10,6 +10,7 @@ import type { Store } from '../store/store.js';
 export interface CliContext {
   store: Store;
   services: Services;
+  config: ControlPlaneConfig;
 }
 
 /** Runs `fn` on the data dir of `cmd`'s global --data-dir option, or SVC_DATA_DIR. */
@@ -20,7 +21,7 @@ export async function withContext<T>(cmd: Command, fn: (ctx: CliContext) => Prom
   const store = openSqliteStore(config.dataDir);
   try {
     const log = createLogger('warn', 'svcctl', process.stderr);
-    return await fn({ store, services: buildServices({ config, store }, log) });
+    return await fn({ store, services: buildServices({ config, store }, log), config });
   } finally {
     await store.close();
   }

@@ -1,4 +1,4 @@
-// svcctl nodes list|show|cordon|uncordon|drain|free-gpus, nodes token create|list|revoke,
+// svcctl nodes list|show|cordon|uncordon|drain|forget|free-gpus, nodes token create|list|revoke,
 // nodes gpu reset-health. Reads come from the store the server flushes every report
 // interval; reset-health queues a command the running server sends to the agent.
 import type { Command } from 'commander';
@@ -7,6 +7,7 @@ import { parseTtlSeconds, tokenState } from '../nodes/node-credentials.js';
 import { isPool } from '../nodes/enrollment-service.js';
 import { commandView, formatAgo, formatGiB, gpuView, nodeView, shortUuid, timelineView } from '../nodes/views.js';
 import type { EnrollmentTokenRecord, NodeCommandRecord } from '../store/node-store.js';
+import { forgetNode } from '../nodes/forget-node.js';
 import { withContext } from './context.js';
 import { printJson, printTable } from './output.js';
 
@@ -90,6 +91,25 @@ export function registerNodeCommands(program: Command): void {
         }),
       );
   }
+
+  nodes
+    .command('forget <node>')
+    .description(
+      'settle a node that is gone for good: its instances end as of its last contact (billed up to it; unready ones are refunded), ' +
+        'the node is cordoned and marked forgotten; only after SVC_NODE_FORGET_AFTER_MS without contact',
+    )
+    .option('--json', 'print JSON', false)
+    .action(async (ref: string, opts, cmd: Command) =>
+      withContext(cmd, async ({ services, store, config }) => {
+        const found = await services.nodes.resolve(ref);
+        const { node, settled } = await forgetNode({ nodes: store.nodes, instances: services.instances, clock: systemClock, forgetAfterMs: config.nodeForgetAfterMs }, found);
+        if (opts.json) {
+          return printJson({ id: node.id, forgotten_at: node.forgottenAt == null ? null : toRfc3339(node.forgottenAt), instances: settled.map((i) => ({ id: i.id, status: i.status })) });
+        }
+        process.stdout.write(`${node.id} (${node.hostname}) is forgotten; ${settled.length} instance(s) settled as of ${node.lastSeenAt === null ? 'never' : toRfc3339(node.lastSeenAt)}.\n`);
+        for (const i of settled) process.stdout.write(`  ${i.id} ${i.status}\n`);
+      }),
+    );
 
   nodes
     .command('free-gpus')

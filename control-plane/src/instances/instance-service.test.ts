@@ -434,5 +434,10 @@ describe('billing integrity', () => {
     expect((await instances.chargesFor(reserved.id)).map((c) => c.kind)).toEqual(['reservation']);
     expect(await sum(unready.id)).toBe(0);
     expect((await instances.claimedGpuUuids()).size).toBe(0);
+    // If the node ever comes back, the containers of its settled instances are stopped.
+    dispatcher.connected.add('node-a');
+    await service.onNodeConnected('node-a', new Set([onDemand.id]), new Map(), readyAt + 1_800_000);
+    expect(dispatcher.stopped).toEqual([['node-a', { taskId: onDemand.id, timeoutMs: 0, force: true }]]);
+    expect(await sum(onDemand.id)).toBe(perSecond(1800));
   });
 });

@@ -32,6 +32,8 @@ export interface NodeRecord {
   enrolledAt: number;
   connectedAt: number | null;
   lastSeenAt: number | null;
+  /** When an operator settled the node as lost (`svcctl nodes forget`); absent or null: never. */
+  forgottenAt?: number | null;
 }
 
 /** The latest telemetry of one GPU as the agent sent it (GpuSample, snake_case keys). */
@@ -132,6 +134,8 @@ export interface NodeStore {
   setStatus(id: string, status: NodeStatus, event: HealthEventRecord | null): Promise<void>;
   setFlags(id: string, flags: Partial<Pick<NodeRecord, 'cordoned' | 'draining'>>): Promise<NodeRecord | undefined>;
   setHostFacts(id: string, facts: Record<string, unknown>): Promise<void>;
+  /** Marks the node forgotten at `at` and cordons it, with the timeline row; the first time counts. */
+  markForgotten(id: string, at: number, event: HealthEventRecord): Promise<NodeRecord | undefined>;
 
   listGpus(nodeId?: string): Promise<GpuRecord[]>;
   /** One transaction: last_seen per node, the latest sample per GPU (inserting new GPUs). */

@@ -52,6 +52,7 @@ function toNode(row: Row): NodeRecord {
     enrolledAt: Number(row.enrolled_at),
     connectedAt: orNull(row.connected_at, Number),
     lastSeenAt: orNull(row.last_seen_at, Number),
+    forgottenAt: orNull(row.forgotten_at, Number),
   };
 }
 
@@ -236,6 +237,14 @@ export class SqliteNodeStore implements NodeStore {
         cordoned: flags.cordoned === undefined ? null : flags.cordoned ? 1 : 0,
         draining: flags.draining === undefined ? null : flags.draining ? 1 : 0,
       });
+    return this.getNode(id);
+  }
+
+  async markForgotten(id: string, at: number, event: HealthEventRecord): Promise<NodeRecord | undefined> {
+    this.db.transaction(() => {
+      const changed = this.db.prepare('UPDATE nodes SET forgotten_at = ?, cordoned = 1 WHERE id = ? AND forgotten_at IS NULL').run(at, id);
+      if (changed.changes > 0) this.appendEvent(event);
+    }).immediate();
     return this.getNode(id);
   }
 
