@@ -30,6 +30,8 @@ async function until(check: () => boolean, ms = 20_000): Promise<void> {
 const states = (reports: TaskReport[], taskId: string) => reports.filter((r) => r.task_id === taskId).map((r) => r.state);
 const task = (taskId: string, command: string[]) => ({ taskId, kind: 'instance' as const, image: BUSYBOX_IMAGE, gpuUuids: [], command });
 const TRAP = ['sh', '-c', 'trap "exit 0" TERM; echo ready; while true; do sleep 0.1; done'];
+/** A tenant's process that ignores SIGTERM: only SIGKILL ends it. */
+const IGNORE_TERM = ['sh', '-c', 'trap "" TERM; while true; do sleep 0.1; done'];
 
 beforeAll(() => ensureBusybox(docker), 60_000);
 afterAll(async () => {
@@ -63,7 +65,30 @@ describe('TaskSupervisor', () => {
     sup.start(task('inst_exit', ['sh', '-c', 'sleep 0.3; exit 3']));
     await until(() => states(reports, 'inst_exit').includes('exited'));
     expect(reports.at(-1)).toMatchObject({ state: 'exited', exit_code: 3 });
+    // When it stopped, as Docker recorded it: billing ends there.
+    const stoppedAt = reports.at(-1)!.stopped_at_ms;
+    expect(stoppedAt).toBeGreaterThan(reports.find((r) => r.state === 'running')!.at_ms - 1_000);
+    expect(stoppedAt).toBeLessThanOrEqual(reports.at(-1)!.at_ms);
   });
+
+  it('joins a repeated stop to the one in flight (one grace, one gone), and a forced one kills at once', async () => {
+    const { sup, reports } = supervisor();
+    sup.start(task('inst_stubborn', IGNORE_TERM));
+    await until(() => states(reports, 'inst_stubborn').includes('running'));
+    // A grace far longer than the test may run: only the forced stop can end it.
+    const first = sup.stop({ taskId: 'inst_stubborn', kind: 'instance', timeoutMs: 600_000, force: false });
+    await until(() => states(reports, 'inst_stubborn').includes('stopping'));
+    const again = sup.stop({ taskId: 'inst_stubborn', kind: 'instance', timeoutMs: 600_000, force: false });
+    await sup.stop({ taskId: 'inst_stubborn', kind: 'instance', timeoutMs: 0, force: true });
+    await Promise.all([first, again]);
+    expect(states(reports, 'inst_stubborn').slice(-2)).toEqual(['stopping', 'gone']);
+    expect(states(reports, 'inst_stubborn').filter((s) => s === 'stopping')).toHaveLength(1);
+    const gone = reports.at(-1)!;
+    expect(gone.exit_code).toBe(137);
+    expect(gone.stopped_at_ms).toBeGreaterThan(0);
+    expect(gone.stopped_at_ms).toBeLessThanOrEqual(gone.at_ms);
+    expect(await docker.listContainers({ all: true, filters: { label: [`svc.instance=inst_stubborn`, `${LABEL_NODE}=${nodeId}`] } })).toEqual([]);
+  }, 30_000);
 
   it('re-adopts a running task after an agent restart and can stop it', async () => {
     const first = supervisor();
@@ -89,5 +114,7 @@ describe('TaskSupervisor', () => {
     const { sup, reports } = supervisor();
     await sup.stop({ taskId: 'inst_never', kind: 'instance', timeoutMs: 1000, force: false });
     expect(states(reports, 'inst_never')).toEqual(['stopping', 'gone']);
+    // No container, so no stop time: the control plane bills to its last contact.
+    expect(reports.at(-1)!.stopped_at_ms).toBe(0);
   });
 });
