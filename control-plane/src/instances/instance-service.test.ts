@@ -252,6 +252,8 @@ describe('lifecycle from agent reports', () => {
     const inst = await create();
     await service.onTaskState('node-b', inst.id, 'running', {});
     expect((await service.get('org_1', inst.id)).status).toBe('provisioning');
+    // And about instances it does not know at all.
+    await expect(service.onTaskState('node-a', 'inst_unknown', 'running', {})).resolves.toBeUndefined();
   });
 });
 

@@ -158,7 +158,7 @@ export class InstanceService {
         throw err;
       }
       const sent = this.dispatcher.startTask(record.nodeId!, this.startOrder(record));
-      if (!sent) return this.happen(record.id, null, { kind: 'undeliverable' }, { reason: 'node lost before ready: the node disconnected during placement' });
+      if (!sent) return (await this.happen(record.id, null, { kind: 'undeliverable' }, { reason: 'node lost before ready: the node disconnected during placement' })) ?? record;
       return record;
     }
   }
@@ -174,8 +174,8 @@ export class InstanceService {
    * it); `force` escalates a graceful stop in flight.
    */
   async terminate(orgId: string, id: string, force: boolean): Promise<InstanceRecord> {
-    await this.get(orgId, id);
-    return this.happen(id, null, { kind: 'terminate', force }, {});
+    const record = await this.get(orgId, id);
+    return (await this.happen(id, null, { kind: 'terminate', force }, {})) ?? record;
   }
 
   async extend(orgId: string, id: string, hours: number): Promise<InstanceRecord> {
@@ -252,7 +252,8 @@ export class InstanceService {
   async forgetNode(nodeId: string, lastContact: number | null): Promise<InstanceRecord[]> {
     const settled: InstanceRecord[] = [];
     for (const record of await this.store.listActiveOnNode(nodeId)) {
-      settled.push(await this.happen(record.id, nodeId, { kind: 'forget' }, { reason: 'node forgotten by an operator before ready', lastContact }));
+      const after = await this.happen(record.id, nodeId, { kind: 'forget' }, { reason: 'node forgotten by an operator before ready', lastContact });
+      if (after) settled.push(after);
     }
     return settled;
   }
@@ -266,7 +267,8 @@ export class InstanceService {
     let sent = 0;
     const now = this.clock.now();
     for (const record of await this.store.listActive()) {
-      if (!record.stop || !stopOverdue(record.stop, now, this.options.terminationGraceMs, STOP_CONFIRM_MS)) continue;
+      // A draining instance without a recorded stop predates stop records: its stop counts as unsent.
+      if (record.status !== 'draining' || (record.stop && !stopOverdue(record.stop, now, this.options.terminationGraceMs, STOP_CONFIRM_MS))) continue;
       if ((await this.sendStop(record, 'resend')).stop?.sentAt === now) sent++;
     }
     return sent;
@@ -279,9 +281,8 @@ export class InstanceService {
     for (const record of await this.store.listActive()) {
       if (record.expiresAt === null || record.expiresAt > now) continue;
       if (record.status === 'draining' && record.stop && !stopOverdue(record.stop, now, this.options.terminationGraceMs, STOP_CONFIRM_MS)) continue;
-      const before = record.status;
       const after = await this.happen(record.id, null, { kind: 'expire' }, {});
-      if (before !== 'draining' && after.status === 'draining') expired++;
+      if (record.status !== 'draining' && after?.status === 'draining') expired++;
     }
     return expired;
   }
@@ -289,9 +290,10 @@ export class InstanceService {
   /**
    * Carries out what the lifecycle table decides for `happened`, one occurrence per
    * instance at a time, in arrival order. `nodeId`: the reporting node; reports about an
-   * instance on another node are ignored. Returns the instance as it is afterwards.
+   * unknown instance, or one on another node, are ignored (the reconciler removes unknown
+   * containers). Returns the instance as it is afterwards, undefined when unknown.
    */
-  private happen(id: string, nodeId: string | null, happened: Occurrence, context: Context): Promise<InstanceRecord> {
+  private happen(id: string, nodeId: string | null, happened: Occurrence, context: Context): Promise<InstanceRecord | undefined> {
     const previous = this.queues.get(id) ?? Promise.resolve();
     const next = previous.then(() => this.carryOut(id, nodeId, happened, context));
     const settled = next.then(
@@ -305,10 +307,9 @@ export class InstanceService {
     return next;
   }
 
-  private async carryOut(id: string, nodeId: string | null, happened: Occurrence, context: Context): Promise<InstanceRecord> {
+  private async carryOut(id: string, nodeId: string | null, happened: Occurrence, context: Context): Promise<InstanceRecord | undefined> {
     let record = await this.store.get(id);
-    if (!record) throw new ApiError('not_found', `no instance with id ${id}`);
-    if (nodeId !== null && record.nodeId !== nodeId) return record;
+    if (!record || (nodeId !== null && record.nodeId !== nodeId)) return record;
     const decision = decide(record.status, happened);
     const now = this.clock.now();
     if (decision.event) {
@@ -361,6 +362,8 @@ export class InstanceService {
     const now = this.clock.now();
     const request = requestStop(record.stop, action, now, unseenSince);
     const sent = this.dispatcher.stopTask(record.nodeId!, { taskId: record.id, ...stopTiming(request, now, this.options.terminationGraceMs) });
+    // Unsent and unchanged (the sweep, while the node is away): nothing to write.
+    if (!sent && request === record.stop) return record;
     const stop = sent ? { ...request, sentAt: now } : request;
     return (await this.store.update(record.id, { stop, updatedAt: now })) ?? record;
   }
