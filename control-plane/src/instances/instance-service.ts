@@ -1,7 +1,9 @@
 // GPU instances: create (validate, place, claim, charge up front for reservations, send
 // the task to the node), follow what the agent reports, terminate gracefully, extend
-// reservations, expire them. Status changes go through the lifecycle table and are
-// persisted with their `instance.lifecycle` event in one transaction.
+// reservations, expire them. What happens to an instance (agent reports, a node's Hello,
+// terminate, expiry, a node lost or forgotten) is decided by lifecycle.ts `decide`; this
+// service only carries it out. Status changes are persisted with their
+// `instance.lifecycle` event and their charge or refund in one transaction.
 import { ApiError, newId, type Clock } from '@svc/shared';
 import { billedUntil } from '../billing/billing-end.js';
 import { billableSeconds, onDemandChargeMicros, reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
