@@ -103,6 +103,21 @@ describe('TaskSupervisor', () => {
     expect(states(second.reports, 'inst_keep')).toEqual(['stopping', 'gone']);
   }, 30_000);
 
+  it('reports a container that stopped while the agent was away as exited, with when Docker saw it stop', async () => {
+    const first = supervisor();
+    first.sup.start(task('inst_died', TRAP));
+    await until(() => states(first.reports, 'inst_died').includes('running'));
+    first.sup.detach();
+    const [container] = await docker.listContainers({ filters: { label: [`svc.instance=inst_died`, `${LABEL_NODE}=${nodeId}`] } });
+    await docker.getContainer(container!.Id).kill();
+    const finishedAt = Date.parse((await docker.getContainer(container!.Id).inspect()).State.FinishedAt);
+
+    const second = supervisor();
+    expect(await second.sup.recover()).toEqual([]);
+    const exited = second.reports.find((r) => r.task_id === 'inst_died')!;
+    expect(exited).toMatchObject({ state: 'exited', exit_code: 137, stopped_at_ms: finishedAt });
+  }, 30_000);
+
   it('removes a labelled container that was created but never started when it recovers', async () => {
     const leftover = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['true'], Labels: { 'svc.instance': 'inst_half', [LABEL_NODE]: nodeId } });
     const { sup } = supervisor();
