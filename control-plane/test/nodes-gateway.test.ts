@@ -34,7 +34,7 @@ const planes: Plane[] = [];
 const dirs: string[] = [];
 
 async function startPlane(
-  options: { dataDir?: string; port?: number; clock?: ManualClock; config?: Partial<ControlPlaneConfig>; hooks?: Pick<GatewayDeps, 'onTaskState' | 'onCommandResult'> } = {},
+  options: { dataDir?: string; port?: number; clock?: ManualClock; config?: Partial<ControlPlaneConfig>; hooks?: Pick<GatewayDeps, 'onTaskState' | 'onCommandResult' | 'onNodeConnected'> } = {},
 ): Promise<Plane> {
   const dataDir = options.dataDir ?? tempDataDir();
   if (!options.dataDir) dirs.push(dataDir);
@@ -361,6 +361,23 @@ describe('commands and restarts', () => {
     await eventually(async () => results.length + tasks.length, (n) => n === 2);
     expect(results).toEqual([[identity.node_id, 'cmd_start_1', true]]);
     expect(tasks).toEqual([[identity.node_id, 'inst_1', 'running']]);
+  });
+
+  it('tells onNodeConnected when a returning node was last heard of, for billing what ran while it was away', async () => {
+    const hellos: Array<number | null> = [];
+    const plane = await startPlane({ hooks: { onNodeConnected: (_node, _running, lastContact) => hellos.push(lastContact) } });
+    const { client, identity, session } = await connectedNode(plane);
+    plane.clock.advance(5_000);
+    session.send({ heartbeat: { seq: 1, sent_at_ms: 0 } });
+    await session.next((m) => m.body === 'ack');
+    const lastHeard = plane.clock.now();
+    session.cancel();
+    await eventually(async () => plane.gateway.session(identity.node_id), (s) => s === undefined);
+    plane.clock.advance(3 * 86_400_000);
+    const back = new FakeSession(client, hello(identity.node_id, identity.node_secret));
+    await back.next((m) => m.body === 'welcome');
+    // First session: never heard of before; the second: the heartbeat 3 days ago.
+    expect(hellos).toEqual([null, lastHeard]);
   });
 
   it('fails a command whose node has no session within the timeout', async () => {

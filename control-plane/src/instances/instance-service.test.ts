@@ -337,6 +337,19 @@ describe('billing integrity', () => {
     expect(await sum(inst.id)).toBe(0);
   });
 
+  it('a reservation that ran cannot be turned into a refund: its container failing or exiting ends it, charged', async () => {
+    const crashed = await create({ duration_hours: 24 });
+    const exited = await create({ duration_hours: 24 });
+    for (const inst of [crashed, exited]) await service.onTaskState('node-a', inst.id, 'running', {});
+    clock.advance(3_600_000);
+    await service.onTaskState('node-a', crashed.id, 'failed', { message: 'the tenant made it crash' });
+    await service.onTaskState('node-a', exited.id, 'exited', { exitCode: 1 });
+    for (const inst of [crashed, exited]) {
+      expect((await service.get('org_1', inst.id)).status).toBe('terminated');
+      expect((await instances.chargesFor(inst.id)).map((c) => c.kind)).toEqual(['reservation']);
+    }
+  });
+
   it('a failed on-demand start writes no line at all', async () => {
     const inst = await create();
     await service.onTaskState('node-a', inst.id, 'failed', { message: 'no such image' });
