@@ -3,6 +3,7 @@
 // about replicas (status, endpoint, restarts), what a reconnecting agent runs, and the
 // directory the router reads. Every status change goes through the status table and a
 // compare-and-set in the store; reports about one replica are applied in arrival order.
+import { randomBytes } from 'node:crypto';
 import { newId, type Clock } from '@svc/shared';
 import type { TaskState__Output } from '@svc/proto';
 import type { Catalog, CatalogModel } from '../models/catalog.js';
@@ -156,7 +157,9 @@ export class ReplicaService implements ReplicaDirectory {
 
   private async startReplica(action: Extract<ReconcileAction, { kind: 'start' }>): Promise<void> {
     const model = this.models.get(action.model)!;
-    const spec = modelServerSpec(model, action.quantization, this.options);
+    // The replica's own key, made when it is placed and kept in its record (the store), so
+    // every re-sent start and every control plane sharing the store use the same one.
+    const spec = modelServerSpec(model, action.quantization, this.options, newReplicaApiKey());
     const now = this.clock.now();
     const record: ReplicaRecord = {
       id: newId('rep'),
@@ -303,6 +306,9 @@ export class ReplicaService implements ReplicaDirectory {
     else this.log.info({}, 'every desired replica is placed');
   }
 }
+
+/** 256 random bits, URL-safe: a replica's API key. */
+export const newReplicaApiKey = (): string => randomBytes(32).toString('base64url');
 
 /** The agent's start order for a replica: the same for every re-send. */
 export function startOrder(record: ReplicaRecord): StartReplicaOrder {
