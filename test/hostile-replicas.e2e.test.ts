@@ -57,12 +57,13 @@ beforeAll(async () => {
     SVC_NODE_TOKEN: (await cp.app.services.enrollment.createToken()).value,
     SVC_REPLICA_HEALTH_INTERVAL_MS: '200',
   });
-  nodeId = await whileAgentStarts(agent, async () => (await cp.app.services.nodes.list())[0]?.node.id, 60_000, 'the agent to enroll');
-  await eventually(() => cp.app.services.replicaDirectory.ready().length === 2, 90_000, 'both replicas running');
+  nodeId = await whileAgentStarts(agent, async () => (await cp.app.services.nodes.list())[0]?.node.id, 100_000, 'the agent to enroll');
+  // Generous waits: the host may be shared with other test runs (load far above its cores).
+  await eventually(() => cp.app.services.replicaDirectory.ready().length === 2, 180_000, 'both replicas running');
   const records = await cp.app.services.replicas.list({ includeEnded: false, limit: 10 });
   chatReplica = records.find((r) => r.model === 'tiny-chat')!;
   embedReplica = records.find((r) => r.model === 'tiny-embed')!;
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   if (agent && agent.child.exitCode === null) agent.child.kill('SIGKILL');
@@ -174,6 +175,7 @@ describe('as a hostile tenant', () => {
       req.end(body);
     });
     const cut = await usageOf(cutRequestId);
+    console.log("CUTDEBUG", JSON.stringify(cut));
     expect(cut.prompt_tokens).toBeGreaterThan(0);
     expect(cut.prompt_tokens).toBe(fullUsage.prompt_tokens);
     expect(cut.completion_tokens).toBeGreaterThanOrEqual(1);

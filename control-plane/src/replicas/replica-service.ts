@@ -12,7 +12,7 @@ import { GpuAlreadyClaimed } from '../store/instance-store.js';
 import type { NodeStore } from '../store/node-store.js';
 import type { ReplicaPatch, ReplicaStore } from '../store/replica-store.js';
 import type { DesiredReplica } from './desired.js';
-import { modelServerSpec, type EngineOptions } from './engine-adapter.js';
+import { modelServerSpec, replicaApiKey, type EngineOptions } from './engine-adapter.js';
 import type { ReplicaDispatcher, StartReplicaOrder } from './replica-dispatch.js';
 import type { LiveReplica, LiveReplicaDirectory, ReplicaDirectory } from './replica-directory.js';
 import type { ReplicaRecord } from './replica-record.js';
@@ -117,7 +117,8 @@ export class ReplicaService implements ReplicaDirectory {
   private async reconcileOnce(): Promise<void> {
     const [records, nodes] = await Promise.all([this.store.listActive(), this.inventory.nodes()]);
     const targets = this.desired.map((d) => ({ ...d, gpus: this.models.get(d.model)!.serving.gpus }));
-    const plan = reconcileReplicas(targets, records, nodes);
+    const actual = records.map((r) => ({ ...r, keyless: replicaApiKey(r) === undefined }));
+    const plan = reconcileReplicas(targets, actual, nodes);
     const touched = new Set<string>();
     for (const action of plan.actions) {
       if (action.kind !== 'start') touched.add(action.replicaId);
