@@ -175,7 +175,6 @@ describe('as a hostile tenant', () => {
       req.end(body);
     });
     const cut = await usageOf(cutRequestId);
-    console.log("CUTDEBUG", JSON.stringify(cut));
     expect(cut.prompt_tokens).toBeGreaterThan(0);
     expect(cut.prompt_tokens).toBe(fullUsage.prompt_tokens);
     expect(cut.completion_tokens).toBeGreaterThanOrEqual(1);
