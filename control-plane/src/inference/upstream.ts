@@ -28,7 +28,7 @@ export class ReplicaFailure extends Error {
 }
 
 /** Where a replica answers and the key it requires (a LiveReplica is one). */
-export interface ReplicaTarget {
+export interface UpstreamTarget {
   baseUrl: string;
   apiKey: string | undefined;
 }
@@ -57,7 +57,7 @@ export class UpstreamClient {
    * and 403: those say the replica refused our key (a replica of someone else now on that
    * port, or a misconfiguration), which no client can fix. Anything else is a ReplicaFailure.
    */
-  async post(replica: ReplicaTarget, path: string, payload: unknown, signal?: AbortSignal): Promise<UpstreamResponse> {
+  async post(replica: UpstreamTarget, path: string, payload: unknown, signal?: AbortSignal): Promise<UpstreamResponse> {
     const { baseUrl } = replica;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (replica.apiKey !== undefined) headers.authorization = `Bearer ${replica.apiKey}`;
