@@ -26,7 +26,10 @@ const replicaOf = (up: OpenAiUpstream, model: string, pool: 'na' | 'eu' = 'na'):
   baseUrl: up.baseUrl,
   engine: 'vllm',
   image: 'vllm/vllm-openai:test',
+  apiKey: keyOf(up),
 });
+
+const keyOf = (up: OpenAiUpstream): string => `replica-key-${up.name}`;
 
 beforeAll(async () => {
   cp = await startControlPlane({
@@ -48,7 +51,10 @@ afterEach(async () => {
 });
 
 async function replicas(model: string, count: number, options: { dimension?: number; maxInputChars?: number } = {}): Promise<OpenAiUpstream[]> {
-  const ups = await Promise.all(Array.from({ length: count }, (_, i) => startOpenAiUpstream({ name: `${model}-${i}-${started++}`, ...options })));
+  const ups = await Promise.all(Array.from({ length: count }, () => {
+    const name = `${model}-${started++}`;
+    return startOpenAiUpstream({ name, apiKey: `replica-key-${name}`, ...options });
+  }));
   upstreams.push(...ups);
   live.push(...ups.map((u) => replicaOf(u, model)));
   for (const r of live) desired.set(`${r.model}:${r.quantization}:${r.pool}`, live.filter((x) => x.model === r.model).length);
@@ -58,6 +64,17 @@ async function replicas(model: string, count: number, options: { dimension?: num
 const chat = { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', content: 'weather?' }] };
 const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
 const post = (path: string, body: unknown, headers: Record<string, string> = {}) => cp.request('POST', path, { key, body, headers });
+
+/** The usage record of one request, once written (a cut stream records it when the relay ends). */
+async function usageOf(requestId: string): Promise<any> {
+  let record: any;
+  await expect.poll(async () => {
+    const page = (await cp.request('GET', '/v1/usage?limit=20', { key })).body.data as any[];
+    record = page.find((r) => r.request_id === requestId);
+    return record !== undefined;
+  }, { timeout: 5000 }).toBe(true);
+  return record;
+}
 
 describe('relaying replicas', () => {
   it('answers with our pool and fingerprint, asks the replica for no extension fields, and records usage', async () => {
@@ -82,15 +99,37 @@ describe('relaying replicas', () => {
     expect(chunks.at(-1).choices[0].finish_reason).toBe('tool_calls');
   });
 
-  it('always asks the replica for usage on streams, and strips it when the client did not ask', async () => {
+  it('always asks the replica for usage on every chunk, and strips it when the client did not ask', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     const res = await post('/v1/chat/completions', { ...chat, stream: true });
-    expect(up!.requests[0]!.body.stream_options).toEqual({ include_usage: true });
+    expect(up!.requests[0]!.body.stream_options).toEqual({ include_usage: true, continuous_usage_stats: true });
     const events = new SseParser().push(res.text);
     expect(events.at(-1)).toBe('[DONE]');
     for (const e of events.slice(0, -1)) expect(JSON.parse(e)).not.toHaveProperty('usage');
     const usage = (await cp.request('GET', '/v1/usage?limit=1', { key })).body.data[0];
     expect(usage.completion_tokens).toBe(3);
+  });
+
+  it('passes on usage as OpenAI does: null on every chunk but the last, which has it, for a client that asked', async () => {
+    await replicas('llama-3.1-8b-instruct', 1);
+    const res = await post('/v1/chat/completions', { ...chat, stream: true, stream_options: { include_usage: true } });
+    const chunks = new SseParser().push(res.text).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    expect(chunks.slice(0, -1).map((c) => c.usage)).toEqual(chunks.slice(0, -1).map(() => null));
+    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } });
+  });
+
+  it("sends each replica its own key; a replica that refuses ours is the replica's failure, never the client's", async () => {
+    const [a, b] = await replicas('llama-3.1-8b-instruct', 2);
+    // a's port now answers to another key (say, a different replica took it over).
+    live = live.map((r) => (r.id === `rep_${a!.name}` ? { ...r, apiKey: 'a-stale-key' } : r));
+    for (let i = 0; i < 3; i++) {
+      const res = await post('/v1/chat/completions', chat);
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.choices[0].message.content).toBe(`Hello from ${b!.name}`);
+    }
+    expect(a!.refused).toBe(1);
+    expect(b!.refused).toBe(0);
+    expect(cp.app.services.inference.router.isEjected(`rep_${a!.name}`)).toBe(true);
   });
 
   it('retries a replica that fails on another one, ejects it, and keeps routing around it', async () => {
@@ -129,6 +168,40 @@ describe('relaying replicas', () => {
     aborter.abort();
     await expect.poll(() => up!.abandonedStreams, { timeout: 5000 }).toBe(1);
     await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
+  });
+
+  it('a stream the client cuts after its first content chunk is billed the prompt the replica processed', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const full = await post('/v1/chat/completions', { ...chat, stream: true });
+    const fullUsage = await usageOf(full.headers.get('x-request-id')!);
+    up!.mode = 'hang-stream';
+    const aborter = new AbortController();
+    const res = await fetch(`${cp.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ ...chat, stream: true }),
+      signal: aborter.signal,
+    });
+    const reader = res.body!.getReader();
+    let seen = '';
+    while (!seen.includes('Hello')) seen += new TextDecoder().decode((await reader.read()).value);
+    aborter.abort();
+    const cut = await usageOf(res.headers.get('x-request-id')!);
+    expect(cut.prompt_tokens).toBeGreaterThan(0);
+    expect(cut.prompt_tokens).toBe(fullUsage.prompt_tokens);
+    expect(cut.completion_tokens).toBe(1);
+    expect(cut.cost_usd).toBeGreaterThan(0);
+  });
+
+  it('a stream the replica breaks off is reported in the stream and billed the prompt it processed', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    up!.mode = 'break-stream';
+    const res = await post('/v1/chat/completions', { ...chat, stream: true });
+    expect(res.status).toBe(200);
+    const events = new SseParser().push(res.text);
+    expect(JSON.parse(events.at(-1)!)).toMatchObject({ error: { type: 'pool_degraded' } });
+    const billed = await usageOf(res.headers.get('x-request-id')!);
+    expect(billed).toMatchObject({ prompt_tokens: 5, completion_tokens: 1 });
   });
 
   it('splits large embedding requests into batches of 64 over the replicas, answering in input order', async () => {

@@ -12,7 +12,18 @@ describe('parseArgs', () => {
       threads: 1,
       ctxSize: undefined,
       parallel: 4,
+      apiKey: undefined,
     });
+  });
+
+  it.each([
+    ['no key anywhere: open', ['--model', 'm'], {}, undefined],
+    ['--api-key', ['--model', 'm', '--api-key', 'k1'], {}, 'k1'],
+    ['SVC_ENGINE_API_KEY', ['--model', 'm'], { SVC_ENGINE_API_KEY: 'k2' }, 'k2'],
+    ['--api-key wins over the environment', ['--model', 'm', '--api-key=k1'], { SVC_ENGINE_API_KEY: 'k2' }, 'k1'],
+    ['an empty SVC_ENGINE_API_KEY is no key', ['--model', 'm'], { SVC_ENGINE_API_KEY: '' }, undefined],
+  ])('API key: %s', (_name, argv, env, expected) => {
+    expect((parseArgs(argv, env) as { apiKey: unknown }).apiKey).toBe(expected);
   });
 
   it('takes every flag, as `--flag value` or `--flag=value`', () => {
@@ -40,6 +51,8 @@ describe('parseArgs', () => {
     [['--model', 'm', '--threads', '0'], /--threads must be between 1/],
     [['--model', 'm', '--parallel', '-1'], /--parallel must be a whole number/],
     [['--model', 'm', '--ctx-size', '1.5'], /--ctx-size must be a whole number/],
+    [['--model', 'm', '--api-key'], /--api-key needs a value/],
+    [['--model', 'm', '--api-key='], /--api-key needs a value/],
   ])('refuses %j', (argv, message) => {
     expect(() => parseArgs(argv)).toThrow(UsageError);
     expect(() => parseArgs(argv)).toThrow(message);

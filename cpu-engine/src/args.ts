@@ -1,7 +1,9 @@
 // The engine's command line (vLLM-like; the replica manager builds it):
 //   --model <path.gguf> --served-model-name <id> --task generate|embed
-//   [--host 0.0.0.0] [--port 8000] [--threads 1] [--ctx-size N] [--parallel 4]
-// Parsed once at start; a bad flag is a UsageError (main prints it, exits 2).
+//   [--host 0.0.0.0] [--port 8000] [--threads 1] [--ctx-size N] [--parallel 4] [--api-key KEY]
+// Parsed once at start; a bad flag is a UsageError (main prints it, exits 2). The API key
+// may instead come from SVC_ENGINE_API_KEY (as vLLM reads VLLM_API_KEY): the control plane
+// passes it that way so it is not in the container's command line.
 
 export type Task = 'generate' | 'embed';
 
@@ -22,16 +24,25 @@ export interface EngineConfig {
   ctxSize: number | undefined;
   /** Sequences generated concurrently; further requests wait in a queue. */
   parallel: number;
+  /**
+   * When set, every endpoint but /health requires `Authorization: Bearer <apiKey>`.
+   * Unset: no authentication (a developer's `docker run`).
+   */
+  apiKey: string | undefined;
 }
+
+/** Where the key may come from besides --api-key. */
+export const API_KEY_ENV = 'SVC_ENGINE_API_KEY';
 
 export class UsageError extends Error {
   override name = 'UsageError';
 }
 
 export const USAGE = `usage: cpu-engine --model <path.gguf> [--served-model-name <id>] [--task generate|embed]
-                  [--host 0.0.0.0] [--port 8000] [--threads 1] [--ctx-size <tokens>] [--parallel 4]`;
+                  [--host 0.0.0.0] [--port 8000] [--threads 1] [--ctx-size <tokens>] [--parallel 4]
+                  [--api-key <key>]   (or the environment variable ${API_KEY_ENV})`;
 
-const FLAGS = ['model', 'served-model-name', 'task', 'host', 'port', 'threads', 'ctx-size', 'parallel'] as const;
+const FLAGS = ['model', 'served-model-name', 'task', 'host', 'port', 'threads', 'ctx-size', 'parallel', 'api-key'] as const;
 type Flag = (typeof FLAGS)[number];
 
 function integer(flag: string, raw: string, min: number, max: number): number {
@@ -41,8 +52,11 @@ function integer(flag: string, raw: string, min: number, max: number): number {
   return n;
 }
 
-/** Returns the config, or 'help' for --help/-h. Throws UsageError on anything else that is wrong. */
-export function parseArgs(argv: readonly string[]): EngineConfig | 'help' {
+/**
+ * Returns the config, or 'help' for --help/-h. Throws UsageError on anything else that is
+ * wrong. `env` supplies SVC_ENGINE_API_KEY; --api-key wins over it.
+ */
+export function parseArgs(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): EngineConfig | 'help' {
   const seen = new Map<Flag, string>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
@@ -79,5 +93,6 @@ export function parseArgs(argv: readonly string[]): EngineConfig | 'help' {
     threads: integer('threads', seen.get('threads') ?? '1', 1, 256),
     ctxSize: ctx === undefined ? undefined : integer('ctx-size', ctx, 16, 1 << 20),
     parallel: integer('parallel', seen.get('parallel') ?? '4', 1, 64),
+    apiKey: seen.get('api-key') ?? (env[API_KEY_ENV] || undefined),
   };
 }

@@ -28,6 +28,7 @@ describe('parseChatRequest', () => {
       stop: [],
       stream: false,
       includeUsage: false,
+      continuousUsage: false,
     });
   });
 
@@ -38,7 +39,17 @@ describe('parseChatRequest', () => {
       stream: true, stream_options: { include_usage: true },
       tools: [{ type: 'function', function: { name: 'f', parameters: {} } }], tool_choice: 'auto', user: 'u1',
     });
-    expect(r).toMatchObject({ maxTokens: 5, temperature: 0, topP: 0.9, topK: 40, seed: 7, stop: ['xy'], stream: true, includeUsage: true });
+    expect(r).toMatchObject({ maxTokens: 5, temperature: 0, topP: 0.9, topK: 40, seed: 7, stop: ['xy'], stream: true, includeUsage: true, continuousUsage: false });
+  });
+
+  it.each([
+    [{ include_usage: true, continuous_usage_stats: true }, true, true],
+    [{ include_usage: true, continuous_usage_stats: false }, true, false],
+    // As vLLM: usage on every chunk only when usage is asked for at all.
+    [{ continuous_usage_stats: true }, false, false],
+  ])('stream_options %j: include %s, continuous %s', (options, include, continuous) => {
+    const r = parseChatRequest({ ...base, stream: true, stream_options: options });
+    expect([r.includeUsage, r.continuousUsage]).toEqual([include, continuous]);
   });
 
   it('takes max_completion_tokens for max_tokens, -1 and null as "off"/"default"', () => {
@@ -88,6 +99,7 @@ describe('parseChatRequest', () => {
     ['stream as a string', { ...base, stream: 'yes' }, 'stream'],
     ['stream_options without stream', { ...base, stream_options: { include_usage: true } }, 'stream_options'],
     ['a bad include_usage', { ...base, stream: true, stream_options: { include_usage: 1 } }, 'stream_options.include_usage'],
+    ['a bad continuous_usage_stats', { ...base, stream: true, stream_options: { include_usage: true, continuous_usage_stats: 'yes' } }, 'stream_options.continuous_usage_stats'],
     ['tools that are not an array', { ...base, tools: {} }, 'tools'],
   ])('rejects %s with a 400 naming the param', (_name, body, param) => {
     const err = errorOf(() => parseChatRequest(body));

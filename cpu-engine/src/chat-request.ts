@@ -28,6 +28,11 @@ export interface ChatRequest {
   stop: string[];
   stream: boolean;
   includeUsage: boolean;
+  /**
+   * stream_options.continuous_usage_stats (vLLM's extension, with include_usage): every
+   * chunk carries the usage so far, so a stream cut short can still be billed.
+   */
+  continuousUsage: boolean;
 }
 
 /** The service's documented defaults (spec 2.1). */
@@ -148,17 +153,22 @@ export function parseChatRequest(body: unknown): ChatRequest {
   if (typeof stream !== 'boolean') throw invalid('stream must be a boolean', 'stream');
   const streamOptions = optional(body, 'stream_options');
   let includeUsage = false;
+  let continuousUsage = false;
   if (streamOptions !== undefined) {
     if (!stream) throw invalid('stream_options is only allowed when stream is true', 'stream_options');
     if (!isObject(streamOptions)) throw invalid('stream_options must be an object', 'stream_options');
     const iu = streamOptions.include_usage ?? false;
     if (typeof iu !== 'boolean') throw invalid('stream_options.include_usage must be a boolean', 'stream_options.include_usage');
     includeUsage = iu;
+    const cu = streamOptions.continuous_usage_stats ?? false;
+    if (typeof cu !== 'boolean') throw invalid('stream_options.continuous_usage_stats must be a boolean', 'stream_options.continuous_usage_stats');
+    // As vLLM: usage on every chunk only when usage was asked for at all.
+    continuousUsage = iu && cu;
   }
   const tools = optional(body, 'tools');
   if (tools !== undefined && !Array.isArray(tools)) throw invalid('tools must be an array', 'tools');
 
-  return { model, messages, maxTokens, temperature, topP, topK, seed, stop, stream, includeUsage };
+  return { model, messages, maxTokens, temperature, topP, topK, seed, stop, stream, includeUsage, continuousUsage };
 }
 
 /**

@@ -38,21 +38,26 @@ export function chatCompletion(meta: CompletionMeta, content: string, finishReas
 
 type Delta = { role?: 'assistant'; content?: string };
 
-function chunk(meta: CompletionMeta, delta: Delta, finishReason: FinishReason | null) {
+/**
+ * A choice chunk; with `u` (continuous_usage_stats) it also carries the usage so far, as
+ * vLLM's chunks do.
+ */
+function chunk(meta: CompletionMeta, delta: Delta, finishReason: FinishReason | null, u?: Usage) {
   return {
     id: meta.id,
     object: 'chat.completion.chunk' as const,
     created: meta.created,
     model: meta.model,
     choices: [{ index: 0, delta, finish_reason: finishReason }],
+    ...(u ? { usage: u } : {}),
   };
 }
 
 /** The first chunk: the role, and empty content as OpenAI sends it. */
-export const roleChunk = (meta: CompletionMeta) => chunk(meta, { role: 'assistant', content: '' }, null);
-export const contentChunk = (meta: CompletionMeta, content: string) => chunk(meta, { content }, null);
+export const roleChunk = (meta: CompletionMeta, u?: Usage) => chunk(meta, { role: 'assistant', content: '' }, null, u);
+export const contentChunk = (meta: CompletionMeta, content: string, u?: Usage) => chunk(meta, { content }, null, u);
 /** The last choice chunk: empty delta and why generation ended. */
-export const finishChunk = (meta: CompletionMeta, finishReason: FinishReason) => chunk(meta, {}, finishReason);
+export const finishChunk = (meta: CompletionMeta, finishReason: FinishReason, u?: Usage) => chunk(meta, {}, finishReason, u);
 /** With stream_options.include_usage: after the finish chunk, no choices, the usage. */
 export function usageChunk(meta: CompletionMeta, u: Usage) {
   return { id: meta.id, object: 'chat.completion.chunk' as const, created: meta.created, model: meta.model, choices: [], usage: u };

@@ -19,6 +19,9 @@ export interface GenerationResult {
   completionTokens: number;
 }
 
+/** Receives generated text and the completion tokens generated so far. */
+export type TextSink = (text: string, completionTokens: number) => void | Promise<void>;
+
 export interface Prompt {
   tokens: readonly number[];
 }
@@ -30,9 +33,10 @@ export interface Engine {
   chatPrompt(messages: readonly ChatMessage[]): Prompt;
   /**
    * Generates into `onText` (already cut at stop sequences); waits for a free
-   * slot first. `onText` may return a promise to apply backpressure.
+   * slot first. `onText` may return a promise to apply backpressure; it also gets
+   * the tokens generated so far (for usage on every chunk).
    */
-  generate(prompt: Prompt, options: SamplingOptions, onText: (text: string) => void | Promise<void>, signal: AbortSignal): Promise<GenerationResult>;
+  generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal): Promise<GenerationResult>;
   /** Tokens an embedding input takes, [CLS]/[SEP] included. */
   embeddingTokens(input: string): number;
   /** Raw (not normalised) embedding vectors, in input order. */

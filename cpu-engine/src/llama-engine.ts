@@ -7,7 +7,7 @@ import { ApiError } from '../../shared/src/errors.js';
 import type { EngineConfig } from './args.js';
 import type { ChatMessage } from './chat-request.js';
 import { ChatTemplate } from './chat-template.js';
-import type { Engine, GenerationResult, Prompt, SamplingOptions } from './engine.js';
+import type { Engine, GenerationResult, Prompt, SamplingOptions, TextSink } from './engine.js';
 import { SlotPool } from './slot-pool.js';
 import { StopMatcher } from './stop-matcher.js';
 
@@ -135,7 +135,7 @@ export class LlamaEngine implements Engine {
     return { tokens };
   }
 
-  async generate(prompt: Prompt, options: SamplingOptions, onText: (text: string) => void | Promise<void>, signal: AbortSignal): Promise<GenerationResult> {
+  async generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal): Promise<GenerationResult> {
     const { sequences } = this.requireChat();
     let sequence: LlamaContextSequence;
     try {
@@ -157,7 +157,7 @@ export class LlamaEngine implements Engine {
     sequence: LlamaContextSequence,
     prompt: Prompt,
     options: SamplingOptions,
-    onText: (text: string) => void | Promise<void>,
+    onText: TextSink,
     signal: AbortSignal,
   ): Promise<GenerationResult> {
     const stop = new StopMatcher(options.stop);
@@ -169,7 +169,7 @@ export class LlamaEngine implements Engine {
 
     const emit = async (text: string): Promise<void> => {
       const out = stop.push(text);
-      if (out.text) await onText(out.text);
+      if (out.text) await onText(out.text, completionTokens);
       stopped = out.stopped;
     };
 
@@ -210,7 +210,7 @@ export class LlamaEngine implements Engine {
       if (pending.length) await emit(this.model.detokenize(pending, false, recent));
       if (stopped) finishReason = 'stop';
       const rest = stop.flush();
-      if (rest) await onText(rest);
+      if (rest) await onText(rest, completionTokens);
     }
     return { finishReason, completionTokens };
   }

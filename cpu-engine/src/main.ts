@@ -24,7 +24,7 @@ function fail(message: string, code: number): never {
 
 function config(): EngineConfig {
   try {
-    const parsed = parseArgs(process.argv.slice(2));
+    const parsed = parseArgs(process.argv.slice(2), process.env);
     if (parsed === 'help') {
       process.stdout.write(`${USAGE}\n`);
       process.exit(0);
@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   });
   const address = api.server.address();
   const port = typeof address === 'object' && address ? address.port : cfg.port;
-  log('info', 'listening', { host: cfg.host, port });
+  log('info', 'listening', { host: cfg.host, port, api_key: cfg.apiKey === undefined ? 'none: every endpoint is open' : 'required' });
 
   let engine: LlamaEngine | undefined;
   let stopping = false;

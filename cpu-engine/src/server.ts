@@ -1,11 +1,13 @@
 // The engine's HTTP API on plain node:http (lean: the control plane's router
 // adds its own latency on top of this one): /health, /v1/models,
 // /v1/chat/completions (JSON or SSE) and /v1/embeddings, every error in the
-// {error:{type,message,param?}} envelope. The model loads after listening, so
+// {error:{type,message,param?}} envelope; with an API key, all but /health
+// require it (auth.ts). The model loads after listening, so
 // /health answers 503 until it is ready.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ApiError } from '../../shared/src/errors.js';
 import type { EngineConfig } from './args.js';
+import { authorized } from './auth.js';
 import { completionBudget, parseChatRequest } from './chat-request.js';
 import {
   chatCompletion, completionId, contentChunk, finishChunk, roleChunk, usage, usageChunk, type CompletionMeta,
@@ -18,7 +20,7 @@ import { SSE_DONE, SSE_HEADERS, sseEvent } from './sse.js';
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 export interface ServerOptions {
-  config: Pick<EngineConfig, 'servedModelName' | 'task'>;
+  config: Pick<EngineConfig, 'servedModelName' | 'task' | 'apiKey'>;
   log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
   /** Unix seconds; injectable for tests. */
   now?: () => number;
@@ -124,10 +126,13 @@ export function createEngineServer(options: ServerOptions): EngineServer {
         // Respect backpressure: a slow reader slows generation instead of growing a buffer.
         if (!res.write(payload)) await new Promise<void>((resolve) => { res.once('drain', resolve); res.once('close', resolve); });
       };
-      await write(sseEvent(roleChunk(meta)));
-      const result = await eng.generate(prompt, sampling, (text) => write(sseEvent(contentChunk(meta, text))), controller.signal);
+      // continuous_usage_stats: the usage so far on every chunk, so whoever bills a stream
+      // that is cut short knows the prompt tokens this engine processed.
+      const soFar = (completionTokens: number) => (request.continuousUsage ? usage(promptTokens, completionTokens) : undefined);
+      await write(sseEvent(roleChunk(meta, soFar(0))));
+      const result = await eng.generate(prompt, sampling, (text, tokens) => write(sseEvent(contentChunk(meta, text, soFar(tokens)))), controller.signal);
       if (result.finishReason !== 'aborted') {
-        await write(sseEvent(finishChunk(meta, result.finishReason)));
+        await write(sseEvent(finishChunk(meta, result.finishReason, soFar(result.completionTokens))));
         if (request.includeUsage) await write(sseEvent(usageChunk(meta, usage(promptTokens, result.completionTokens))));
       } else if (!res.destroyed) {
         // Cut short by shutdown, not by the client: say so instead of a finish_reason.
@@ -201,6 +206,11 @@ export function createEngineServer(options: ServerOptions): EngineServer {
     const path = (req.url ?? '/').split('?')[0]!;
     const route = routes[path];
     try {
+      // Before anything else, unknown paths included: without the key nothing is revealed.
+      if (!authorized(path, req.headers.authorization, config.apiKey)) {
+        res.setHeader('www-authenticate', 'Bearer');
+        throw new ApiError('unauthorized', 'this model server requires its API key: send Authorization: Bearer <key>');
+      }
       if (!route) throw new ApiError('not_found', `no route ${req.method} ${path}`);
       const handler = route[req.method ?? ''];
       if (!handler) throw new ApiError('method_not_allowed', `${path} takes ${Object.keys(route).join(', ')}, not ${req.method}`);

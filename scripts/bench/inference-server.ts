@@ -15,7 +15,7 @@ export interface InferenceServerInfo {
 }
 
 const wanted = JSON.parse(process.env.BENCH_REPLICAS ?? '[]') as Array<Pick<LiveReplica, 'baseUrl' | 'model' | 'quantization' | 'image'>>;
-const replicas: LiveReplica[] = wanted.map((r, i) => ({ ...r, id: `rep_bench${i}`, pool: 'na', nodeId: 'node_bench', engine: 'cpu' }));
+const replicas: LiveReplica[] = wanted.map((r, i) => ({ apiKey: undefined, ...r, id: `rep_bench${i}`, pool: 'na', nodeId: 'node_bench', engine: 'cpu' }));
 
 const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-inference-'));
 process.on('exit', () => rmSync(dataDir, { recursive: true, force: true }));

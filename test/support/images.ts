@@ -18,7 +18,7 @@ export const MODEL_SERVER_STANDIN_IMAGE = '127.0.0.1:5000/svc/model-server-stand
  * OpenAI-compatible API, with the tiny test models in /models. Built by
  * cpu-engine/image/build-image.sh from scripts/setup-host.sh.
  */
-export const CPU_ENGINE_IMAGE = '127.0.0.1:5000/svc/cpu-engine:1';
+export const CPU_ENGINE_IMAGE = '127.0.0.1:5000/svc/cpu-engine:2';
 /** Debian's Jupyter notebook (python3, ipykernel) plus busybox's sh; its command only waits: the agent starts Jupyter. */
 export const JUPYTER_IMAGE = '127.0.0.1:5000/svc/jupyter:1';
 /** The Jupyter image running its own notebook server, configured from SVC_JUPYTER_BASE_URL / JUPYTER_TOKEN. */

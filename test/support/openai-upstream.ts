@@ -1,11 +1,15 @@
 // A minimal, fast OpenAI-compatible model server, standing in for what cannot run here:
 // vLLM on a GPU (which makes tool calls), and a replica cheap enough that a benchmark
 // measures the control plane rather than the model. Its behaviour is scripted per test
-// (fail, hang mid-stream, answer with tool calls) and it records what it was asked.
+// (fail, hang mid-stream, break mid-stream, answer with tool calls) and it records what it
+// was asked. Like vLLM it can require an API key (apiKey: every path but /health answers
+// 401 without `Authorization: Bearer <key>`), and it sends usage on every chunk when asked
+// for stream_options.continuous_usage_stats.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type UpstreamMode = 'ok' | 'fail' | 'hang-stream';
+/** hang-stream: role and first word, then silence; break-stream: the same, then the connection drops. */
+export type UpstreamMode = 'ok' | 'fail' | 'hang-stream' | 'break-stream';
 
 export interface UpstreamRecord {
   path: string;
@@ -21,6 +25,8 @@ export interface OpenAiUpstream {
   requests: UpstreamRecord[];
   /** Streams whose client went away before the end. */
   abandonedStreams: number;
+  /** Requests refused for a missing or wrong API key. */
+  refused: number;
   close(): Promise<void>;
 }
 
@@ -33,6 +39,8 @@ export interface UpstreamOptions {
   record?: boolean;
   /** Embedding inputs longer than this are refused as engines refuse inputs past their context. */
   maxInputChars?: number;
+  /** Like vLLM's --api-key: required on every path but /health. */
+  apiKey?: string;
 }
 
 const USAGE = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
@@ -56,11 +64,12 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
     healthy: true,
     requests: [],
     abandonedStreams: 0,
+    refused: 0,
     close: async () => undefined,
   };
 
-  const chunk = (delta: Record<string, unknown>, finish: string | null) =>
-    `data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const chunk = (delta: Record<string, unknown>, finish: string | null, usage?: object) =>
+    `data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) })}\n\n`;
 
   function chat(body: any, res: ServerResponse): void {
     const toolCall = body.tools?.length
@@ -74,18 +83,27 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
         usage: USAGE,
       }));
     }
+    // As vLLM: continuous_usage_stats counts only together with include_usage.
+    const continuous = body.stream_options?.include_usage === true && body.stream_options?.continuous_usage_stats === true;
+    const soFar = (completion: number) =>
+      continuous ? { prompt_tokens: USAGE.prompt_tokens, completion_tokens: completion, total_tokens: USAGE.prompt_tokens + completion } : undefined;
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.write(chunk({ role: 'assistant', content: '' }, null));
-    if (state.mode === 'hang-stream') {
-      res.write(chunk({ content: words[0] }, null));
+    res.write(chunk({ role: 'assistant', content: '' }, null, soFar(0)));
+    if (state.mode === 'hang-stream' || state.mode === 'break-stream') {
+      res.write(chunk({ content: words[0] }, null, soFar(1)));
+      if (state.mode === 'break-stream') {
+        // The engine died mid-stream: the connection drops without [DONE].
+        setTimeout(() => res.socket?.destroy(), 20);
+        return;
+      }
       res.on('close', () => {
         if (!res.writableFinished) state.abandonedStreams++;
       });
       return; // never ends: the client must give up or go away
     }
-    if (toolCall) res.write(chunk({ tool_calls: toolCall.map((c, index) => ({ index, ...c })) }, null));
-    else for (const w of words) res.write(chunk({ content: w }, null));
-    res.write(chunk({}, toolCall ? 'tool_calls' : 'stop'));
+    if (toolCall) res.write(chunk({ tool_calls: toolCall.map((c, index) => ({ index, ...c })) }, null, soFar(USAGE.completion_tokens)));
+    else words.forEach((w, i) => res.write(chunk({ content: w }, null, soFar(i + 1))));
+    res.write(chunk({}, toolCall ? 'tool_calls' : 'stop', soFar(USAGE.completion_tokens)));
     if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [], usage: USAGE })}\n\n`);
     res.end('data: [DONE]\n\n');
   }
@@ -108,6 +126,10 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
 
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     if (req.method === 'GET' && req.url === '/health') return send(res, state.healthy ? 200 : 503, '{"status":"ok"}');
+    if (options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+      state.refused++;
+      return send(res, 401, '{"error":{"message":"Unauthorized"}}');
+    }
     let raw = '';
     req.setEncoding('utf8');
     req.on('data', (d: string) => (raw += d));

@@ -1,7 +1,8 @@
 // POST /v1/chat/completions behind the route: routes to a replica (or, for sandbox keys,
 // answers with the deterministic mock), relays the engine's answer in the OpenAI wire
-// format with our `pool` and `system_fingerprint`, always asks the engine for usage (it is
-// what we bill) and strips the usage chunk from streams whose client did not ask for it.
+// format with our `pool` and `system_fingerprint`, always asks the engine for usage on every
+// chunk (it is what we bill, also for a stream cut short) and passes on only what OpenAI
+// sends: usage in the final chunk, and only to clients that asked for it.
 import { randomBase62, type Clock } from '@svc/shared';
 import { quantizationsByPrice, type CatalogModel, type Pool, type Quantization, type RateCard } from '../models/catalog.js';
 import type { UsageStore } from '../store/usage-store.js';
@@ -64,7 +65,7 @@ export class ChatCompletionService {
     const { ctx, model } = call;
     if (ctx.sandbox) return this.sandboxResponse(call);
     const { value: completion, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, async (lease) => {
-      const response = await this.deps.upstream.post(lease.replica.baseUrl, '/v1/chat/completions', upstreamBody(call, false), ctx.signal);
+      const response = await this.deps.upstream.post(lease.replica, '/v1/chat/completions', upstreamBody(call, false), ctx.signal);
       try {
         return (await response.body.json()) as UpstreamCompletion;
       } catch (err) {
@@ -104,7 +105,7 @@ export class ChatCompletionService {
     const { ctx } = call;
     if (ctx.sandbox) return this.sandboxStream(call);
     const { value: response, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, (lease) =>
-      this.deps.upstream.post(lease.replica.baseUrl, '/v1/chat/completions', upstreamBody(call, true), ctx.signal),
+      this.deps.upstream.post(lease.replica, '/v1/chat/completions', upstreamBody(call, true), ctx.signal),
     this.deps.onReplicaFailure);
     return this.relay(call, lease, response.body);
   }
@@ -155,7 +156,9 @@ export class ChatCompletionService {
       yield sseFrame(JSON.stringify({ error }));
     } finally {
       lease.release(outcome);
-      // A stream cut short is billed for what the client received.
+      // A stream cut short (client gone, replica broke) is billed by the last usage the
+      // replica reported: the prompt it processed and the tokens generated until then. Only
+      // a replica that never sent usage leaves the count to the content chunks relayed.
       const billed = usage ?? { prompt_tokens: 0, completion_tokens: deltas, total_tokens: deltas };
       this.deps.recorder.record(ctx, { kind: 'chat', model: model.id, quantization: replica.quantization, pool: replica.pool, usage: billed, card: this.deps.rateCard(model) });
     }
@@ -233,7 +236,10 @@ export function upstreamBody(call: Pick<ChatCall, 'model' | 'body' | 'maxTokens'
   if (body.tool_choice !== undefined) out.tool_choice = body.tool_choice;
   if (stream) {
     out.stream = true;
-    out.stream_options = { include_usage: true };
+    // Usage so far on every chunk (vLLM's continuous_usage_stats, which the CPU engine
+    // mirrors): a stream cut before its final usage chunk is still billed what the replica
+    // processed, the prompt included.
+    out.stream_options = { include_usage: true, continuous_usage_stats: true };
   }
   return out;
 }

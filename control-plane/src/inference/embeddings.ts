@@ -58,7 +58,7 @@ export class EmbeddingsService {
     const result = await callReplica(this.deps.router, route, this.deps.attempts, async (lease): Promise<BatchResult> => {
       let response;
       try {
-        response = await this.deps.upstream.post(lease.replica.baseUrl, '/v1/embeddings', { model: model.id, input: part.items }, ctx.signal);
+        response = await this.deps.upstream.post(lease.replica, '/v1/embeddings', { model: model.id, input: part.items }, ctx.signal);
       } catch (err) {
         throw renumber(err, part.offset, typeof call.body.input === 'string');
       }

@@ -25,6 +25,7 @@ const replica = (id: string, pool: Pool, quantization: Quantization = 'int4'): L
   baseUrl: `http://${id}`,
   engine: 'cpu',
   image: 'img',
+  apiKey: undefined,
 });
 
 class Directory implements ReplicaDirectory {

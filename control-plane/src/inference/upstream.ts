@@ -27,6 +27,12 @@ export class ReplicaFailure extends Error {
   }
 }
 
+/** Where a replica answers and the key it requires (a LiveReplica is one). */
+export interface UpstreamTarget {
+  baseUrl: string;
+  apiKey: string | undefined;
+}
+
 export interface UpstreamResponse {
   statusCode: number;
   body: Dispatcher.ResponseData['body'];
@@ -46,15 +52,20 @@ export class UpstreamClient {
   }
 
   /**
-   * POSTs JSON and returns the response once its head arrived and says 2xx. A 4xx is the
-   * request's fault and becomes the API error to answer; anything else is a ReplicaFailure.
+   * POSTs JSON with the replica's bearer and returns the response once its head arrived and
+   * says 2xx. A 4xx is the request's fault and becomes the API error to answer, except 401
+   * and 403: those say the replica refused our key (a replica of someone else now on that
+   * port, or a misconfiguration), which no client can fix. Anything else is a ReplicaFailure.
    */
-  async post(baseUrl: string, path: string, payload: unknown, signal?: AbortSignal): Promise<UpstreamResponse> {
+  async post(replica: UpstreamTarget, path: string, payload: unknown, signal?: AbortSignal): Promise<UpstreamResponse> {
+    const { baseUrl } = replica;
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (replica.apiKey !== undefined) headers.authorization = `Bearer ${replica.apiKey}`;
     let response: Dispatcher.ResponseData;
     try {
       response = await request(baseUrl + path, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers,
         body: JSON.stringify(payload),
         dispatcher: this.agent,
         signal,
@@ -65,7 +76,8 @@ export class UpstreamClient {
     }
     if (response.statusCode < 300) return response;
     const text = await response.body.text().catch(() => '');
-    if (response.statusCode >= 400 && response.statusCode < 500 && response.statusCode !== 404) {
+    const replicaFault = response.statusCode === 401 || response.statusCode === 403 || response.statusCode === 404;
+    if (response.statusCode >= 400 && response.statusCode < 500 && !replicaFault) {
       throw requestError(response.statusCode, text);
     }
     throw new ReplicaFailure(`replica ${baseUrl} answered ${response.statusCode}: ${text.slice(0, 200)}`, false);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogModel, Quantization } from '../models/catalog.js';
-import { modelServerSpec } from './engine-adapter.js';
+import { loadCatalog } from '../models/catalog.js';
+import { modelServerSpec, replicaApiKey } from './engine-adapter.js';
 
 const base = { created: 0, owned_by: 'x', family: 'x', context_window: 4096, rate_card_id: 'rc' };
 const llama: CatalogModel = {
@@ -38,7 +39,7 @@ const tiny = (kind: 'chat' | 'embedding'): CatalogModel => ({
   quantizations: ['fp16', 'fp8', 'int4'],
   serving: {
     engine: 'cpu',
-    image: '127.0.0.1:5000/svc/cpu-engine:1',
+    image: '127.0.0.1:5000/svc/cpu-engine:2',
     gpus: 0,
     weights: { fp16: { path: '/models/t-f16.gguf' }, fp8: { path: '/models/t-q8_0.gguf' }, int4: { path: '/models/t-q4_0.gguf' } },
   },
@@ -68,12 +69,35 @@ describe('modelServerSpec', () => {
   ];
 
   it.each(cases)('%s', (_name, model, quantization, args) => {
-    const spec = modelServerSpec(model, quantization, { cpuThreads: 3 });
+    const spec = modelServerSpec(model, quantization, { cpuThreads: 3 }, 'k_replica');
     expect(spec.args).toEqual(args);
-    expect(spec).toMatchObject({ image: model.serving.image, engine: model.serving.engine, containerPort: 8000, healthPath: '/health', gpus: model.serving.gpus, env: {} });
+    const env = model.serving.engine === 'vllm' ? { VLLM_API_KEY: 'k_replica' } : { SVC_ENGINE_API_KEY: 'k_replica' };
+    expect(spec).toMatchObject({ image: model.serving.image, engine: model.serving.engine, containerPort: 8000, healthPath: '/health', gpus: model.serving.gpus, env });
+  });
+
+  it('gives every variant of every catalog model its key, in the environment and never on the command line', () => {
+    const catalog = loadCatalog();
+    const variants = catalog.models.flatMap((m) => m.quantizations.map((q) => [m, q] as const));
+    expect(variants.length).toBeGreaterThan(5);
+    for (const [model, quantization] of variants) {
+      const key = `k_${model.id}_${quantization}`;
+      const spec = modelServerSpec(model, quantization, { cpuThreads: 1 }, key);
+      expect(replicaApiKey(spec), `${model.id} ${quantization}`).toBe(key);
+      expect(Object.values(spec.env)).toEqual([key]);
+      expect(spec.args.join(' ')).not.toContain(key);
+    }
+  });
+
+  it('reads no key from a replica started without one', () => {
+    expect(replicaApiKey({ engine: 'cpu', env: {} })).toBeUndefined();
+    expect(replicaApiKey({ engine: 'vllm', env: { SVC_ENGINE_API_KEY: 'x' } })).toBeUndefined();
+  });
+
+  it('refuses to make a replica without a key', () => {
+    expect(() => modelServerSpec(llama, 'fp16', { cpuThreads: 1 }, '')).toThrow(/needs an API key/);
   });
 
   it('refuses a quantization the model does not offer', () => {
-    expect(() => modelServerSpec(embed, 'int4', { cpuThreads: 2 })).toThrow(/bge is not offered in int4 \(it has fp16\)/);
+    expect(() => modelServerSpec(embed, 'int4', { cpuThreads: 2 }, 'k')).toThrow(/bge is not offered in int4 \(it has fp16\)/);
   });
 });

@@ -2,6 +2,8 @@
 // agent runs (image, arguments, env, the port it serves on, its health path, GPUs), as a
 // pure function. vLLM serves GPU nodes, the project's CPU engine (GGUF over
 // node-llama-cpp) serves development machines, CI and tests; the catalog names the engine.
+// Every replica gets its own API key (the control plane's, never a tenant's): both engines
+// then refuse every request without it but their health check.
 import type { CatalogModel, Engine, Quantization } from '../models/catalog.js';
 
 /** Every engine serves its OpenAI-compatible API on this port inside the container. */
@@ -19,6 +21,19 @@ export interface ModelServerSpec {
   gpus: number;
 }
 
+/**
+ * The environment variable each engine reads its API key from (vLLM's own VLLM_API_KEY is
+ * its --api-key). The environment rather than a flag: a command line is in every replica
+ * view and `svcctl replicas list`, and in `ps` for everyone on the host; the environment is
+ * only in `docker inspect`, which is the provider's anyway.
+ */
+export const API_KEY_ENV: Record<Engine, string> = { vllm: 'VLLM_API_KEY', cpu: 'SVC_ENGINE_API_KEY' };
+
+/** The API key a replica was started with (its env holds it), or undefined for a replica started without one. */
+export function replicaApiKey(replica: { engine: Engine; env: Readonly<Record<string, string>> }): string | undefined {
+  return replica.env[API_KEY_ENV[replica.engine]] || undefined;
+}
+
 export interface EngineOptions {
   /** CPU engine threads per replica (SVC_CPU_ENGINE_THREADS). */
   cpuThreads: number;
@@ -29,7 +44,9 @@ const VLLM_QUANTIZATION_FLAGS: Record<Exclude<Quantization, 'int4'>, string[]> =
   fp8: ['--quantization', 'fp8'],
 };
 
-export function modelServerSpec(model: CatalogModel, quantization: Quantization, options: EngineOptions): ModelServerSpec {
+/** `apiKey`: the replica's own key, which the engine then requires on every call but /health. */
+export function modelServerSpec(model: CatalogModel, quantization: Quantization, options: EngineOptions, apiKey: string): ModelServerSpec {
+  if (!apiKey) throw new Error(`model ${model.id}: a replica needs an API key`);
   const serving = model.serving;
   const weights = serving.weights[quantization];
   if (!model.quantizations.includes(quantization) || !weights) {
@@ -72,7 +89,7 @@ export function modelServerSpec(model: CatalogModel, quantization: Quantization,
     engine: serving.engine,
     image: serving.image,
     args: [...args, ...(serving.args ?? [])],
-    env: {},
+    env: { [API_KEY_ENV[serving.engine]]: apiKey },
     containerPort: MODEL_SERVER_PORT,
     healthPath: HEALTH_PATH,
     gpus: serving.gpus,

@@ -125,6 +125,17 @@ describe('reconcileReplicas', () => {
     ]);
   });
 
+  it('replaces a replica started without an API key: the replacement first, then the old one stops', () => {
+    const old = replica('n1', { keyless: true });
+    const nodes = [node('n1')];
+    expect(reconcileReplicas([chat(1)], [old], nodes).actions).toEqual([{ kind: 'start', model: 'tiny-chat', quantization: 'int4', pool: 'na', nodeId: 'n1', gpuUuids: [] }]);
+    const replacement = replica('n1', { status: 'starting' });
+    expect(reconcileReplicas([chat(1)], [old, replacement], nodes).actions).toEqual([]);
+    expect(reconcileReplicas([chat(1)], [old, { ...replacement, status: 'running' }], nodes).actions).toEqual([
+      { kind: 'stop', replicaId: old.id, reason: `replica ${old.id} was started without an API key` },
+    ]);
+  });
+
   it('stops a draining replica at once when no replacement can be placed', () => {
     const old = replica('d');
     const plan = reconcileReplicas([chat(1)], [old], [node('d', { draining: true })]);

@@ -8,7 +8,8 @@
 // across nodes; vLLM replicas also need free healthy GPUs (claimed in gpu_claims). A
 // replica on a draining node, or on a GPU that turned unhealthy, is moved: a replacement
 // starts elsewhere and the old one stops once enough replicas serve (at once when no
-// replacement can be placed).
+// replacement can be placed). A replica started without an API key (by a control plane
+// from before replica keys) is replaced the same way: its port would serve anyone.
 import type { Pool, Quantization } from '../models/catalog.js';
 import type { DesiredReplica } from './desired.js';
 import { targetKey } from './desired.js';
@@ -29,6 +30,8 @@ export interface ActualReplica {
   /** Never a final status: the caller passes active replicas only. */
   status: ReplicaStatus;
   createdAt: number;
+  /** Started without an API key (an upgrade leftover): replaced by one with a key. */
+  keyless?: boolean;
 }
 
 export interface ReplicaNode {
@@ -110,7 +113,7 @@ export function reconcileReplicas(targets: readonly ReplicaTarget[], actual: rea
 
   for (const [key, target] of wanted) {
     const replicas = groups.get(key) ?? [];
-    const leaving = replicas.filter((r) => mustMove(r, nodesById.get(r.nodeId)!));
+    const leaving = replicas.filter((r) => moveReason(r, nodesById.get(r.nodeId)!) !== null);
     const staying = replicas.filter((r) => !leaving.includes(r));
 
     // Surplus: keep the ones that serve, and the spread.
@@ -141,22 +144,22 @@ export function reconcileReplicas(targets: readonly ReplicaTarget[], actual: rea
       missing--;
     }
 
-    // Moving off a draining node or a failed GPU: once the rest serve, or nowhere else to go.
+    // Moving off a draining node or a failed GPU, or replacing a keyless replica: once the
+    // rest serve, or nowhere else to go.
     const serving = kept.filter((r) => r.status === 'running').length;
     if (serving >= target.count || unplaced > 0) {
-      for (const r of leaving) {
-        const node = nodesById.get(r.nodeId)!;
-        actions.push({ kind: 'stop', replicaId: r.id, reason: node.draining ? `node ${node.id} is draining` : `a GPU of replica ${r.id} is unhealthy` });
-      }
+      for (const r of leaving) actions.push({ kind: 'stop', replicaId: r.id, reason: moveReason(r, nodesById.get(r.nodeId)!)! });
     }
   }
   return { actions, shortfalls };
 }
 
-/** A replica is moved away from a draining node, or from a GPU that turned unhealthy. */
-function mustMove(r: ActualReplica, node: ReplicaNode): boolean {
-  if (node.draining) return true;
-  return r.gpuUuids.some((uuid) => node.gpus.find((g) => g.uuid === uuid)?.healthy === false);
+/** Why a replica must be replaced (a draining node, a GPU that turned unhealthy, no API key), or null. */
+function moveReason(r: ActualReplica, node: ReplicaNode): string | null {
+  if (node.draining) return `node ${node.id} is draining`;
+  if (r.gpuUuids.some((uuid) => node.gpus.find((g) => g.uuid === uuid)?.healthy === false)) return `a GPU of replica ${r.id} is unhealthy`;
+  if (r.keyless) return `replica ${r.id} was started without an API key`;
+  return null;
 }
 
 type PlaceResult = { ok: true; nodeId: string; gpuUuids: string[] } | { ok: false; reason: string };

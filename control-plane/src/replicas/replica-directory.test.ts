@@ -10,7 +10,7 @@ const record = (id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord =>
   nodeId: 'node_1',
   gpuUuids: [],
   engine: 'cpu',
-  image: '127.0.0.1:5000/svc/cpu-engine:1',
+  image: '127.0.0.1:5000/svc/cpu-engine:2',
   args: [],
   env: {},
   containerPort: 8000,
@@ -34,7 +34,7 @@ describe('LiveReplicaDirectory', () => {
     dir.update(record('rep_c', { model: 'tiny-embed' }));
     expect(dir.ready({ model: 'tiny-chat' }).map((r) => r.id)).toEqual(['rep_a', 'rep_b']);
     expect(dir.ready({ model: 'tiny-chat', pool: 'eu' })).toEqual([
-      { id: 'rep_b', model: 'tiny-chat', quantization: 'fp16', pool: 'eu', nodeId: 'node_1', baseUrl: 'http://10.0.0.2:8000', engine: 'cpu', image: '127.0.0.1:5000/svc/cpu-engine:1' },
+      { id: 'rep_b', model: 'tiny-chat', quantization: 'fp16', pool: 'eu', nodeId: 'node_1', baseUrl: 'http://10.0.0.2:8000', engine: 'cpu', image: '127.0.0.1:5000/svc/cpu-engine:2' },
     ]);
     expect(dir.ready({ model: 'tiny-chat', quantization: 'int4' }).map((r) => r.id)).toEqual(['rep_a']);
     expect(dir.ready().map((r) => r.id)).toEqual(['rep_a', 'rep_b', 'rep_c']);

@@ -5,6 +5,7 @@
 // LiveCapacity: GET /v1/models reports `pools` from it.
 import { POOLS, type Pool, type Quantization } from '../models/catalog.js';
 import type { LiveCapacity } from '../models/model-service.js';
+import { replicaApiKey } from './engine-adapter.js';
 import type { ReplicaRecord } from './replica-record.js';
 
 export interface LiveReplica {
@@ -19,6 +20,11 @@ export interface LiveReplica {
   engine: 'vllm' | 'cpu';
   /** The model server's image, for system_fingerprint. */
   image: string;
+  /**
+   * The bearer the replica requires (engine-adapter.ts); undefined for a replica started
+   * without one. Internal: never in an API answer.
+   */
+  apiKey: string | undefined;
 }
 
 export interface ReplicaDirectory {
@@ -40,6 +46,7 @@ export function liveReplicaOf(record: ReplicaRecord): LiveReplica | undefined {
     baseUrl: `http://${record.endpoint}`,
     engine: record.engine,
     image: record.image,
+    apiKey: replicaApiKey(record),
   });
 }
 

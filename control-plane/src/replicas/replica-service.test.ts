@@ -14,6 +14,7 @@ import type { DesiredReplica } from './desired.js';
 import type { ReplicaDispatcher, StartReplicaOrder } from './replica-dispatch.js';
 import { LiveReplicaDirectory } from './replica-directory.js';
 import { ORDER_RESEND_MS, ReplicaService } from './replica-service.js';
+import { replicaView } from './views.js';
 import type { ReplicaNode } from './reconcile.js';
 
 class Dispatcher implements ReplicaDispatcher {
@@ -97,9 +98,9 @@ describe('ReplicaService', () => {
         'n1',
         {
           replicaId: record!.id,
-          image: '127.0.0.1:5000/svc/cpu-engine:1',
+          image: '127.0.0.1:5000/svc/cpu-engine:2',
           args: ['--model', '/models/tiny-chat-q4_0.gguf', '--served-model-name', 'tiny-chat', '--task', 'generate', '--host', '0.0.0.0', '--port', '8000', '--threads', '2', '--ctx-size', '2048'],
-          env: { SVC_REPLICA_ID: record!.id },
+          env: { SVC_ENGINE_API_KEY: expect.stringMatching(/^[\w-]{43}$/), SVC_REPLICA_ID: record!.id },
           labels: { model: 'tiny-chat', quantization: 'int4', pool: 'na' },
           gpuUuids: [],
           containerPort: 8000,
@@ -107,10 +108,25 @@ describe('ReplicaService', () => {
         },
       ],
     ]);
+    // The replica's key is kept with it (the same one on every re-send and after a restart).
+    expect(dispatcher.started[0]![1].env.SVC_ENGINE_API_KEY).toBe(record!.env.SVC_ENGINE_API_KEY);
     // A second pass changes nothing.
     await replicas.reconcile();
     expect(await store.replicas.listActive()).toHaveLength(1);
     expect(dispatcher.started).toHaveLength(1);
+  });
+
+  it('gives every replica a key of its own, which the directory hands the router and the operator view leaves out', async () => {
+    const replicas = service([chat(2)]);
+    await replicas.reconcile();
+    const records = await store.replicas.listActive();
+    const keys = records.map((r) => r.env.SVC_ENGINE_API_KEY);
+    expect(new Set(keys).size).toBe(2);
+    for (const record of records) {
+      await replicas.onTaskState('n1', state(record.id, 'running', { endpoint: `127.0.0.1:${40000 + records.indexOf(record)}` }));
+      expect(JSON.stringify(replicaView((await store.replicas.get(record.id))!))).not.toContain(record.env.SVC_ENGINE_API_KEY);
+    }
+    expect(replicas.ready().map((r) => r.apiKey).sort()).toEqual([...keys].sort());
   });
 
   it('follows agent reports into the directory: running with the endpoint is routable, unhealthy is not', async () => {

@@ -3,6 +3,7 @@
 // about replicas (status, endpoint, restarts), what a reconnecting agent runs, and the
 // directory the router reads. Every status change goes through the status table and a
 // compare-and-set in the store; reports about one replica are applied in arrival order.
+import { randomBytes } from 'node:crypto';
 import { newId, type Clock } from '@svc/shared';
 import type { TaskState__Output } from '@svc/proto';
 import type { Catalog, CatalogModel } from '../models/catalog.js';
@@ -11,7 +12,7 @@ import { GpuAlreadyClaimed } from '../store/instance-store.js';
 import type { NodeStore } from '../store/node-store.js';
 import type { ReplicaPatch, ReplicaStore } from '../store/replica-store.js';
 import type { DesiredReplica } from './desired.js';
-import { modelServerSpec, type EngineOptions } from './engine-adapter.js';
+import { modelServerSpec, replicaApiKey, type EngineOptions } from './engine-adapter.js';
 import type { ReplicaDispatcher, StartReplicaOrder } from './replica-dispatch.js';
 import type { LiveReplica, LiveReplicaDirectory, ReplicaDirectory } from './replica-directory.js';
 import type { ReplicaRecord } from './replica-record.js';
@@ -116,7 +117,8 @@ export class ReplicaService implements ReplicaDirectory {
   private async reconcileOnce(): Promise<void> {
     const [records, nodes] = await Promise.all([this.store.listActive(), this.inventory.nodes()]);
     const targets = this.desired.map((d) => ({ ...d, gpus: this.models.get(d.model)!.serving.gpus }));
-    const plan = reconcileReplicas(targets, records, nodes);
+    const actual = records.map((r) => ({ ...r, keyless: replicaApiKey(r) === undefined }));
+    const plan = reconcileReplicas(targets, actual, nodes);
     const touched = new Set<string>();
     for (const action of plan.actions) {
       if (action.kind !== 'start') touched.add(action.replicaId);
@@ -156,7 +158,9 @@ export class ReplicaService implements ReplicaDirectory {
 
   private async startReplica(action: Extract<ReconcileAction, { kind: 'start' }>): Promise<void> {
     const model = this.models.get(action.model)!;
-    const spec = modelServerSpec(model, action.quantization, this.options);
+    // The replica's own key, made when it is placed and kept in its record (the store), so
+    // every re-sent start and every control plane sharing the store use the same one.
+    const spec = modelServerSpec(model, action.quantization, this.options, newReplicaApiKey());
     const now = this.clock.now();
     const record: ReplicaRecord = {
       id: newId('rep'),
@@ -303,6 +307,9 @@ export class ReplicaService implements ReplicaDirectory {
     else this.log.info({}, 'every desired replica is placed');
   }
 }
+
+/** 256 random bits, URL-safe: a replica's API key. */
+export const newReplicaApiKey = (): string => randomBytes(32).toString('base64url');
 
 /** The agent's start order for a replica: the same for every re-send. */
 export function startOrder(record: ReplicaRecord): StartReplicaOrder {
