@@ -100,7 +100,8 @@ describe('Jupyter as a hostile tenant', () => {
     const kernel = (await (await asB('api/kernels', { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).json()) as { id: string };
     const attack = await pageA.evaluate(
       async (bBase: string, kernelId: string, marker: string) => {
-        const out: Record<string, unknown> = { cookies: document.cookie };
+        // The page's cookies as its scripts see them (typed loosely: this runs in Chromium, not Node).
+        const out: Record<string, unknown> = { cookies: (globalThis as unknown as { document: { cookie: string } }).document.cookie };
         // Read B's files with B's cookie: CORS gives A's script nothing.
         out.read = await fetch(`${bBase}api/contents`, { credentials: 'include' }).then(
           async (r) => `read ${r.status}: ${(await r.text()).slice(0, 200)}`,
