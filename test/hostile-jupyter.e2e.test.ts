@@ -4,6 +4,8 @@
 // so a script running in a page of A's origin is what A can make B's browser run; the
 // suite runs its attacks in such a page (puppeteer's evaluate in A's notebook tab).
 import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebhookReceiver } from '../control-plane/test/webhooks-support.js';
@@ -11,6 +13,7 @@ import { JUPYTER_IMAGE, JUPYTER_SELF_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 import { eventually } from './support/node-agent-process.js';
 
+const SCREENSHOTS = join(import.meta.dirname, '..', '.test-data', 'screenshots');
 let stack: InstanceStack;
 let receiver: WebhookReceiver;
 let readKey: string;
@@ -33,6 +36,7 @@ async function contentsOfB(): Promise<string[]> {
 }
 
 beforeAll(async () => {
+  // A generous Jupyter bound: this machine is shared, and a loaded one starts Python slowly.
   stack = await startInstanceStack({ name: 'hostile-jupyter', gpus: 2, agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '180000' } });
   const { org } = await stack.cp.app.services.orgs.ensureDefaultOrg();
   readKey = (await stack.cp.app.services.keys.create({ orgId: org.id, scopes: ['compute:read'] })).value;
@@ -129,7 +133,9 @@ describe('Jupyter as a hostile tenant', () => {
     expect({ ...attack, read: String(attack.read).slice(0, 7), planted: after.filter((name) => !before.includes(name)) }).toEqual({ cookies: '', read: 'blocked', ws: 'refused', planted: [] });
     // A's own origin works for A's page: the refusals above are about B, not a broken browser.
     expect(await pageA.evaluate(async () => (await fetch('api/contents', { credentials: 'include' })).status)).toBe(200);
-    await pageA.screenshot({ path: `${stack.dir}/../hostile-jupyter-a.png` }).catch(() => undefined);
+    // What B's browser showed on A's origin, for a person to look at (.test-data/ is ignored by git).
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await pageA.screenshot({ path: join(SCREENSHOTS, 'hostile-jupyter-page-a.png') });
     await pageA.browserContext().close();
   }, 60_000);
 

@@ -62,7 +62,8 @@ function execute(channelsUrl: string, code: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  stack = await startInstanceStack({ name: 'jupyter-e2e', gpus: 3 });
+  // A generous Jupyter bound: this machine is shared, and a loaded one starts Python slowly.
+  stack = await startInstanceStack({ name: 'jupyter-e2e', gpus: 3, agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '180000' } });
   const created = await Promise.all([JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, SLEEPER_IMAGE].map((image) => stack.create({ image })));
   for (const c of created) {
     expect(c.status).toBe(201);
