@@ -34,7 +34,9 @@ beforeAll(async () => {
     res.setHeader('set-cookie', ['_xsrf=2|abc; Path=/', 'username-127-0-0-1=secret; HttpOnly; Path=/']);
     res.end('jupyter');
   });
-  new WebSocketServer({ server: upstream }).on('connection', (ws) => ws.send('hello'));
+  const wss = new WebSocketServer({ server: upstream });
+  wss.on('headers', (headers) => headers.push('Set-Cookie: _xsrf=2|ws; Path=/'));
+  wss.on('connection', (ws) => ws.send('hello'));
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
   const upstreamPort = (upstream.address() as AddressInfo).port;
   registry.register(entry('inst_a', 'token-a', upstreamPort));
@@ -85,16 +87,19 @@ describe('Jupyter proxy', () => {
       ws.on('open', () => reject(new Error('opened')));
     });
     expect(refused).toBe(403);
-    // From B's own origin the same WebSocket opens and talks to Jupyter.
-    const greeting = await new Promise<string>((resolve, reject) => {
+    // From B's own origin the same WebSocket opens and talks to Jupyter; the upgrade's cookie stays behind.
+    const { greeting, upgradeCookies } = await new Promise<{ greeting: string; upgradeCookies: unknown }>((resolve, reject) => {
+      let upgradeCookies: unknown;
       const ws = new WebSocket(url('inst_b', 'api/kernels/k/channels').replace('http', 'ws'), { headers: { cookie, origin: `http://127.0.0.1:${ports.inst_b}` } });
+      ws.on('upgrade', (answer) => (upgradeCookies = answer.headers['set-cookie']));
       ws.on('message', (data) => {
         ws.close();
-        resolve(String(data));
+        resolve({ greeting: String(data), upgradeCookies });
       });
       ws.on('error', reject);
     });
     expect(greeting).toBe('hello');
+    expect(upgradeCookies).toBeUndefined();
   });
 
   it('gives the port back when the instance is gone', async () => {
