@@ -63,7 +63,13 @@ function execute(channelsUrl: string, code: string): Promise<string> {
 
 beforeAll(async () => {
   // A generous Jupyter bound: this machine is shared, and a loaded one starts Python slowly.
-  stack = await startInstanceStack({ name: 'jupyter-e2e', gpus: 3, agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '180000' } });
+  // A range as a provider configures it (below Linux's ephemeral ports, so no client socket takes them).
+  const firstPort = 20_000 + Math.floor(Math.random() * 10_000);
+  stack = await startInstanceStack({
+    name: 'jupyter-e2e',
+    gpus: 3,
+    agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '180000', SVC_JUPYTER_PORT: String(firstPort), SVC_JUPYTER_PORT_COUNT: '20' },
+  });
   const created = await Promise.all([JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, SLEEPER_IMAGE].map((image) => stack.create({ image })));
   for (const c of created) {
     expect(c.status).toBe(201);
@@ -150,6 +156,19 @@ describe('Jupyter in instances', () => {
   it('says why when the image has no Jupyter', () => {
     expect(plain.jupyter).toBeNull();
     expect(plain.jupyter_unavailable_reason).toMatch(/the image has no Jupyter/);
+  });
+
+  it('keeps each instance\'s Jupyter URL across an agent restart', async () => {
+    const before = { nb: nb.jupyter.url, self: self.jupyter.url };
+    await stack.restartAgent();
+    for (const [inst, url] of [[nb, before.nb], [self, before.self]] as const) {
+      const read = await stack.read(inst.id);
+      expect(read.jupyter.url).toBe(url);
+      const { base, token } = parts(url);
+      const res = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    }
   });
 
   it('goes offline when the instance terminates, open WebSockets included', async () => {
