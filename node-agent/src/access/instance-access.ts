@@ -125,7 +125,7 @@ export class InstanceAccessService {
         });
         if (!readiness.ok) {
           entry.jupyter = null;
-          entry.jupyterUnavailableReason = `Jupyter did not answer through the proxy within ${Math.round(jupyterStartTimeoutMs / 1000)} s of the container's start (last: ${readiness.lastAnswer})`;
+          entry.jupyterUnavailableReason = `Jupyter did not answer through the proxy within ${Math.round(jupyterStartTimeoutMs / 1000)} s (last: ${readiness.lastAnswer})`;
         }
       } else {
         entry.jupyterUnavailableReason = outcome.reason;
