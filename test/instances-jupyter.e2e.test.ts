@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, SLEEPER_IMAGE } from './support/images.js';
+import { JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, JUPYTER_SILENT_IMAGE, SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 
 let stack: InstanceStack;
@@ -186,4 +186,23 @@ describe('Jupyter in instances', () => {
     const gone = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } }).then((r) => r.status, () => 'refused');
     expect(['refused', 404]).toContain(gone);
   });
+});
+
+describe('a Jupyter that never answers', () => {
+  let silent: InstanceStack;
+  beforeAll(async () => {
+    silent = await startInstanceStack({ name: 'jupyter-silent-e2e', gpus: 1, agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '3000' } });
+  }, 60_000);
+  afterAll(async () => {
+    await silent?.close();
+  });
+
+  it('does not hold the instance back: ready after the bound, without Jupyter, saying why', async () => {
+    const { status, body } = await silent.create({ image: JUPYTER_SILENT_IMAGE });
+    expect(status).toBe(201);
+    const ready = await silent.waitFor(body.id, ['ready'], 60_000);
+    expect(ready.jupyter).toBeNull();
+    expect(ready.jupyter_unavailable_reason).toMatch(/^Jupyter did not answer through the proxy within 3 s/);
+    expect(ready.ssh).not.toBeNull(); // the other endpoint is there
+  }, 90_000);
 });
