@@ -185,6 +185,9 @@ derive_image() {
 }
 derive_image "$(image_from_support SLEEPER_IMAGE)" '["sh", "-c", "trap \"echo bye; exit 0\" TERM; echo ready; while true; do sleep 0.1; done"]'
 derive_image "$(image_from_support STUBBORN_IMAGE)" '["sh", "-c", "trap \"\" TERM; echo ready; while true; do sleep 0.1; done"]'
+# A process that a process listing shows as `jupyter-notebook` ($0 of sh -c) and that never
+# serves: an instance whose Jupyter never answers is ready without it after the bound.
+derive_image "$(image_from_support JUPYTER_SILENT_IMAGE)" '["sh", "-c", "trap \"exit 0\" TERM; while true; do sleep 0.1; done", "jupyter-notebook"]'
 # A stand-in model server for the replica suites (lighter than the CPU engine): a real HTTP server (busybox httpd) on port 8000 that answers /health 200 one
 # second after start, writes the arguments it was given to /args, serves /v1/models, and
 # exits 0 on SIGTERM. ENTRYPOINT, so the engine adapter's arguments reach it as "$@".

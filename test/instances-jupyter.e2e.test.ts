@@ -1,13 +1,13 @@
 // Jupyter in instances end to end: a real control plane and agent, and Debian's
 // jupyter-notebook in a test image (scripts/setup-host.sh builds and caches it). The
-// agent starts Jupyter in an image that has it, proxies HTTP and WebSocket to it behind
-// the instance's token, and says why when an image has none.
+// agent starts Jupyter in an image that has it, serves each instance's Jupyter on a port
+// (an origin) of its own, proxies HTTP and WebSocket to it behind the instance's token,
+// and says why when an image has none. Hostile-tenant cases: hostile-jupyter.e2e.test.ts.
 import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, SLEEPER_IMAGE } from './support/images.js';
+import { JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, JUPYTER_SILENT_IMAGE, SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
-import { eventually } from './support/node-agent-process.js';
 
 let stack: InstanceStack;
 let nb: any; // the instance whose Jupyter the agent started
@@ -62,7 +62,14 @@ function execute(channelsUrl: string, code: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  stack = await startInstanceStack({ name: 'jupyter-e2e', gpus: 3 });
+  // A generous Jupyter bound: this machine is shared, and a loaded one starts Python slowly.
+  // A range as a provider configures it (below Linux's ephemeral ports, so no client socket takes them).
+  const firstPort = 20_000 + Math.floor(Math.random() * 10_000);
+  stack = await startInstanceStack({
+    name: 'jupyter-e2e',
+    gpus: 3,
+    agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '180000', SVC_JUPYTER_PORT: String(firstPort), SVC_JUPYTER_PORT_COUNT: '20' },
+  });
   const created = await Promise.all([JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, SLEEPER_IMAGE].map((image) => stack.create({ image })));
   for (const c of created) {
     expect(c.status).toBe(201);
@@ -76,10 +83,12 @@ afterAll(async () => {
 });
 
 describe('Jupyter in instances', () => {
-  it('is live at ready: the read has a URL with the token, on the node\'s Jupyter port', async () => {
+  it('is live at ready: the read has a URL with the token, on a port of the instance\'s own', async () => {
     const { base, token } = parts(nb.jupyter.url);
     expect(base).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/${nb.id}/$`));
+    expect(new URL(nb.jupyter.url).port).not.toBe(new URL(self.jupyter.url).port);
     expect(token).toBe(nb.jupyter.token);
+    expect(nb.jupyter.token_redacted).toBe(false); // the suite's key has compute:write
     expect(token.length).toBeGreaterThanOrEqual(32);
     expect(nb.jupyter_unavailable_reason).toBeNull();
     // The page a browser opens from the URL: the notebook's tree.
@@ -112,33 +121,54 @@ describe('Jupyter in instances', () => {
     expect(await execute(`${base.replace('http', 'ws')}api/kernels/${kernel.id}/channels?token=${token}`, '1+1')).toBe('2');
   });
 
-  it('lets a browser carry on with the cookies it got with the token', async () => {
+  it('lets a browser carry on with the cookie it got with the token; Jupyter\'s own cookies stay behind the proxy', async () => {
     const { base, token } = parts(nb.jupyter.url);
     const page = await fetch(`${base}tree?token=${token}`, { redirect: 'manual' });
     expect(page.status).toBe(200);
-    const cookies = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-    expect(cookies).toContain(`svc_jupyter_${nb.id}=`);
+    const setCookies = page.headers.getSetCookie();
+    // Only the proxy's cookie: Jupyter's (_xsrf, username-...) would reach every port of the host.
+    expect(setCookies).toHaveLength(1);
+    expect(setCookies[0]).toMatch(new RegExp(`^svc_jupyter_${nb.id}=[^;]+; Path=/${nb.id}/; HttpOnly; SameSite=Strict$`));
+    expect(await page.text()).toContain('Jupyter');
+    const cookies = setCookies.map((c) => c.split(';')[0]).join('; ');
     // What the page's scripts then ask for: cookies, no token (a browser sends the page as referer).
     const next = await fetch(`${base}api/contents`, { headers: { cookie: cookies, referer: `${base}tree` } });
     expect(next.status).toBe(200);
+    expect(((await next.json()) as { type: string }).type).toBe('directory');
     // Without the proxy's cookie the same request does not get through.
-    const withoutOurs = cookies.split('; ').filter((c) => !c.startsWith('svc_jupyter_')).join('; ');
-    expect((await fetch(`${base}api/contents`, { headers: { cookie: withoutOurs, referer: `${base}tree` } })).status).toBe(401);
+    const without = await fetch(`${base}api/contents`, { headers: { cookie: 'other=1', referer: `${base}tree` } });
+    expect(without.status).toBe(401);
+    await without.arrayBuffer();
+    // The cookie works only from the instance's own origin (a page on another port is another tenant's).
+    const foreign = await fetch(`${base}api/contents`, { headers: { cookie: cookies, origin: self.jupyter.url.replace(/\/inst_.*$/, '') } });
+    expect(foreign.status).toBe(403);
+    expect(((await foreign.json()) as { error: { type: string } }).error.type).toBe('forbidden');
   });
 
   it('reaches a Jupyter the image runs itself', async () => {
     const { base, token } = parts(self.jupyter.url);
-    const kernels = await eventually(async () => {
-      const res = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } });
-      return res.status === 200 ? res.json() : undefined;
-    }, 30_000, 'the image\'s own Jupyter to answer');
-    expect(kernels).toEqual([]);
+    const res = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual([]);
     expect((await fetch(`${base}api/kernels`)).status).toBe(401);
   });
 
   it('says why when the image has no Jupyter', () => {
     expect(plain.jupyter).toBeNull();
     expect(plain.jupyter_unavailable_reason).toMatch(/the image has no Jupyter/);
+  });
+
+  it('keeps each instance\'s Jupyter URL across an agent restart', async () => {
+    const before = { nb: nb.jupyter.url, self: self.jupyter.url };
+    await stack.restartAgent();
+    for (const [inst, url] of [[nb, before.nb], [self, before.self]] as const) {
+      const read = await stack.read(inst.id);
+      expect(read.jupyter.url).toBe(url);
+      const { base, token } = parts(url);
+      const res = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    }
   });
 
   it('goes offline when the instance terminates, open WebSockets included', async () => {
@@ -152,7 +182,27 @@ describe('Jupyter in instances', () => {
     await closed;
     const done = await stack.waitFor(nb.id, ['terminated']);
     expect(done.jupyter).toBeNull();
-    const gone = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } });
-    expect(gone.status).toBe(404);
+    // Its port is given back: nothing answers there (or, reused by a later instance, not this one).
+    const gone = await fetch(`${base}api/kernels`, { headers: { authorization: `token ${token}` } }).then((r) => r.status, () => 'refused');
+    expect(['refused', 404]).toContain(gone);
   });
+});
+
+describe('a Jupyter that never answers', () => {
+  let silent: InstanceStack;
+  beforeAll(async () => {
+    silent = await startInstanceStack({ name: 'jupyter-silent-e2e', gpus: 1, agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '3000' } });
+  }, 60_000);
+  afterAll(async () => {
+    await silent?.close();
+  });
+
+  it('does not hold the instance back: ready after the bound, without Jupyter, saying why', async () => {
+    const { status, body } = await silent.create({ image: JUPYTER_SILENT_IMAGE });
+    expect(status).toBe(201);
+    const ready = await silent.waitFor(body.id, ['ready'], 60_000);
+    expect(ready.jupyter).toBeNull();
+    expect(ready.jupyter_unavailable_reason).toMatch(/^Jupyter did not answer through the proxy within 3 s/);
+    expect(ready.ssh).not.toBeNull(); // the other endpoint is there
+  }, 90_000);
 });

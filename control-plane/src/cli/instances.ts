@@ -62,7 +62,7 @@ export function registerInstanceCommands(program: Command): void {
         const orgs = opts.org ? [await services.orgs.resolve(opts.org)] : await services.orgs.list();
         const rows: InstanceRecord[] = [];
         for (const org of orgs) rows.push(...(await store.instances.list(org.id, { statuses, limit: Number(opts.limit) })).data);
-        if (opts.json) return printJson({ object: 'list', data: rows.map(instanceView) });
+        if (opts.json) return printJson({ object: 'list', data: rows.map((r) => instanceView(r)) });
         printTable(
           ['INSTANCE', 'STATUS', 'SKU', 'POOL', 'NODE', 'MODE', 'CREATED', 'PROGRESS'],
           rows.map((r) => [

@@ -10,7 +10,7 @@ import { billableSeconds, onDemandChargeMicros, reservationChargeMicros, reserva
 import type { Pool } from '../models/catalog.js';
 import { GpuAlreadyClaimed, type InstanceStore } from '../store/instance-store.js';
 import type { EventRecord } from '../store/records.js';
-import { accessView, sameAccess } from './instance-access.js';
+import { REDACTED, accessView, sameAccess, type ViewerRights } from './instance-access.js';
 import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, RefundRecord } from './instance-record.js';
 import { imageReferenceProblem, labelProblem, sshPublicKeyProblem } from './input-validation.js';
 import { TERMINAL, decide, transition, type Decision, type InstanceStatus, type LifecycleEvent, type Occurrence, type StopAction } from './lifecycle.js';
@@ -422,8 +422,11 @@ export class InstanceService {
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-/** The instance object of the API and of `instance.lifecycle` events. */
-export function instanceView(r: InstanceRecord) {
+/**
+ * The instance object of the API and of `instance.lifecycle` events. The Jupyter token is
+ * left out unless `viewer` may write the instance: events and webhooks never carry it.
+ */
+export function instanceView(r: InstanceRecord, viewer: ViewerRights = REDACTED) {
   return {
     id: r.id,
     object: 'instance' as const,
@@ -439,7 +442,7 @@ export function instanceView(r: InstanceRecord) {
     node_id: r.nodeId,
     progress: r.progress,
     // SSH and Jupyter endpoints, as the node reported them; only while ready.
-    ...accessView(r),
+    ...accessView(r, viewer),
     created_at: iso(r.createdAt),
     ready_at: iso(r.readyAt),
     expires_at: iso(r.expiresAt),

@@ -5,6 +5,7 @@ import { ApiError } from '@svc/shared';
 import { POOLS } from '../models/catalog.js';
 import { INSTANCE_STATUSES, type InstanceStatus } from '../instances/lifecycle.js';
 import { MAX_CREATE_HOURS, instanceView, type InstanceService } from '../instances/instance-service.js';
+import type { ViewerRights } from '../instances/instance-access.js';
 import type { InstanceStore } from '../store/instance-store.js';
 import { StringEnum, responses } from '../http/schemas.js';
 
@@ -38,7 +39,14 @@ const Instance = Type.Object(
       Type.Null(),
     ]),
     jupyter: Type.Union([
-      Type.Object({ url: Type.String({ description: 'with ?token=' }), token: Type.String() }, { description: 'Jupyter in the instance; only while ready' }),
+      Type.Object(
+        {
+          url: Type.String({ description: "the instance's own origin and path; with ?token= only for compute:write keys" }),
+          token: Type.Union([Type.String(), Type.Null()], { description: 'runs code in the instance: null unless the key has compute:write' }),
+          token_redacted: Type.Boolean({ description: 'true when the token was left out (a key without compute:write, events, webhooks)' }),
+        },
+        { description: 'Jupyter in the instance; only while ready' },
+      ),
       Type.Null(),
     ]),
     jupyter_unavailable_reason: Type.Union([Type.String(), Type.Null()], { description: 'why jupyter is null on a ready instance' }),
@@ -64,6 +72,10 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
     const tags = ['instances'];
     const write = { scope: 'compute:write' as const };
     const read = { scope: 'compute:read' as const };
+    // The Jupyter token runs code in the instance: only keys that may write it see it.
+    const viewer = (request: { principal?: { key: { scopes: readonly string[] } } | null }): ViewerRights => ({
+      revealJupyterToken: request.principal?.key.scopes.includes('compute:write') ?? false,
+    });
 
     app.post(
       '/instances',
@@ -90,7 +102,7 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
       async (request, reply) => {
         const { org, key } = request.principal!;
         const record = await instances.create(org.id, key.id, request.body);
-        return reply.code(201).send(instanceView(record));
+        return reply.code(201).send(instanceView(record, viewer(request)));
       },
     );
 
@@ -125,7 +137,7 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
         });
         return {
           object: 'list' as const,
-          data: page.data.map(instanceView),
+          data: page.data.map((r) => instanceView(r, viewer(request))),
           has_more: page.hasMore,
           next_cursor: page.hasMore ? page.data.at(-1)!.id : null,
         };
@@ -135,7 +147,7 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
     app.get(
       '/instances/:id',
       { config: read, schema: { tags, summary: 'Read one instance', params: IdParams, response: responses({ 200: Type.Ref(Instance) }) } },
-      async (request) => instanceView(await instances.get(request.principal!.org.id, request.params.id)),
+      async (request) => instanceView(await instances.get(request.principal!.org.id, request.params.id), viewer(request)),
     );
 
     app.post(
@@ -153,7 +165,7 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
       },
       async (request) => {
         const force = request.body.force ?? request.query.force ?? false;
-        return instanceView(await instances.terminate(request.principal!.org.id, request.params.id, force));
+        return instanceView(await instances.terminate(request.principal!.org.id, request.params.id, force), viewer(request));
       },
     );
 
@@ -169,7 +181,7 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
           response: responses({ 200: Type.Ref(Instance) }),
         },
       },
-      async (request) => instanceView(await instances.extend(request.principal!.org.id, request.params.id, request.body.hours)),
+      async (request) => instanceView(await instances.extend(request.principal!.org.id, request.params.id, request.body.hours), viewer(request)),
     );
   };
 }

@@ -10,18 +10,19 @@ import type { Logger } from '@svc/shared';
 import { LABEL_SSH_KEYS } from '../runtime/container-spec.js';
 import { envValue, JUPYTER_CONTAINER_PORT, jupyterBaseUrl } from '../jupyter/jupyter-command.js';
 import type { JupyterLauncher } from '../jupyter/jupyter-launcher.js';
+import type { JupyterPortRange } from '../jupyter/jupyter-origin.js';
+import type { JupyterProxy } from '../jupyter/jupyter-proxy.js';
+import { waitUntilJupyterAnswers } from '../jupyter/jupyter-readiness.js';
 import { parseAuthorizedKeys } from '../ssh/authorized-keys.js';
 import type { HostKey } from '../ssh/host-key.js';
 import type { AccessEntry, AccessRegistry } from './access-registry.js';
-
 
 export interface AccessEndpoints {
   publicHost: string;
   sshPort: number;
   hostKey: HostKey;
-  /** Origin of Jupyter URLs: http://<public host>:<proxy port>, or the configured public URL. */
-  jupyterOrigin: string;
-  jupyterPort: number;
+  /** The ports instances' Jupyter origins are made from (one per instance). */
+  jupyterPorts: JupyterPortRange;
 }
 
 /** What a new instance container gets: environment and labels. */
@@ -30,9 +31,18 @@ export interface ContainerAccessSetup {
   sshAuthorizedKeys: string[];
 }
 
-/** The InstanceAccess message for an instance (pure). */
-export function accessReport(endpoints: AccessEndpoints, entry: Pick<AccessEntry, 'instanceId' | 'jupyter' | 'jupyterToken' | 'jupyterUnavailableReason'>): InstanceAccess {
-  const jupyterUrl = entry.jupyter ? `${endpoints.jupyterOrigin}${entry.jupyter.baseUrl}?token=${entry.jupyterToken}` : '';
+/**
+ * The InstanceAccess message for an instance (pure). `jupyterOrigin` is the origin of the
+ * instance's own Jupyter listener; the URL carries the token, and the control plane shows
+ * it only to keys that may write the instance.
+ */
+export function accessReport(
+  endpoints: AccessEndpoints,
+  entry: Pick<AccessEntry, 'instanceId' | 'jupyter' | 'jupyterToken' | 'jupyterUnavailableReason'>,
+  jupyterOrigin: string | undefined,
+): InstanceAccess {
+  const live = entry.jupyter !== null && jupyterOrigin !== undefined;
+  const jupyterUrl = live ? `${jupyterOrigin}${entry.jupyter!.baseUrl}?token=${entry.jupyterToken}` : '';
   return {
     ssh_host: endpoints.publicHost,
     ssh_port: endpoints.sshPort,
@@ -40,8 +50,8 @@ export function accessReport(endpoints: AccessEndpoints, entry: Pick<AccessEntry
     ssh_host_key: endpoints.hostKey.publicKey,
     ssh_host_key_fingerprint: endpoints.hostKey.fingerprint,
     jupyter_url: jupyterUrl,
-    jupyter_token: entry.jupyter ? entry.jupyterToken : '',
-    jupyter_unavailable_reason: entry.jupyter ? '' : (entry.jupyterUnavailableReason ?? 'Jupyter is not set up'),
+    jupyter_token: live ? entry.jupyterToken : '',
+    jupyter_unavailable_reason: live ? '' : (entry.jupyterUnavailableReason ?? 'Jupyter is not set up'),
   };
 }
 
@@ -53,8 +63,11 @@ export class InstanceAccessService {
       docker: Docker;
       registry: AccessRegistry;
       launcher: JupyterLauncher;
+      proxy: JupyterProxy;
       endpoints: AccessEndpoints;
       log: Logger;
+      /** How long Jupyter has to answer through the proxy before the instance is ready without it. */
+      jupyterStartTimeoutMs: number;
     },
   ) {}
 
@@ -80,7 +93,8 @@ export class InstanceAccessService {
    * container, registers it, gets Jupyter going; returns what the `running` report carries.
    */
   async attach(instanceId: string, containerId: string): Promise<InstanceAccess> {
-    const { docker, registry, launcher, log } = this.deps;
+    const { docker, registry, launcher, proxy, log, jupyterStartTimeoutMs } = this.deps;
+    const deadline = Date.now() + jupyterStartTimeoutMs;
     const info = await docker.getContainer(containerId).inspect();
     const env = info.Config.Env ?? [];
     const { keys, unusable } = parseAuthorizedKeys((info.Config.Labels?.[LABEL_SSH_KEYS] ?? '').split('\n'));
@@ -97,15 +111,32 @@ export class InstanceAccessService {
       jupyterUnavailableReason: null,
     };
     registry.register(entry);
+    let origin: string | undefined;
     try {
       const outcome = await launcher.ensure({ containerId: info.Id, containerIp: entry.containerIp, token: entry.jupyterToken, baseUrl: jupyterBaseUrl(instanceId), home: entry.home });
-      if (outcome.ok) entry.jupyter = { port: outcome.port, baseUrl: outcome.baseUrl };
-      else entry.jupyterUnavailableReason = outcome.reason;
+      if (outcome.ok) {
+        origin = (await proxy.open(instanceId)).origin;
+        entry.jupyter = { port: outcome.port, baseUrl: outcome.baseUrl };
+        const readiness = await waitUntilJupyterAnswers({
+          baseUrl: proxy.localUrl(instanceId)!,
+          token: entry.jupyterToken,
+          deadline,
+          stillWanted: () => registry.current(instanceId) === entry,
+        });
+        if (!readiness.ok) {
+          entry.jupyter = null;
+          entry.jupyterUnavailableReason = `Jupyter did not answer through the proxy within ${Math.round(jupyterStartTimeoutMs / 1000)} s (last: ${readiness.lastAnswer})`;
+        }
+      } else {
+        entry.jupyterUnavailableReason = outcome.reason;
+      }
     } catch (err) {
       log.warn({ err, instance: instanceId }, 'setting up Jupyter failed');
       entry.jupyterUnavailableReason = `setting up Jupyter failed: ${(err as Error).message}`;
     }
-    const report = accessReport(this.deps.endpoints, entry);
+    // Removed meanwhile, or no Jupyter after all: the port goes back.
+    if (!entry.jupyter || registry.current(instanceId) !== entry) await proxy.close(instanceId);
+    const report = accessReport(this.deps.endpoints, entry, origin);
     this.reports.set(instanceId, report);
     return report;
   }
@@ -124,12 +155,14 @@ export class InstanceAccessService {
   remove(instanceId: string, reason: string): void {
     this.reports.delete(instanceId);
     this.deps.registry.remove(instanceId, reason);
+    void this.deps.proxy.close(instanceId).catch((err: unknown) => this.deps.log.warn({ err, instance: instanceId }, 'closing the Jupyter listener failed'));
   }
 
   /** The node's access endpoints, for HostFacts. */
   hostFacts(): Pick<HostFacts, 'public_host' | 'ssh_port' | 'ssh_host_key_fingerprint' | 'jupyter_port'> {
     const e = this.deps.endpoints;
-    return { public_host: e.publicHost, ssh_port: e.sshPort, ssh_host_key_fingerprint: e.hostKey.fingerprint, jupyter_port: e.jupyterPort };
+    // The first port of the range (0: the OS picks each instance's); each instance's read has its own.
+    return { public_host: e.publicHost, ssh_port: e.sshPort, ssh_host_key_fingerprint: e.hostKey.fingerprint, jupyter_port: e.jupyterPorts.first };
   }
 }
 

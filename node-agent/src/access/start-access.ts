@@ -1,6 +1,7 @@
 // Starts what users reach instances through: the node's SSH host key (created once), the
-// SSH gateway and the Jupyter proxy on their ports, and the access service the task code
-// uses. A port that cannot be bound fails the agent's start, naming the setting.
+// SSH gateway on its port, the Jupyter proxy (which opens a port per instance as instances
+// come), and the access service the task code uses. An SSH port that cannot be bound
+// fails the agent's start, naming the setting.
 import type Docker from 'dockerode';
 import { ConfigError, type Logger } from '@svc/shared';
 import type { AgentConfig } from '../config/agent-config.js';
@@ -14,11 +15,13 @@ import { InstanceAccessService } from './instance-access.js';
 export interface RunningAccess {
   service: InstanceAccessService;
   sshPort: number;
-  jupyterPort: number;
   close(): Promise<void>;
 }
 
-type AccessConfig = Pick<AgentConfig, 'dataDir' | 'sshPort' | 'jupyterPort' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl'>;
+type AccessConfig = Pick<
+  AgentConfig,
+  'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
+>;
 
 export async function startAccess(config: AccessConfig, deps: { docker: Docker; log: Logger }): Promise<RunningAccess> {
   const { docker, log } = deps;
@@ -26,37 +29,29 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
   if (hostKey.created) log.info({ fingerprint: hostKey.fingerprint }, 'made the SSH host key of this node');
   const registry = new AccessRegistry();
   const gateway = new SshGateway({ registry, docker, hostKey, log, host: config.accessBindHost, port: config.sshPort });
-  const proxy = new JupyterProxy({ registry, log, host: config.accessBindHost, port: config.jupyterPort, secureCookies: config.jupyterPublicUrl.startsWith('https:') });
+  const jupyterPorts = { first: config.jupyterPort, count: config.jupyterPortCount };
+  const proxy = new JupyterProxy({ registry, log, host: config.accessBindHost, ports: jupyterPorts, publicUrl: config.jupyterPublicUrl, publicHost: config.publicHost });
   let sshPort: number;
-  let jupyterPort: number;
   try {
     sshPort = await gateway.listen();
   } catch (err) {
     throw new ConfigError(`${(err as Error).message} (SVC_SSH_PORT, SVC_ACCESS_BIND_HOST)`);
   }
-  try {
-    jupyterPort = await proxy.listen();
-  } catch (err) {
-    await gateway.close();
-    throw new ConfigError(`${(err as Error).message} (SVC_JUPYTER_PORT, SVC_ACCESS_BIND_HOST)`);
-  }
-  const jupyterOrigin = config.jupyterPublicUrl || `http://${hostForUrl(config.publicHost)}:${jupyterPort}`;
-  log.info({ ssh_port: sshPort, jupyter_port: jupyterPort, public_host: config.publicHost, host_key: hostKey.fingerprint }, 'SSH gateway and Jupyter proxy listening');
+  log.info({ ssh_port: sshPort, jupyter_ports: jupyterPorts, public_host: config.publicHost, host_key: hostKey.fingerprint }, 'SSH gateway listening; Jupyter gets a port per instance');
   const service = new InstanceAccessService({
     docker,
     registry,
-    launcher: new JupyterLauncher({ docker, log }),
-    endpoints: { publicHost: config.publicHost, sshPort, hostKey, jupyterOrigin, jupyterPort },
+    launcher: new JupyterLauncher({ docker, log, startTimeoutMs: config.jupyterStartTimeoutMs }),
+    proxy,
+    endpoints: { publicHost: config.publicHost, sshPort, hostKey, jupyterPorts },
     log,
+    jupyterStartTimeoutMs: config.jupyterStartTimeoutMs,
   });
   return {
     service,
     sshPort,
-    jupyterPort,
     close: async () => {
-      await Promise.all([gateway.close(), proxy.close()]);
+      await Promise.all([gateway.close(), proxy.closeAll()]);
     },
   };
 }
-
-const hostForUrl = (host: string): string => (host.includes(':') && !host.startsWith('[') ? `[${host}]` : host);

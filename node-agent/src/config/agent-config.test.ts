@@ -22,6 +22,13 @@ describe('loadAgentConfig', () => {
     expect(loadAgentConfig({ SVC_AGENT_TLS_CERT: '/c.pem', SVC_AGENT_TLS_KEY: '/k.pem' }).useTls).toBe(true);
   });
 
+  it('keeps the Jupyter range inside the port space and origins per instance', () => {
+    expect(() => loadAgentConfig({ SVC_JUPYTER_PORT: '65500', SVC_JUPYTER_PORT_COUNT: '100' })).toThrow(/SVC_JUPYTER_PORT 65500 plus SVC_JUPYTER_PORT_COUNT 100/);
+    expect(loadAgentConfig({ SVC_JUPYTER_PORT: '65436', SVC_JUPYTER_PORT_COUNT: '100' }).jupyterPortCount).toBe(100);
+    expect(loadAgentConfig({ SVC_JUPYTER_PORT: '0' }).jupyterPort).toBe(0);
+    expect(loadAgentConfig({ SVC_JUPYTER_PUBLIC_URL: 'https://j{port}.node7.example.com' }).jupyterPublicUrl).toBe('https://j{port}.node7.example.com');
+  });
+
   it('parses the ignored XIDs and the simulated GPUs', () => {
     const config = loadAgentConfig({ SVC_GPU_IGNORED_XIDS: '13, 79', SVC_SIMULATE_GPUS: '4xNVIDIA A100-SXM4-80GB' });
     expect([...config.ignoredXidSet]).toEqual([13, 79]);
@@ -35,6 +42,9 @@ describe('loadAgentConfig', () => {
     ['SVC_SIMULATE_GPUS', '9'],
     ['SVC_SIMULATE_GPUS', 'lots'],
     ['SVC_GPU_MAX_TEMPERATURE_C', 'hot'],
+    // One origin for every instance would let tenants script each other's notebooks.
+    ['SVC_JUPYTER_PUBLIC_URL', 'https://jupyter.node7.example.com'],
+    ['SVC_JUPYTER_PORT_COUNT', '0'],
   ])('stops on a bad %s (%s) naming the setting', (name, value) => {
     expect(() => loadAgentConfig({ [name]: value })).toThrow(new RegExp(name));
   });

@@ -117,7 +117,19 @@ export const agentSettings = {
     'SVC_JUPYTER_PORT',
     Type.Integer({ minimum: 0, maximum: 65535 }),
     8890,
-    'Port of the Jupyter proxy (paths /<instance id>/...); 0 picks a free port.',
+    "First port of the Jupyter range: each instance's Jupyter gets a port (its own browser origin) from SVC_JUPYTER_PORT on; 0 lets the OS pick a free port for each.",
+  ),
+  jupyterPortCount: setting(
+    'SVC_JUPYTER_PORT_COUNT',
+    Type.Integer({ minimum: 1, maximum: 10000 }),
+    100,
+    'How many ports the Jupyter range has: the most instances with Jupyter at once on this node.',
+  ),
+  jupyterStartTimeoutMs: setting(
+    'SVC_JUPYTER_START_TIMEOUT_MS',
+    Type.Integer({ minimum: 1000, maximum: 600_000 }),
+    60_000,
+    "How long an instance's Jupyter has to answer through the proxy before the instance is ready without it (jupyter_unavailable_reason says so).",
   ),
   publicHost: setting(
     'SVC_PUBLIC_HOST',
@@ -133,9 +145,9 @@ export const agentSettings = {
   ),
   jupyterPublicUrl: setting(
     'SVC_JUPYTER_PUBLIC_URL',
-    Type.String({ pattern: '^$|^https?://[^/?#]+$' }),
+    Type.String({ pattern: '^$|^https?://[^/?#]*\\{port\\}[^/?#]*$' }),
     '',
-    'Origin of Jupyter URLs when a TLS proxy fronts the Jupyter port (https://jupyter.node7.example.com); empty means http://<public host>:<port>.',
+    "Origin of Jupyter URLs when a TLS proxy fronts the Jupyter ports; {port} is the instance's port, so origins stay per instance (https://node7.example.com:{port} or https://j{port}.node7.example.com); empty means http://<public host>:<port>.",
   ),
   logLevel: setting(
     'SVC_LOG_LEVEL',
@@ -173,6 +185,9 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
       `refusing plaintext gRPC to ${settings.controlPlane}: plaintext is allowed only to a loopback control plane. ` +
         'Set SVC_AGENT_TLS_CA (and SVC_AGENT_TLS_CERT/SVC_AGENT_TLS_KEY for mutual TLS), or SVC_AGENT_TLS=true for a publicly trusted certificate.',
     );
+  }
+  if (settings.jupyterPort !== 0 && settings.jupyterPort + settings.jupyterPortCount - 1 > 65535) {
+    throw new ConfigError(`SVC_JUPYTER_PORT ${settings.jupyterPort} plus SVC_JUPYTER_PORT_COUNT ${settings.jupyterPortCount} ports runs past port 65535`);
   }
   const ignoredXidSet = new Set(
     settings.ignoredXids

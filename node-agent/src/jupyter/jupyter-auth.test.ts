@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { authorize, cookieName, cookieValue, instanceOfPath, sessionCookie } from './jupyter-auth.js';
+import { authorize, cookieName, cookieValue, crossOriginRefusal, instanceOfPath, sessionCookie } from './jupyter-auth.js';
 
 const ID = 'inst_abc123';
 const TOKEN = 'f00dfeed';
@@ -20,6 +20,10 @@ describe('Jupyter proxy authorization', () => {
     expect(authorize(ID, TOKEN, { url: `/${ID}/api/kernels`, cookie: `a=b; ${cookieName(ID)}=${cookieValue(TOKEN)}` })).toEqual({ ok: true, via: 'cookie' });
   });
 
+  it('is not shadowed by a same-named cookie a sibling page planted', () => {
+    expect(authorize(ID, TOKEN, { url: `/${ID}/api/kernels`, cookie: `${cookieName(ID)}=planted; ${cookieName(ID)}=${cookieValue(TOKEN)}` })).toEqual({ ok: true, via: 'cookie' });
+  });
+
   it('refuses requests without the token or with a wrong one', () => {
     expect(authorize(ID, TOKEN, { url: `/${ID}/api/kernels` }).ok).toBe(false);
     expect(authorize(ID, TOKEN, { url: `/${ID}/api/kernels?token=wrong` }).ok).toBe(false);
@@ -30,8 +34,27 @@ describe('Jupyter proxy authorization', () => {
     expect(authorize(ID, '', { url: `/${ID}/?token=` }).ok).toBe(false);
   });
 
-  it('scopes the cookie to the instance path', () => {
-    expect(sessionCookie(ID, TOKEN, false)).toBe(`${cookieName(ID)}=${cookieValue(TOKEN)}; Path=/${ID}/; HttpOnly; SameSite=Lax`);
-    expect(sessionCookie(ID, TOKEN, true)).toMatch(/; Secure$/);
+  it('lets the cookie work only from the instance\'s own origin', () => {
+    const own = 'http://gpu7.example.com:8917';
+    const cases: Array<[string, Parameters<typeof crossOriginRefusal>[0], Parameters<typeof crossOriginRefusal>[1], boolean]> = [
+      ['a navigation (no Origin)', 'cookie', { host: 'gpu7.example.com:8917' }, true],
+      ['the notebook\'s own fetch', 'cookie', { origin: own, host: 'gpu7.example.com:8917', secFetchSite: 'same-origin' }, true],
+      ['the same origin under another name, Host kept by a proxy', 'cookie', { origin: 'http://10.0.0.7:8917', host: '10.0.0.7:8917' }, true],
+      ['a typed URL', 'cookie', { secFetchSite: 'none' }, true],
+      ['another instance\'s page (another port)', 'cookie', { origin: 'http://gpu7.example.com:8918', host: 'gpu7.example.com:8917' }, false],
+      ['another port, seen by Fetch Metadata only', 'cookie', { secFetchSite: 'same-site', host: 'gpu7.example.com:8917' }, false],
+      ['another site', 'cookie', { origin: 'https://evil.example', host: 'gpu7.example.com:8917', secFetchSite: 'cross-site' }, false],
+      ['a sandboxed page (opaque origin)', 'cookie', { origin: 'null', host: 'gpu7.example.com:8917' }, false],
+      ['a client that sends the token', 'header', { origin: 'https://evil.example', secFetchSite: 'cross-site' }, true],
+      ['a URL with the token', 'query', { origin: 'http://gpu7.example.com:8918' }, true],
+    ];
+    for (const [what, via, request, passes] of cases) {
+      expect(crossOriginRefusal(via, request, own) === undefined, what).toBe(passes);
+    }
+  });
+
+  it('scopes the cookie to the instance path, out of scripts\' and other sites\' reach', () => {
+    expect(sessionCookie(ID, TOKEN, false)).toBe(`${cookieName(ID)}=${cookieValue(TOKEN)}; Path=/${ID}/; HttpOnly; SameSite=Strict`);
+    expect(sessionCookie(ID, TOKEN, true)).toMatch(/; Secure/);
   });
 });

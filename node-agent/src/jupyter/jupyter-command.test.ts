@@ -15,21 +15,20 @@ describe('starting Jupyter in an image', () => {
     expect(notebookMajor('')).toBeUndefined();
   });
 
-  it('serves the proxy: all interfaces, port 8888, the instance base URL and token', () => {
+  it('serves the proxy: all interfaces, port 8888, the instance base URL; no token on the command line', () => {
     const base = jupyterBaseUrl('inst_x1');
     expect(base).toBe('/inst_x1/');
-    expect(jupyterCommand({ program: 'jupyter-notebook', path: '/usr/bin/jupyter-notebook', classic: true }, { token: 't0k', baseUrl: base })).toEqual([
+    expect(jupyterCommand({ program: 'jupyter-notebook', path: '/usr/bin/jupyter-notebook', classic: true }, { baseUrl: base })).toEqual([
       '/usr/bin/jupyter-notebook',
       '--no-browser',
       '--allow-root',
       '--ip=0.0.0.0',
       '--port=8888',
       '--port-retries=0',
-      '--NotebookApp.token=t0k',
       '--NotebookApp.base_url=/inst_x1/',
       '--NotebookApp.allow_remote_access=True',
     ]);
-    expect(jupyterCommand({ program: 'jupyter-lab', path: '/opt/conda/bin/jupyter-lab', classic: false }, { token: 't0k', baseUrl: base })).toContain('--ServerApp.base_url=/inst_x1/');
+    expect(jupyterCommand({ program: 'jupyter-lab', path: '/opt/conda/bin/jupyter-lab', classic: false }, { baseUrl: base })).toContain('--ServerApp.base_url=/inst_x1/');
   });
 
   it('recognises Jupyter servers in a process listing', () => {

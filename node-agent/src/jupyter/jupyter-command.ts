@@ -1,7 +1,7 @@
 // How the agent starts Jupyter in an image that has it but does not run it: which server
 // (JupyterLab, the notebook, or a bare Jupyter server), found on the image's PATH, and the
 // command line that makes it serve the proxy: all interfaces of the container, port 8888,
-// base URL /<instance id>/, the instance's token. Pure, so every variant is unit-tested.
+// base URL /<instance id>/ (the token comes in the environment). Pure, so every variant is unit-tested.
 import { posix } from 'node:path';
 
 /** The port Jupyter listens on inside the container (the agent's, or the image's own). */
@@ -43,7 +43,8 @@ export interface JupyterLaunch {
   classic: boolean;
 }
 
-export function jupyterCommand(launch: JupyterLaunch, options: { token: string; baseUrl: string; port?: number }): string[] {
+/** The token is not on the command line (the host's `ps` would show it): Jupyter reads JUPYTER_TOKEN from the exec's environment. */
+export function jupyterCommand(launch: JupyterLaunch, options: { baseUrl: string; port?: number }): string[] {
   const app = launch.classic ? 'NotebookApp' : 'ServerApp';
   return [
     launch.path,
@@ -52,7 +53,6 @@ export function jupyterCommand(launch: JupyterLaunch, options: { token: string; 
     '--ip=0.0.0.0',
     `--port=${options.port ?? JUPYTER_CONTAINER_PORT}`,
     '--port-retries=0',
-    `--${app}.token=${options.token}`,
     `--${app}.base_url=${options.baseUrl}`,
     // Users reach it through the node's public name, not the container's address.
     `--${app}.allow_remote_access=True`,

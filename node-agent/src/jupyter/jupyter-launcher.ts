@@ -53,7 +53,8 @@ export class JupyterLauncher {
       return { ok: false, reason: `the image has no Jupyter (none of ${JUPYTER_PROGRAMS.join(', ')} is on its PATH)` };
     }
     const exec = await container.exec({
-      Cmd: jupyterCommand(launch, { token: req.token, baseUrl: req.baseUrl }),
+      Cmd: jupyterCommand(launch, { baseUrl: req.baseUrl }),
+      Env: [`JUPYTER_TOKEN=${req.token}`],
       WorkingDir: req.home,
       AttachStdout: false,
       AttachStderr: false,

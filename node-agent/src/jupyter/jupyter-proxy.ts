@@ -1,61 +1,140 @@
-// The node's Jupyter proxy: one HTTP port for every instance, paths /<instance id>/...
-// forwarded as they are (the instance's Jupyter serves that base URL) to the container's
-// Jupyter over the Docker network, HTTP and WebSocket alike. Nothing passes without the
-// instance's token (jupyter-auth.ts). A stopping instance takes no new requests; its open
-// WebSockets close when it is gone.
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { listenOn } from '../access/listen.js';
-import { connect, type Socket } from 'node:net';
+// The node's Jupyter proxy: every instance gets a listener of its own, on a port from the
+// node's Jupyter range, so each instance's Jupyter is a browser origin of its own (a page
+// of tenant A's Jupyter cannot script tenant B's). Paths /<instance id>/... are forwarded
+// as they are (the instance's Jupyter serves that base URL) to the container's Jupyter,
+// HTTP and WebSocket alike, through http-proxy-3. Nothing passes without the instance's
+// token (jupyter-auth.ts); the proxy then speaks for the browser with the token, so
+// Jupyter needs no cookies: Jupyter's Set-Cookie headers are dropped (cookies ignore ports,
+// so they would reach every instance's origin on the node) and the browser's cookies are
+// not forwarded. A stopping instance takes no new requests; its open WebSockets close and
+// its port is given back when it is gone.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { createProxyServer } from 'http-proxy-3';
 import type { Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry, JupyterTarget } from '../access/access-registry.js';
-import { authorize, instanceOfPath, sessionCookie } from './jupyter-auth.js';
+import { listenOn } from '../access/listen.js';
+import { authorize, crossOriginRefusal, instanceOfPath, sessionCookie } from './jupyter-auth.js';
+import { jupyterOrigin, portCandidates, type JupyterPortRange } from './jupyter-origin.js';
 
 export interface JupyterProxyOptions {
   registry: AccessRegistry;
   log: Logger;
+  /** Address the listeners bind to. */
   host: string;
-  /** 0 picks a free port. */
+  ports: JupyterPortRange;
+  /** SVC_JUPYTER_PUBLIC_URL: origin template with `{port}`, or empty. */
+  publicUrl: string;
+  publicHost: string;
+}
+
+export interface JupyterListener {
   port: number;
-  /** Mark the cookie Secure (the public URL is https). */
-  secureCookies: boolean;
+  /** The instance's public origin, e.g. http://gpu7.example.com:8917. */
+  origin: string;
+}
+
+interface Listening extends JupyterListener {
+  server: Server;
 }
 
 type Gate =
   | { ok: true; entry: AccessEntry; target: JupyterTarget & { ip: string }; setCookie: boolean }
   | { ok: false; status: number; type: string; message: string };
 
-// Hop-by-hop headers are the proxy's own business (RFC 9110 7.6.1).
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']);
-
 export class JupyterProxy {
-  private readonly server: Server;
-  private listeningPort = 0;
+  private readonly listeners = new Map<string, Listening>();
+  private readonly opening = new Map<string, Promise<JupyterListener>>();
+  private readonly proxy = createProxyServer({ ws: true });
+  /** Responses that get the proxy's session cookie (the request came with ?token=). */
+  private readonly cookieFor = new WeakMap<IncomingMessage, string>();
 
   constructor(private readonly options: JupyterProxyOptions) {
-    this.server = createServer((req, res) => this.forward(req, res));
-    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.tunnel(req, socket as Socket, head));
-    this.server.on('clientError', (_err, socket) => socket.destroy());
+    this.proxy.on('proxyRes', (answer, req) => {
+      // Jupyter's cookies would be readable and settable from every port of this host.
+      delete answer.headers['set-cookie'];
+      const cookie = this.cookieFor.get(req);
+      if (cookie) answer.headers['set-cookie'] = [cookie];
+    });
+    this.proxy.on('proxyReqWs', (proxyReq) => {
+      proxyReq.prependListener('upgrade', (answer: IncomingMessage) => {
+        delete answer.headers['set-cookie'];
+      });
+    });
   }
 
-  get port(): number {
-    return this.listeningPort;
+  /** The instance's listener, opened on the first free port of its candidates; repeat calls answer the same one. */
+  open(instanceId: string): Promise<JupyterListener> {
+    const existing = this.listeners.get(instanceId);
+    if (existing) return Promise.resolve({ port: existing.port, origin: existing.origin });
+    let pending = this.opening.get(instanceId);
+    if (!pending) {
+      pending = this.listen(instanceId).finally(() => this.opening.delete(instanceId));
+      this.opening.set(instanceId, pending);
+    }
+    return pending;
   }
 
-  async listen(): Promise<number> {
-    this.listeningPort = await listenOn(this.server, this.options.port, this.options.host, 'Jupyter proxy');
-    return this.listeningPort;
+  listener(instanceId: string): JupyterListener | undefined {
+    const l = this.listeners.get(instanceId);
+    return l && { port: l.port, origin: l.origin };
   }
 
-  async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  /** A URL of the instance's listener that this host can reach (for the agent's own checks). */
+  localUrl(instanceId: string): string | undefined {
+    const l = this.listeners.get(instanceId);
+    if (!l) return undefined;
+    const host = ['0.0.0.0', '::', ''].includes(this.options.host) ? '127.0.0.1' : this.options.host;
+    return `http://${host.includes(':') ? `[${host}]` : host}:${l.port}/${instanceId}/`;
   }
 
-  private gate(req: IncomingMessage): Gate {
+  /** Gives the instance's port back; open connections are cut. */
+  async close(instanceId: string): Promise<void> {
+    await this.opening.get(instanceId)?.catch(() => undefined);
+    const l = this.listeners.get(instanceId);
+    if (!l) return;
+    this.listeners.delete(instanceId);
+    l.server.closeAllConnections();
+    await new Promise<void>((resolve) => l.server.close(() => resolve()));
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.listeners.keys(), ...this.opening.keys()].map((id) => this.close(id)));
+    this.proxy.close();
+  }
+
+  private async listen(instanceId: string): Promise<JupyterListener> {
+    const { ports, host } = this.options;
+    let lastError: Error | undefined;
+    for (const candidate of portCandidates(ports, instanceId)) {
+      if (candidate !== 0 && [...this.listeners.values()].some((l) => l.port === candidate)) continue;
+      const server = this.serverFor(instanceId);
+      try {
+        const port = await listenOn(server, candidate, host, `Jupyter proxy of ${instanceId}`);
+        const listening: Listening = { server, port, origin: jupyterOrigin(this.options.publicUrl, this.options.publicHost, port) };
+        this.listeners.set(instanceId, listening);
+        return { port, origin: listening.origin };
+      } catch (err) {
+        lastError = err as Error;
+      }
+    }
+    const range = ports.first === 0 ? 'any port' : `ports ${ports.first}-${ports.first + ports.count - 1}`;
+    throw new Error(`no free Jupyter port on this node (${range}; SVC_JUPYTER_PORT, SVC_JUPYTER_PORT_COUNT): ${lastError?.message ?? 'all are taken by other instances'}`);
+  }
+
+  private serverFor(instanceId: string): Server {
+    const server = createServer((req, res) => this.forward(instanceId, req, res));
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.tunnel(instanceId, req, socket as Socket, head));
+    server.on('clientError', (_err, socket) => socket.destroy());
+    return server;
+  }
+
+  private gate(instanceId: string, req: IncomingMessage): Gate {
     const url = req.url ?? '/';
-    const instanceId = instanceOfPath(url);
-    if (!instanceId) return { ok: false, status: 404, type: 'not_found', message: 'Jupyter URLs look like /<instance id>/?token=<token>; the instance read has the whole URL' };
+    if (instanceOfPath(url) !== instanceId) {
+      return { ok: false, status: 404, type: 'not_found', message: `this port serves instance ${instanceId}'s Jupyter at /${instanceId}/; the instance read has the whole URL` };
+    }
     const found = this.options.registry.lookup(instanceId);
     if (!found.ok) {
       return found.reason === 'draining'
@@ -65,84 +144,69 @@ export class JupyterProxy {
     const { entry } = found;
     const auth = authorize(instanceId, entry.jupyterToken, { url, authorization: req.headers.authorization, cookie: req.headers.cookie });
     if (!auth.ok) return { ok: false, status: 401, type: 'unauthorized', message: `instance ${instanceId}'s Jupyter needs its token: ?token=<token> or an "Authorization: token <token>" header` };
+    const origin = this.listeners.get(instanceId)?.origin ?? '';
+    const refusal = crossOriginRefusal(auth.via, { origin: req.headers.origin, host: req.headers.host, secFetchSite: header(req, 'sec-fetch-site') }, origin);
+    if (refusal) return { ok: false, status: 403, type: 'forbidden', message: refusal };
     if (!entry.jupyter || !entry.containerIp) {
       return { ok: false, status: 503, type: 'jupyter_unavailable', message: `instance ${instanceId} has no Jupyter: ${entry.jupyterUnavailableReason ?? 'it is still being set up'}` };
     }
     return { ok: true, entry, target: { ...entry.jupyter, ip: entry.containerIp }, setCookie: auth.via === 'query' };
   }
 
-  private forward(req: IncomingMessage, res: ServerResponse): void {
-    const gate = this.gate(req);
-    if (!gate.ok) return refuse(res, gate);
-    const headers = { ...req.headers };
-    for (const h of HOP_BY_HOP) delete headers[h];
-    const upstream = request({ host: gate.target.ip, port: gate.target.port, method: req.method, path: req.url, headers }, (answer) => {
-      const out: Record<string, string | string[] | undefined> = { ...answer.headers };
-      for (const h of HOP_BY_HOP) delete out[h];
-      if (gate.setCookie) {
-        const existing = answer.headers['set-cookie'] ?? [];
-        out['set-cookie'] = [...existing, sessionCookie(gate.entry.instanceId, gate.entry.jupyterToken, this.options.secureCookies)];
-      }
-      res.writeHead(answer.statusCode ?? 502, out);
-      answer.pipe(res);
-    });
-    upstream.on('error', (err) => {
-      if (!res.headersSent) {
-        refuse(res, { status: 502, type: 'jupyter_unreachable', message: `instance ${gate.entry.instanceId}'s Jupyter does not answer: ${err.message}` });
-      } else {
-        res.destroy();
-      }
-    });
-    res.on('close', () => {
-      if (!res.writableFinished) upstream.destroy();
-    });
-    req.pipe(upstream);
+  /** What goes upstream: the token instead of the browser's cookies (which may hold other instances' and sites'). */
+  private speakForBrowser(req: IncomingMessage, entry: AccessEntry): void {
+    delete req.headers.cookie;
+    req.headers.authorization = `token ${entry.jupyterToken}`;
   }
 
-  private tunnel(req: IncomingMessage, socket: Socket, head: Buffer): void {
+  private forward(instanceId: string, req: IncomingMessage, res: ServerResponse): void {
+    const gate = this.gate(instanceId, req);
+    if (!gate.ok) return refuse(res, gate);
+    if (gate.setCookie) this.cookieFor.set(req, sessionCookie(instanceId, gate.entry.jupyterToken, this.options.publicUrl.startsWith('https:')));
+    this.speakForBrowser(req, gate.entry);
+    this.proxy.web(req, res, { target: { host: gate.target.ip, port: gate.target.port } }, (err) => {
+      if (!res.headersSent) refuse(res, { status: 502, type: 'jupyter_unreachable', message: `instance ${instanceId}'s Jupyter does not answer: ${err.message}` });
+      else res.destroy();
+    });
+  }
+
+  private tunnel(instanceId: string, req: IncomingMessage, socket: Socket, head: Buffer): void {
     socket.on('error', () => socket.destroy());
-    const gate = this.gate(req);
+    const gate = this.gate(instanceId, req);
     if (!gate.ok) {
-      const body = JSON.stringify({ error: { type: gate.type, message: gate.message } });
-      socket.end(`HTTP/1.1 ${gate.status} ${gate.status === 401 ? 'Unauthorized' : gate.status === 404 ? 'Not Found' : 'Service Unavailable'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      socket.end(rawAnswer(gate));
       return;
     }
-    const upstream = connect(gate.target.port, gate.target.ip);
-    let connected = false;
-    const untrack = this.options.registry.track(gate.entry.instanceId, () => {
-      upstream.destroy();
-      socket.destroy();
-    });
-    const done = (): void => {
-      untrack();
-      upstream.destroy();
-      // Before the upstream connected the client gets an answer (below), which end() flushes.
-      if (connected) socket.destroy();
-    };
-    upstream.once('connect', () => {
-      connected = true;
-      const lines = [`${req.method} ${req.url} HTTP/${req.httpVersion}`];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
-      upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
-      if (head.length > 0) upstream.write(head);
-      upstream.pipe(socket);
-      socket.pipe(upstream);
-    });
-    upstream.on('error', (err) => {
-      this.options.log.debug({ err: err.message, instance: gate.entry.instanceId }, 'Jupyter WebSocket upstream failed');
-      if (!connected) {
-        const body = JSON.stringify({ error: { type: 'jupyter_unreachable', message: `instance ${gate.entry.instanceId}'s Jupyter does not answer: ${err.message}` } });
-        socket.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    this.speakForBrowser(req, gate.entry);
+    const untrack = this.options.registry.track(instanceId, () => socket.destroy());
+    socket.once('close', untrack);
+    this.proxy.ws(req, socket, head, { target: { host: gate.target.ip, port: gate.target.port } }, (err) => {
+      this.options.log.debug({ err: err.message, instance: instanceId }, 'Jupyter WebSocket upstream failed');
+      // Before the upgrade the client gets an answer; after it, the socket just closes.
+      if (socket.bytesWritten === 0 && !socket.destroyed) {
+        socket.end(rawAnswer({ status: 502, type: 'jupyter_unreachable', message: `instance ${instanceId}'s Jupyter does not answer: ${err.message}` }));
+      } else {
+        socket.destroy();
       }
-      done();
     });
-    upstream.once('close', done);
-    socket.once('close', done);
   }
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
 }
 
 function refuse(res: ServerResponse, gate: { status: number; type: string; message: string }): void {
   const body = JSON.stringify({ error: { type: gate.type, message: gate.message } });
   res.writeHead(gate.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
+}
+
+const REASONS: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 502: 'Bad Gateway', 503: 'Service Unavailable' };
+
+/** An answer written on a socket that was asking for an upgrade. */
+function rawAnswer(gate: { status: number; type: string; message: string }): string {
+  const body = JSON.stringify({ error: { type: gate.type, message: gate.message } });
+  return `HTTP/1.1 ${gate.status} ${REASONS[gate.status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
 }

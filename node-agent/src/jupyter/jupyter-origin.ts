@@ -1,0 +1,32 @@
+// Each instance's Jupyter has a browser origin of its own: one port per instance from the
+// node's Jupyter port range, so a page served by one tenant's Jupyter is cross-origin to
+// every other tenant's (DESIGN 7). Pure: which ports an instance tries, in order, and the
+// origin a port gives under the configured public URL.
+import { createHash } from 'node:crypto';
+
+export interface JupyterPortRange {
+  /** First port of the range; 0 lets the OS pick a free port for each instance. */
+  first: number;
+  count: number;
+}
+
+/**
+ * The ports an instance tries, in order: starting at a place derived from its id (so an
+ * agent restarted with the same instances gives them their old ports, whatever the order
+ * they are attached in), then the rest of the range around. [0] when the OS picks.
+ */
+export function portCandidates(range: JupyterPortRange, instanceId: string): number[] {
+  if (range.first === 0) return [0];
+  const start = createHash('sha256').update(instanceId).digest().readUInt32BE(0) % range.count;
+  return Array.from({ length: range.count }, (_, i) => range.first + ((start + i) % range.count));
+}
+
+/**
+ * The origin users reach an instance's Jupyter at: the public URL with `{port}` filled
+ * in (a TLS proxy in front, one name or port per instance), or http://<public host>:<port>.
+ */
+export function jupyterOrigin(publicUrl: string, publicHost: string, port: number): string {
+  if (publicUrl) return publicUrl.replaceAll('{port}', String(port));
+  const host = publicHost.includes(':') && !publicHost.startsWith('[') ? `[${publicHost}]` : publicHost;
+  return `http://${host}:${port}`;
+}
