@@ -7,6 +7,7 @@ import { INSTANCE_STATUSES, type InstanceStatus } from '../instances/lifecycle.j
 import { MAX_CREATE_HOURS, instanceView, type InstanceService } from '../instances/instance-service.js';
 import type { InstanceStore } from '../store/instance-store.js';
 import { StringEnum, responses } from '../http/schemas.js';
+import { storedCompletion } from '../pipeline/idempotency.js';
 
 const Instance = Type.Object(
   {
@@ -89,7 +90,8 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
       },
       async (request, reply) => {
         const { org, key } = request.principal!;
-        const record = await instances.create(org.id, key.id, request.body);
+        // The answer commits with the instance: a retry after a crash finds it, never a second instance.
+        const record = await instances.create(org.id, key.id, request.body, (created) => storedCompletion(request, 201, instanceView(created)));
         return reply.code(201).send(instanceView(record));
       },
     );
@@ -169,7 +171,11 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
           response: responses({ 200: Type.Ref(Instance) }),
         },
       },
-      async (request) => instanceView(await instances.extend(request.principal!.org.id, request.params.id, request.body.hours)),
+      async (request) =>
+        instanceView(
+          // The answer commits with the extension's charge: a retry after a crash does not charge again.
+          await instances.extend(request.principal!.org.id, request.params.id, request.body.hours, (updated) => storedCompletion(request, 200, instanceView(updated))),
+        ),
     );
   };
 }

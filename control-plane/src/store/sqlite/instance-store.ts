@@ -4,7 +4,8 @@ import type Database from 'better-sqlite3';
 import type { ChargeRecord, InstanceRecord } from '../../instances/instance-record.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
-import { GpuAlreadyClaimed, type InstancePage, type InstanceStore } from '../instance-store.js';
+import { GpuAlreadyClaimed, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import { completeClaim } from './idempotency-store.js';
 import type { EventRecord } from '../records.js';
 import { insertEvent } from './event-rows.js';
 import { newestFirstPage } from './newest-first-page.js';
@@ -83,7 +84,7 @@ export class SqliteInstanceStore implements InstanceStore {
     return row && toRecord(row);
   }
 
-  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null): Promise<void> {
+  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith): Promise<void> {
     this.db.transaction(() => {
       // gpu_claims' primary key makes a second claim of one GPU impossible, across processes too.
       const claim = this.db.prepare('INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
@@ -95,6 +96,7 @@ export class SqliteInstanceStore implements InstanceStore {
       this.db.prepare(`INSERT INTO instances (${names.join(', ')}) VALUES (${names.map((n) => `@${n}`).join(', ')})`).run(columns);
       insertEvent(this.db, event);
       this.insertCharge(charge);
+      completeClaim(this.db, answer?.(instance));
     }).immediate();
   }
 
@@ -152,13 +154,16 @@ export class SqliteInstanceStore implements InstanceStore {
     id: string,
     patch: Partial<Pick<InstanceRecord, 'progress' | 'pendingStop' | 'expiresAt' | 'durationHours' | 'updatedAt'>>,
     charge: ChargeRecord | null = null,
+    answer?: AnswerWith,
   ): Promise<InstanceRecord | undefined> {
     return this.db.transaction(() => {
       const columns = toColumns(patch);
       const names = Object.keys(columns);
       if (names.length > 0) this.db.prepare(`UPDATE instances SET ${names.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @__id`).run({ ...columns, __id: id });
       this.insertCharge(charge);
-      return this.getSync(id);
+      const updated = this.getSync(id);
+      if (updated) completeClaim(this.db, answer?.(updated));
+      return updated;
     }).immediate();
   }
 

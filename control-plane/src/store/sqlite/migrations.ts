@@ -5,6 +5,7 @@ import { ACCESS_MIGRATION } from './access-migration.js';
 import { INSTANCES_MIGRATION } from './instance-migration.js';
 import { USAGE_MIGRATION } from './usage-migration.js';
 import { REPLICAS_MIGRATION } from './replica-migration.js';
+import { IDEMPOTENCY_LEASE_MIGRATION } from './idempotency-migration.js';
 
 export interface Migration {
   version: number;
@@ -231,4 +232,5 @@ export const MIGRATIONS: Migration[] = [
   ACCESS_MIGRATION,
   REPLICAS_MIGRATION,
   USAGE_MIGRATION,
+  IDEMPOTENCY_LEASE_MIGRATION,
 ];
