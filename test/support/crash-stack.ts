@@ -42,6 +42,8 @@ export async function startCrashStack(options: { name: string; gpus: number; env
   const env = {
     SVC_DATA_DIR: dataDir,
     SVC_GRPC_PORT: String(grpcPort),
+    // One address across restarts: clients retry the same URL, as they would behind a load balancer.
+    SVC_HTTP_PORT: String(await freePort()),
     SVC_REPORT_INTERVAL_MS: '500',
     // Long enough that a restart of the control plane does not count as a lost node.
     SVC_NODE_DEADLINE_MS: '60000',
