@@ -217,3 +217,25 @@ describe('idempotency and errors that ask for a retry', () => {
     expect(listed.body.data.map((i: { id: string }) => i.id)).toEqual([created.body.id]);
   });
 });
+
+describe('idempotent extend', () => {
+  it('a retried extend is replayed with its instance and charges once', async () => {
+    const compute = await cp.key({ scopes: ['compute:write', 'compute:read', 'billing:read'] });
+    await addReadyNode(cp, { gpus: 1, pool: 'eu' });
+    cp.app.services.taskDispatcher.attach(() => true);
+    const reserved = await cp.request('POST', '/v1/instances', { key: compute, body: { sku: 'h100-80gb', gpus: 1, pool: 'eu', duration_hours: 2 } });
+    expect(reserved.status, reserved.text).toBe(201);
+    const idem = randomUUID();
+    const extend = () => cp.request('POST', `/v1/instances/${reserved.body.id}/extend`, { key: compute, body: { hours: 3 }, headers: { 'x-service-idempotency-key': idem } });
+    const first = await extend();
+    expect(first.status, first.text).toBe(200);
+    expect(first.body.duration_hours).toBe(5);
+    const again = await extend();
+    expect(again.headers.get('x-service-idempotent-replay')).toBe('true');
+    expect(again.body).toMatchObject({ id: reserved.body.id, duration_hours: 5 });
+    const charges = (await cp.request('GET', '/v1/billing/charges?limit=100', { key: compute })).body.data.filter(
+      (c: { instance_id: string; kind: string }) => c.instance_id === reserved.body.id && c.kind === 'extension',
+    );
+    expect(charges).toHaveLength(1);
+  });
+});
