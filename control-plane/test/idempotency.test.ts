@@ -219,20 +219,26 @@ describe('idempotency and errors that ask for a retry', () => {
 });
 
 describe('idempotent extend', () => {
-  it('a retried extend is replayed with its instance and charges once', async () => {
+  it('a retried extend is replayed with its instance, without its Jupyter token, and charges once', async () => {
     const compute = await cp.key({ scopes: ['compute:write', 'compute:read', 'billing:read'] });
-    await addReadyNode(cp, { gpus: 1, pool: 'eu' });
+    const { nodeId } = await addReadyNode(cp, { gpus: 1, pool: 'eu' });
     cp.app.services.taskDispatcher.attach(() => true);
     const reserved = await cp.request('POST', '/v1/instances', { key: compute, body: { sku: 'h100-80gb', gpus: 1, pool: 'eu', duration_hours: 2 } });
     expect(reserved.status, reserved.text).toBe(201);
+    // The node reports it running, with Jupyter: the instance's answers now carry the token.
+    const token = `jupyter-token-${randomUUID()}`;
+    const jupyter = { url: `http://127.0.0.1:8890/${reserved.body.id}/?token=${token}`, token };
+    await cp.app.services.instances.onTaskState(nodeId, reserved.body.id, 'running', { access: { ssh: null, jupyter, jupyterUnavailableReason: null } });
     const idem = randomUUID();
     const extend = () => cp.request('POST', `/v1/instances/${reserved.body.id}/extend`, { key: compute, body: { hours: 3 }, headers: { 'x-service-idempotency-key': idem } });
     const first = await extend();
     expect(first.status, first.text).toBe(200);
-    expect(first.body.duration_hours).toBe(5);
+    expect(first.body).toMatchObject({ status: 'ready', duration_hours: 5, jupyter });
     const again = await extend();
     expect(again.headers.get('x-service-idempotent-replay')).toBe('true');
-    expect(again.body).toMatchObject({ id: reserved.body.id, duration_hours: 5 });
+    expect(again.body).toEqual({ ...first.body, jupyter: null, jupyter_redacted: true });
+    const stored = cp.store.db.prepare('SELECT body FROM idempotency_records WHERE idem_key = ?').get(idem) as { body: string };
+    expect(stored.body).not.toContain(token);
     const charges = (await cp.request('GET', '/v1/billing/charges?limit=100', { key: compute })).body.data.filter(
       (c: { instance_id: string; kind: string }) => c.instance_id === reserved.body.id && c.kind === 'extension',
     );

@@ -43,6 +43,7 @@ const Instance = Type.Object(
       Type.Null(),
     ]),
     jupyter_unavailable_reason: Type.Union([Type.String(), Type.Null()], { description: 'why jupyter is null on a ready instance' }),
+    jupyter_redacted: Type.Optional(Type.Literal(true, { description: 'Present in an idempotent replay, which never holds the Jupyter token: GET the instance for it.' })),
     created_at: Type.String(),
     ready_at: Type.Union([Type.String(), Type.Null()]),
     expires_at: Type.Union([Type.String(), Type.Null()]),
@@ -63,7 +64,8 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
   return async (app) => {
     app.addSchema(Instance);
     const tags = ['instances'];
-    const write = { scope: 'compute:write' as const };
+    // Answers of a ready instance carry its Jupyter token (code execution): an idempotent replay withholds it.
+    const write = { scope: 'compute:write' as const, secretFields: ['jupyter'] };
     const read = { scope: 'compute:read' as const };
 
     app.post(
