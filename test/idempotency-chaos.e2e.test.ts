@@ -62,7 +62,7 @@ const committedInstances = (): number => {
 };
 
 describe('idempotency under a crash in the middle of concurrent creates and terminates', () => {
-  it('every acknowledged create exists once, no duplicate charge, and Docker matches the instances', { timeout: 240_000 }, async () => {
+  it('every acknowledged create exists once, no duplicate charge, and Docker matches the instances', { timeout: 300_000 }, async () => {
     const body = { sku: 'h100-80gb', gpus: 1, image: SLEEPER_IMAGE, duration_hours: 1 };
     const clients = Array.from({ length: CLIENTS }, async (_, i) => {
       // A create that finds no GPU free is a new request later (a new key); each key is retried until answered.
