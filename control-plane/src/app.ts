@@ -121,6 +121,7 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
     idempotency: new Idempotency(store.idempotency, clock, {
       windowSeconds: config.idempotencyWindowSeconds,
       waitSeconds: config.idempotencyWaitSeconds,
+      leaseSeconds: config.idempotencyLeaseSeconds,
     }),
     webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets)),
     enrollment: new EnrollmentService(store.nodes, clock, config.nodeTokenTtlSeconds),
@@ -241,6 +242,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }, 60_000);
   housekeeping.unref();
   app.addHook('onClose', async () => clearInterval(housekeeping));
+
+  // Idempotency claims of requests still running stay ours while this process lives.
+  const leases = setInterval(() => {
+    services.idempotency.renewLeases().catch((err: unknown) => app.log.warn({ err }, 'idempotency lease renewal failed'));
+  }, (config.idempotencyLeaseSeconds * 1000) / 3);
+  leases.unref();
+  app.addHook('onClose', async () => clearInterval(leases));
 
   // Instances: stops waiting for their node (or recorded by svcctl), and reservations that expired.
   const instanceSweep = setInterval(() => {

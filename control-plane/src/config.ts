@@ -91,6 +91,12 @@ export const controlPlaneSettings = {
     30,
     'How long a duplicate waits for the first request with its idempotency key before 409 conflict.',
   ),
+  idempotencyLeaseSeconds: setting(
+    'SVC_IDEMPOTENCY_LEASE_SECONDS',
+    PositiveInt,
+    10,
+    'A running request renews its idempotency claim; a claim not renewed for this long (its process died) is taken over by a retry.',
+  ),
   keyCacheMs: setting(
     'SVC_KEY_CACHE_MS',
     Type.Integer({ minimum: 0, maximum: 5000 }),

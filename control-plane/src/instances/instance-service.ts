@@ -8,7 +8,7 @@ import { ApiError, newId, type Clock } from '@svc/shared';
 import { billedUntil } from '../billing/billing-end.js';
 import { billableSeconds, onDemandChargeMicros, reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
 import type { Pool } from '../models/catalog.js';
-import { GpuAlreadyClaimed, type InstanceStore } from '../store/instance-store.js';
+import { GpuAlreadyClaimed, type AnswerWith, type InstanceStore } from '../store/instance-store.js';
 import type { EventRecord } from '../store/records.js';
 import { REDACTED, accessView, sameAccess, type ViewerRights } from './instance-access.js';
 import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, RefundRecord } from './instance-record.js';
@@ -90,7 +90,8 @@ export class InstanceService {
     return this.catalog.skus.find((s) => s.id === id);
   }
 
-  async create(orgId: string, keyId: string | null, input: CreateInstanceInput): Promise<InstanceRecord> {
+  /** `answer`: the idempotent answer, committed with the instance (see store/instance-store.ts). */
+  async create(orgId: string, keyId: string | null, input: CreateInstanceInput, answer?: AnswerWith): Promise<InstanceRecord> {
     const sku = this.skuById(input.sku);
     if (!sku) {
       throw new ApiError('invalid_request', `unknown sku "${input.sku}"; GET /v1/skus lists them`, { param: 'sku' });
@@ -153,7 +154,7 @@ export class InstanceService {
         ? this.charge(record, 'reservation', reservationChargeMicros(rateMicros, input.gpus, input.duration_hours!), `${input.duration_hours} h reservation of ${input.gpus} x ${sku.id}`)
         : null;
       try {
-        await this.store.create(record, this.lifecycleEvent(record), charge);
+        await this.store.create(record, this.lifecycleEvent(record), charge, answer);
       } catch (err) {
         if (err instanceof GpuAlreadyClaimed && attempt < PLACEMENT_ATTEMPTS) continue;
         if (err instanceof GpuAlreadyClaimed) throw new ApiError('no_capacity', 'GPUs were taken by concurrent requests; retry');
@@ -180,7 +181,7 @@ export class InstanceService {
     return (await this.happen(id, null, { kind: 'terminate', force }, {})) ?? record;
   }
 
-  async extend(orgId: string, id: string, hours: number): Promise<InstanceRecord> {
+  async extend(orgId: string, id: string, hours: number, answer?: AnswerWith): Promise<InstanceRecord> {
     const record = await this.get(orgId, id);
     if (record.mode !== 'reserved') {
       throw new ApiError('invalid_request', 'only reservations can be extended; on-demand instances run until terminated', { param: 'hours' });
@@ -199,7 +200,7 @@ export class InstanceService {
       throw new ApiError('no_capacity', `sku ${record.sku} has no capacity to extend in pool ${record.pool}: the instance's node is not schedulable`);
     }
     const charge = this.charge(record, 'extension', reservationChargeMicros(record.rateMicros, record.gpus, hours), `${hours} h extension of ${record.gpus} x ${record.sku}`);
-    const updated = await this.store.update(id, { durationHours: total, expiresAt: record.expiresAt! + hours * 3_600_000, updatedAt: this.clock.now() }, charge);
+    const updated = await this.store.update(id, { durationHours: total, expiresAt: record.expiresAt! + hours * 3_600_000, updatedAt: this.clock.now() }, charge, answer);
     return updated!;
   }
 

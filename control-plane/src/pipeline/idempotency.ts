@@ -1,34 +1,99 @@
 // Step 7: `X-Service-Idempotency-Key` on every POST, scoped to the calling key.
-//  - same key, same body, within the window: the stored response (success or error,
+//  - same key, same request, within the window: the stored response (success or error,
 //    once execution began) is replayed with `X-Service-Idempotent-Replay: true`;
 //  - same key while the first request still runs: wait for it, then replay; past the
 //    wait, 409 `conflict`;
-//  - same key, different body: 400 `invalid_request`, code `idempotency_key_reused`.
+//  - same key, different request (body, or a header that changes what it does such as
+//    X-Service-Pool): 400 `invalid_request`, code `idempotency_key_reused`;
+//  - errors that say nothing was done and ask for a retry (no capacity, pool degraded,
+//    unavailable) are not stored, so the retry they ask for runs;
+//  - secrets in an answer (key values, webhook secrets) are never stored: a replay
+//    carries `<field>: null, <field>_redacted: true`;
+//  - a claim is held under a lease its process renews; a claim whose process died is
+//    taken over. Routes that create durable things store their answer in the same
+//    transaction as the work (`storedCompletion`), so a crash leaves both or neither.
 // It runs after validation, so requests that fail validation are never stored.
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type Clock } from '@svc/shared';
-import type { StoredResponse } from '../store/records.js';
+import type { IdempotencyCompletion, StoredResponse } from '../store/records.js';
 import type { IdempotencyStore } from '../store/store.js';
 import { canonicalJson } from './canonical-json.js';
+import { redactSecrets } from './redact-secrets.js';
 
 export const IDEMPOTENCY_HEADER = 'x-service-idempotency-key';
 export const REPLAY_HEADER = 'x-service-idempotent-replay';
+/** Request headers that change what a request does, so they are part of its identity. */
+export const FINGERPRINT_HEADERS = ['x-service-pool'] as const;
+/** Error types that promise nothing was done and ask for a retry (maybe elsewhere): never stored. */
+export const RETRY_ASKING_ERRORS: ReadonlySet<string> = new Set(['conflict', 'no_capacity', 'pool_degraded', 'rate_limited', 'service_unavailable']);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Another process may hold the claim; look at the store this often while waiting. */
 const POLL_MS = 100;
 /** Response headers worth replaying; the rest (ids, rate limits) belong to the new request. */
 const REPLAYED_HEADERS = ['content-type', 'location', 'deprecation', 'sunset'];
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 export interface IdempotencyOptions {
   windowSeconds: number;
   waitSeconds: number;
+  /** A claim not renewed for this long counts as abandoned (its process died). */
+  leaseSeconds: number;
+}
+
+export interface IdempotencyClaim {
+  keyId: string;
+  idemKey: string;
+  claim: string;
+}
+
+/**
+ * The identity of a request under one idempotency key: method, path, the headers that
+ * change what it does, and the body after validation (defaults applied, key order ignored).
+ */
+export function requestFingerprint(method: string, path: string, headers: Record<string, string | string[] | undefined>, body: unknown): string {
+  const hash = createHash('sha256').update(`${method} ${path}\n`);
+  for (const name of FINGERPRINT_HEADERS) {
+    const value = headers[name];
+    hash.update(`${name}: ${(Array.isArray(value) ? value.join(',') : (value ?? '')).trim().toLowerCase()}\n`);
+  }
+  return hash.update(canonicalJson(body)).digest('hex');
+}
+
+/** True for an answer a retry must not be given again: an error that asks to be retried. */
+export function asksForRetry(statusCode: number, body: string): boolean {
+  if (statusCode < 400) return false;
+  try {
+    const type = (JSON.parse(body) as { error?: { type?: unknown } }).error?.type;
+    return typeof type === 'string' && RETRY_ASKING_ERRORS.has(type);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The answer to write in the same transaction as the work a request does, for stores
+ * that take one (instance create, extend); null when the request holds no claim.
+ */
+export function storedCompletion(request: FastifyRequest, statusCode: number, body: unknown): IdempotencyCompletion | null {
+  const held = request.idempotencyClaim;
+  if (!held) return null;
+  const secrets = request.routeOptions.config.secretFields ?? [];
+  return {
+    keyId: held.keyId,
+    idemKey: held.idemKey,
+    claim: held.claim,
+    response: { statusCode, headers: { 'content-type': JSON_CONTENT_TYPE }, body: redactSecrets(JSON.stringify(body), secrets) },
+  };
 }
 
 export class Idempotency {
   /** Wakes waiters in this process as soon as the owner stores its response. */
   private readonly finished = new EventEmitter();
+  /** This process, as the owner of its claims' leases. */
+  private readonly owner = randomUUID();
+  private held = 0;
 
   constructor(
     private readonly store: IdempotencyStore,
@@ -36,6 +101,11 @@ export class Idempotency {
     private readonly options: IdempotencyOptions,
   ) {
     this.finished.setMaxListeners(0);
+  }
+
+  /** Keeps this process's claims alive; call more often than the lease (app.ts: a third of it). */
+  async renewLeases(): Promise<void> {
+    if (this.held > 0) await this.store.renew(this.owner, this.clock.now() + this.options.leaseSeconds * 1000);
   }
 
   /** preHandler: claims the key, or answers from what holds it. */
@@ -48,21 +118,24 @@ export class Idempotency {
       throw new ApiError('invalid_request', 'X-Service-Idempotency-Key must be a UUID', { param: 'X-Service-Idempotency-Key' });
     }
     const keyId = request.principal!.key.id;
-    const path = request.url.split('?')[0];
-    const requestHash = createHash('sha256').update(`${request.method} ${path}\n${canonicalJson(request.body)}`).digest('hex');
+    const requestHash = requestFingerprint(request.method, request.url.split('?')[0]!, request.headers, request.body);
 
     const deadline = this.clock.now() + this.options.waitSeconds * 1000;
     for (;;) {
       const now = this.clock.now();
-      const outcome = await this.store.begin(keyId, idemKey, requestHash, now, now + this.options.windowSeconds * 1000);
+      const claim = randomUUID();
+      const holder = { owner: this.owner, claim, leaseUntil: now + this.options.leaseSeconds * 1000 };
+      const outcome = await this.store.begin(keyId, idemKey, requestHash, now, now + this.options.windowSeconds * 1000, holder);
       switch (outcome.state) {
         case 'started':
-          request.idempotencyClaim = { keyId, idemKey };
+          if (outcome.takenOver) request.log.warn({ idemKey }, 'took over an idempotency claim whose process stopped renewing it');
+          request.idempotencyClaim = { keyId, idemKey, claim };
+          this.held++;
           return;
         case 'mismatch':
           throw new ApiError(
             'invalid_request',
-            'this X-Service-Idempotency-Key was already used with a different request body',
+            'this X-Service-Idempotency-Key was already used with a different request (body or X-Service-Pool)',
             { param: 'X-Service-Idempotency-Key', code: 'idempotency_key_reused' },
           );
         case 'completed':
@@ -78,33 +151,47 @@ export class Idempotency {
 
   /** onSend: stores what the owner answered, so a retry gets the same answer. */
   readonly record = async (request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> => {
-    const claim = request.idempotencyClaim;
-    if (!claim) return payload;
-    request.idempotencyClaim = null;
-    if (typeof payload === 'string' || Buffer.isBuffer(payload)) {
-      const headers: Record<string, string> = {};
-      for (const name of REPLAYED_HEADERS) {
-        const value = reply.getHeader(name);
-        if (value !== undefined) headers[name] = String(value);
+    const held = this.letGo(request);
+    if (!held) return payload;
+    try {
+      if ((typeof payload === 'string' || Buffer.isBuffer(payload)) && !asksForRetry(reply.statusCode, payload.toString())) {
+        const headers: Record<string, string> = {};
+        for (const name of REPLAYED_HEADERS) {
+          const value = reply.getHeader(name);
+          if (value !== undefined) headers[name] = String(value);
+        }
+        const body = redactSecrets(payload.toString(), request.routeOptions.config.secretFields ?? []);
+        const response: StoredResponse = { statusCode: reply.statusCode, headers, body };
+        await this.store.complete(held.keyId, held.idemKey, held.claim, response);
+      } else {
+        // A stream (SSE) cannot be replayed, and an error asking for a retry must not be:
+        // free the key (an answer stored with the work stays).
+        await this.store.release(held.keyId, held.idemKey, held.claim);
       }
-      const response: StoredResponse = { statusCode: reply.statusCode, headers, body: payload.toString() };
-      await this.store.complete(claim.keyId, claim.idemKey, response);
-    } else {
-      // A stream (SSE) cannot be replayed; free the key rather than replay something else.
-      await this.store.release(claim.keyId, claim.idemKey);
+    } finally {
+      this.finished.emit(`${held.keyId}:${held.idemKey}`);
     }
-    this.finished.emit(`${claim.keyId}:${claim.idemKey}`);
     return payload;
   };
 
   /** onResponse: a claim still held here means nothing was sent (aborted); free it. */
   readonly releaseAbandoned = async (request: FastifyRequest): Promise<void> => {
-    const claim = request.idempotencyClaim;
-    if (!claim) return;
-    request.idempotencyClaim = null;
-    await this.store.release(claim.keyId, claim.idemKey);
-    this.finished.emit(`${claim.keyId}:${claim.idemKey}`);
+    const held = this.letGo(request);
+    if (!held) return;
+    try {
+      await this.store.release(held.keyId, held.idemKey, held.claim);
+    } finally {
+      this.finished.emit(`${held.keyId}:${held.idemKey}`);
+    }
   };
+
+  private letGo(request: FastifyRequest): IdempotencyClaim | null {
+    const held = request.idempotencyClaim;
+    if (!held) return null;
+    request.idempotencyClaim = null;
+    this.held--;
+    return held;
+  }
 
   private replay(reply: FastifyReply, response: StoredResponse): FastifyReply {
     reply.code(response.statusCode);

@@ -7,13 +7,15 @@ declare module 'fastify' {
     /** The verified key and its org; set by the auth step on every /v1 route. */
     principal: Principal | null;
     /** Set by the idempotency step while this request owns an idempotency key. */
-    idempotencyClaim: { keyId: string; idemKey: string } | null;
+    idempotencyClaim: { keyId: string; idemKey: string; claim: string } | null;
   }
   interface FastifyContextConfig {
     /** The scope the route requires; absent means any valid key. */
     scope?: Scope;
     /** Public (browser) keys may call the route. */
     publicKey?: boolean;
+    /** Top-level answer fields that hold a secret shown once: never stored for an idempotent replay. */
+    secretFields?: readonly string[];
   }
 }
 

@@ -11,19 +11,26 @@ const KeyIdParams = Type.Object({ key_id: Type.String({ minLength: 1, maxLength:
 
 const KeyWithValue = Type.Intersect([
   Type.Ref(KeyView),
-  Type.Object({ key: Type.String({ description: 'The key value. Shown only in this response.' }) }),
+  Type.Object({
+    key: Type.Union([Type.String(), Type.Null()], {
+      description: 'The key value. Shown only in this response; null in an idempotent replay, which never holds it.',
+    }),
+    key_redacted: Type.Optional(Type.Literal(true, { description: 'Present in an idempotent replay: the value was shown in the first answer only.' })),
+  }),
 ]);
 
 export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.addSchema(KeyView);
     const config = { scope: 'admin:write' as const };
+    // Answers that show a key value: an idempotent replay withholds it.
+    const showsKey = { ...config, secretFields: ['key'] };
     const tags = ['keys'];
 
     app.post(
       '/admin/keys',
       {
-        config,
+        config: showsKey,
         schema: {
           tags,
           summary: 'Create an API key in your organization; the value is shown once',
@@ -55,7 +62,7 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.post(
       '/admin/keys/:key_id/rotate',
       {
-        config,
+        config: showsKey,
         schema: {
           tags,
           summary: 'Issue a new value; the old one keeps working for overlap_seconds (default 86400)',

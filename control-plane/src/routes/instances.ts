@@ -8,6 +8,7 @@ import { MAX_CREATE_HOURS, instanceView, type InstanceService } from '../instanc
 import type { ViewerRights } from '../instances/instance-access.js';
 import type { InstanceStore } from '../store/instance-store.js';
 import { StringEnum, responses } from '../http/schemas.js';
+import { storedCompletion } from '../pipeline/idempotency.js';
 
 const Instance = Type.Object(
   {
@@ -50,6 +51,7 @@ const Instance = Type.Object(
       Type.Null(),
     ]),
     jupyter_unavailable_reason: Type.Union([Type.String(), Type.Null()], { description: 'why jupyter is null on a ready instance' }),
+    jupyter_redacted: Type.Optional(Type.Literal(true, { description: 'Present in an idempotent replay, which never holds the Jupyter token: GET the instance for it.' })),
     created_at: Type.String(),
     ready_at: Type.Union([Type.String(), Type.Null()]),
     expires_at: Type.Union([Type.String(), Type.Null()]),
@@ -70,7 +72,8 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
   return async (app) => {
     app.addSchema(Instance);
     const tags = ['instances'];
-    const write = { scope: 'compute:write' as const };
+    // Answers of a ready instance carry its Jupyter token (code execution): an idempotent replay withholds it.
+    const write = { scope: 'compute:write' as const, secretFields: ['jupyter'] };
     const read = { scope: 'compute:read' as const };
     // The Jupyter token runs code in the instance: only keys that may write it see it.
     const viewer = (request: { principal?: { key: { scopes: readonly string[] } } | null }): ViewerRights => ({
@@ -101,7 +104,8 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
       },
       async (request, reply) => {
         const { org, key } = request.principal!;
-        const record = await instances.create(org.id, key.id, request.body);
+        // The answer commits with the instance: a retry after a crash finds it, never a second instance.
+        const record = await instances.create(org.id, key.id, request.body, (created) => storedCompletion(request, 201, instanceView(created)));
         return reply.code(201).send(instanceView(record, viewer(request)));
       },
     );
@@ -181,7 +185,12 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
           response: responses({ 200: Type.Ref(Instance) }),
         },
       },
-      async (request) => instanceView(await instances.extend(request.principal!.org.id, request.params.id, request.body.hours), viewer(request)),
+      async (request) =>
+        instanceView(
+          // The answer commits with the extension's charge: a retry after a crash does not charge again.
+          await instances.extend(request.principal!.org.id, request.params.id, request.body.hours, (updated) => storedCompletion(request, 200, instanceView(updated))),
+          viewer(request),
+        ),
     );
   };
 }

@@ -17,7 +17,12 @@ const WebhookIdParams = Type.Object({ webhook_id: Type.String({ minLength: 1, ma
 
 const WithSecret = Type.Intersect([
   Type.Ref(WebhookView),
-  Type.Object({ secret: Type.String({ description: 'The signing secret (whsec_…). Shown only in this response.' }) }),
+  Type.Object({
+    secret: Type.Union([Type.String(), Type.Null()], {
+      description: 'The signing secret (whsec_…). Shown only in this response; null in an idempotent replay, which never holds it.',
+    }),
+    secret_redacted: Type.Optional(Type.Literal(true, { description: 'Present in an idempotent replay: the secret was shown in the first answer only.' })),
+  }),
 ]);
 
 export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypebox {
@@ -25,12 +30,14 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
     app.addSchema(WebhookView);
     app.addSchema(DeliveryView);
     const config = { scope: 'admin:write' as const };
+    // Answers that show the signing secret: an idempotent replay withholds it.
+    const showsSecret = { ...config, secretFields: ['secret'] };
     const tags = ['webhooks'];
 
     app.post(
       '/webhooks',
       {
-        config,
+        config: showsSecret,
         schema: {
           tags,
           summary: 'Subscribe an HTTPS endpoint to events; the signing secret is shown once',
@@ -63,7 +70,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
     app.get(
       '/webhooks',
       {
-        config,
+        config: showsSecret,
         schema: { tags, summary: 'List the webhooks of your organization (no secrets)', response: responses({ 200: ListOf(Type.Ref(WebhookView)) }) },
       },
       async (request) => ({ object: 'list' as const, data: (await webhooks.list(request.principal!.org.id)).map(webhookView) }),
@@ -95,7 +102,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
     app.post(
       '/webhooks/:webhook_id/rotate-secret',
       {
-        config,
+        config: showsSecret,
         schema: {
           tags,
           summary: 'Issue a new signing secret; the old one keeps signing too for overlap_seconds (default 86400)',

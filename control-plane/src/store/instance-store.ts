@@ -4,7 +4,7 @@
 // transaction; GPUs are claimed and released in the same transactions.
 import type { ChargeRecord, InstanceRecord, RefundRecord } from '../instances/instance-record.js';
 import type { InstanceStatus } from '../instances/lifecycle.js';
-import type { EventRecord } from './records.js';
+import type { EventRecord, IdempotencyCompletion } from './records.js';
 
 export class GpuAlreadyClaimed extends Error {
   constructor(readonly gpuUuid: string) {
@@ -18,9 +18,15 @@ export interface InstancePage {
   hasMore: boolean;
 }
 
+/**
+ * The idempotent answer to a request, from the instance as written; stored in the same
+ * transaction (a claim taken over by another request fails it). Null: nothing to store.
+ */
+export type AnswerWith = (instance: InstanceRecord) => IdempotencyCompletion | null;
+
 export interface InstanceStore {
   /** Inserts the instance with its GPU claims (and an up-front charge); throws GpuAlreadyClaimed on a race. */
-  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null): Promise<void>;
+  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith): Promise<void>;
   get(id: string): Promise<InstanceRecord | undefined>;
   /** Newest first; `after` is the id of the last instance of the previous page. */
   list(orgId: string, options: { statuses?: InstanceStatus[]; limit: number; after?: string }): Promise<InstancePage>;
@@ -40,7 +46,12 @@ export interface InstanceStore {
     charge: ChargeRecord | RefundRecord | null,
   ): Promise<InstanceRecord | undefined>;
   /** Changes that are not a status (progress, stop request, expiry, access endpoints): no event. */
-  update(id: string, patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>, charge?: ChargeRecord | null): Promise<InstanceRecord | undefined>;
+  update(
+    id: string,
+    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>,
+    charge?: ChargeRecord | null,
+    answer?: AnswerWith,
+  ): Promise<InstanceRecord | undefined>;
   claimedGpuUuids(): Promise<Set<string>>;
   listCharges(orgId: string, options: { limit: number; after?: string }): Promise<{ data: ChargeRecord[]; hasMore: boolean }>;
   chargesFor(instanceId: string): Promise<ChargeRecord[]>;

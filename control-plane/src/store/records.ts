@@ -59,8 +59,29 @@ export interface StoredResponse {
   body: string;
 }
 
+/** Who holds an idempotency claim, and until when it counts as alive unless renewed. */
+export interface IdempotencyOwner {
+  /** One random id per control-plane process: it renews the leases of all its claims. */
+  owner: string;
+  /** One random id per claim: it fences writes of a claim another process took over. */
+  claim: string;
+  leaseUntil: number;
+}
+
+/**
+ * The answer to store for a claim, written in the same transaction as the work it
+ * answers (an instance and its charge), so a crash leaves both or neither.
+ * `claim` fences the write: a claim taken over by another request fails the transaction.
+ */
+export interface IdempotencyCompletion {
+  keyId: string;
+  idemKey: string;
+  claim: string;
+  response: StoredResponse;
+}
+
 export type IdempotencyBegin =
-  | { state: 'started' }
+  | { state: 'started'; takenOver: boolean }
   | { state: 'mismatch' }
   | { state: 'in_progress' }
   | { state: 'completed'; response: StoredResponse };

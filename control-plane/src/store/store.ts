@@ -6,6 +6,7 @@ import type {
   ApiKeyRecord,
   EventRecord,
   IdempotencyBegin,
+  IdempotencyOwner,
   KeySecretRecord,
   OrgRecord,
   StoredEvent,
@@ -59,12 +60,19 @@ export interface EventStore {
 export interface IdempotencyStore {
   /**
    * Claims (keyId, idemKey) for a request whose canonical hash is `requestHash`, or
-   * reports what holds it. Rows past their expiry count as absent.
+   * reports what holds it. Rows past their expiry count as absent; an unfinished claim
+   * whose lease ran out (its process died) is taken over by the same request.
    */
-  begin(keyId: string, idemKey: string, requestHash: string, now: number, expiresAt: number): Promise<IdempotencyBegin>;
-  complete(keyId: string, idemKey: string, response: StoredResponse): Promise<void>;
-  /** Gives a claim up without a stored response (the request could not be recorded). */
-  release(keyId: string, idemKey: string): Promise<void>;
+  begin(keyId: string, idemKey: string, requestHash: string, now: number, expiresAt: number, holder: IdempotencyOwner): Promise<IdempotencyBegin>;
+  /**
+   * Stores the answer of `claim`. An answer already stored with the work it answers
+   * (2xx) is not replaced by a later error of the same request.
+   */
+  complete(keyId: string, idemKey: string, claim: string, response: StoredResponse): Promise<void>;
+  /** Gives `claim` up if it has no stored answer (the request could not be recorded, or asks to be retried). */
+  release(keyId: string, idemKey: string, claim: string): Promise<void>;
+  /** Extends the lease of every unfinished claim of `owner` (its process is alive). */
+  renew(owner: string, leaseUntil: number): Promise<void>;
   purgeExpired(now: number): Promise<number>;
 }
 

@@ -4,7 +4,8 @@ import type Database from 'better-sqlite3';
 import type { ChargeRecord, InstanceRecord, RefundRecord } from '../../instances/instance-record.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
-import { GpuAlreadyClaimed, type InstancePage, type InstanceStore } from '../instance-store.js';
+import { GpuAlreadyClaimed, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import { completeClaim } from './idempotency-store.js';
 import type { EventRecord } from '../records.js';
 import { insertEvent } from './event-rows.js';
 import { newestFirstPage } from './newest-first-page.js';
@@ -89,7 +90,7 @@ export class SqliteInstanceStore implements InstanceStore {
     return row && toRecord(row);
   }
 
-  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null): Promise<void> {
+  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith): Promise<void> {
     this.db.transaction(() => {
       // gpu_claims' primary key makes a second claim of one GPU impossible, across processes too.
       const claim = this.db.prepare('INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
@@ -101,6 +102,7 @@ export class SqliteInstanceStore implements InstanceStore {
       this.db.prepare(`INSERT INTO instances (${names.join(', ')}) VALUES (${names.map((n) => `@${n}`).join(', ')})`).run(columns);
       insertEvent(this.db, event);
       this.insertCharge(charge);
+      completeClaim(this.db, answer?.(instance));
     }).immediate();
   }
 
@@ -158,13 +160,16 @@ export class SqliteInstanceStore implements InstanceStore {
     id: string,
     patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>,
     charge: ChargeRecord | null = null,
+    answer?: AnswerWith,
   ): Promise<InstanceRecord | undefined> {
     return this.db.transaction(() => {
       const columns = toColumns(patch);
       const names = Object.keys(columns);
       if (names.length > 0) this.db.prepare(`UPDATE instances SET ${names.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @__id`).run({ ...columns, __id: id });
       this.insertCharge(charge);
-      return this.getSync(id);
+      const updated = this.getSync(id);
+      if (updated) completeClaim(this.db, answer?.(updated));
+      return updated;
     }).immediate();
   }
 

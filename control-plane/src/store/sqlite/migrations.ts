@@ -6,6 +6,7 @@ import { BILLING_INTEGRITY_MIGRATION } from './billing-integrity-migration.js';
 import { INSTANCES_MIGRATION } from './instance-migration.js';
 import { USAGE_MIGRATION } from './usage-migration.js';
 import { REPLICAS_MIGRATION } from './replica-migration.js';
+import { IDEMPOTENCY_LEASE_MIGRATION } from './idempotency-migration.js';
 
 export interface Migration {
   version: number;
@@ -233,4 +234,5 @@ export const MIGRATIONS: Migration[] = [
   REPLICAS_MIGRATION,
   USAGE_MIGRATION,
   BILLING_INTEGRITY_MIGRATION,
+  IDEMPOTENCY_LEASE_MIGRATION,
 ];

@@ -6,17 +6,16 @@ import Database from 'better-sqlite3';
 import type {
   ApiKeyRecord,
   EventRecord,
-  IdempotencyBegin,
   KeyKind,
   KeySecretRecord,
   OrgRecord,
   StoredEvent,
-  StoredResponse,
 } from '../records.js';
 import type { EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
 import { addAppendListener, insertEvent, toEvent } from './event-rows.js';
 import { MIGRATIONS, type Migration } from './migrations.js';
 import { checkpointInBackground, type BackgroundCheckpoints } from './background-checkpoints.js';
+import { SqliteIdempotencyStore } from './idempotency-store.js';
 import { SqliteNodeStore } from './node-store.js';
 import type { NodeStore } from '../node-store.js';
 import type { WebhookStore } from '../../webhooks/webhook-store.js';
@@ -281,63 +280,6 @@ class SqliteEventStore implements EventStore {
 
   onAppend(listener: () => void): () => void {
     return addAppendListener(this.db, listener);
-  }
-}
-
-class SqliteIdempotencyStore implements IdempotencyStore {
-  constructor(private readonly db: Db) {}
-
-  async begin(
-    keyId: string,
-    idemKey: string,
-    requestHash: string,
-    now: number,
-    expiresAt: number,
-  ): Promise<IdempotencyBegin> {
-    return this.db.transaction((): IdempotencyBegin => {
-      this.db
-        .prepare('DELETE FROM idempotency_records WHERE key_id = ? AND idem_key = ? AND expires_at <= ?')
-        .run(keyId, idemKey, now);
-      const inserted = this.db
-        .prepare(
-          `INSERT INTO idempotency_records (key_id, idem_key, request_hash, state, created_at, expires_at)
-           VALUES (?, ?, ?, 'in_progress', ?, ?) ON CONFLICT DO NOTHING`,
-        )
-        .run(keyId, idemKey, requestHash, now, expiresAt);
-      if (inserted.changes === 1) return { state: 'started' };
-      const row = this.db
-        .prepare('SELECT * FROM idempotency_records WHERE key_id = ? AND idem_key = ?')
-        .get(keyId, idemKey) as Row;
-      if (row.request_hash !== requestHash) return { state: 'mismatch' };
-      if (row.state === 'in_progress') return { state: 'in_progress' };
-      return {
-        state: 'completed',
-        response: {
-          statusCode: Number(row.status_code),
-          headers: parse<Record<string, string>>(row.headers),
-          body: String(row.body),
-        },
-      };
-    }).immediate();
-  }
-
-  async complete(keyId: string, idemKey: string, response: StoredResponse): Promise<void> {
-    this.db
-      .prepare(
-        `UPDATE idempotency_records SET state = 'completed', status_code = ?, headers = ?, body = ?
-         WHERE key_id = ? AND idem_key = ?`,
-      )
-      .run(response.statusCode, json(response.headers), response.body, keyId, idemKey);
-  }
-
-  async release(keyId: string, idemKey: string): Promise<void> {
-    this.db
-      .prepare(`DELETE FROM idempotency_records WHERE key_id = ? AND idem_key = ? AND state = 'in_progress'`)
-      .run(keyId, idemKey);
-  }
-
-  async purgeExpired(now: number): Promise<number> {
-    return this.db.prepare('DELETE FROM idempotency_records WHERE expires_at <= ?').run(now).changes;
   }
 }
 
