@@ -12,8 +12,8 @@ import type { ChargeRecord, InstanceAccessRecord, InstanceRecord } from './insta
 import { imageReferenceProblem, labelProblem, sshPublicKeyProblem } from './input-validation.js';
 import { TERMINAL, transition, type InstanceStatus, type LifecycleEvent } from './lifecycle.js';
 import { place } from './placement.js';
-import { poolsOf, type Sku, type SkuCatalog } from './sku-catalog.js';
-import type { AgentTaskState, GpuInventory, TaskDispatcher } from './task-dispatch.js';
+import { poolsOf, taskResources, type Sku, type SkuCatalog } from './sku-catalog.js';
+import type { AgentTaskState, GpuInventory, StartTaskOrder, TaskDispatcher } from './task-dispatch.js';
 
 export const INSTANCE_LIFECYCLE_EVENT = 'instance.lifecycle';
 export const MAX_CREATE_HOURS = 168;
@@ -303,7 +303,8 @@ export class InstanceService {
     if (!sameAccess(record.access, access)) await this.store.update(record.id, { access, updatedAt: this.clock.now() });
   }
 
-  private startOrder(record: InstanceRecord) {
+  private startOrder(record: InstanceRecord): StartTaskOrder {
+    const sku = this.skuById(record.sku);
     return {
       taskId: record.id,
       image: record.image,
@@ -311,6 +312,7 @@ export class InstanceService {
       labels: record.labels,
       env: { SVC_INSTANCE_ID: record.id },
       sshAuthorizedKeys: record.sshKeys,
+      resources: sku ? taskResources(sku, record.gpus) : null,
     };
   }
 
