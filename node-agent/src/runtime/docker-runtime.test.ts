@@ -384,16 +384,15 @@ describe('isolation and limits', () => {
     await runtime.destroyTask(a.containerId, { force: true });
     await expect(docker.getNetwork(networkName(a)).inspect()).rejects.toMatchObject({ statusCode: 404 });
     await runtime.destroyTask(b.containerId, { force: true });
-  });
+  }, 90_000);
 
   it('gives replicas svcr- bridges and instances with outbound none an internal network', async () => {
     const replica = await runtime.startTask(task({ kind: 'replica' }));
     expect((await inspectNetwork(networkName(replica))).Options['com.docker.network.bridge.name']).toMatch(/^svcr-/);
     const sealed = await new DockerRuntime({ docker, nodeId, instanceOutbound: 'none' }).startTask(task());
     expect((await inspectNetwork(networkName(sealed))).Internal).toBe(true);
-    // A sealed instance cannot even reach its own gateway's network beyond the subnet.
     for (const h of [replica, sealed]) await runtime.destroyTask(h.containerId, { force: true });
-  });
+  }, 90_000);
 
   it('runs the container under the limits asked for, clamped to the host, with the capabilities cut down', async () => {
     const limited = new DockerRuntime({ docker, nodeId, limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 128 } });
