@@ -73,7 +73,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
   if (host.nvidiaRuntime && task.gpuUuids.length > 0) env.push(`NVIDIA_VISIBLE_DEVICES=${task.gpuUuids.join(',')}`);
 
   const port = task.publish ? `${task.publish.containerPort}/tcp` : undefined;
-  const limits = containerLimits(task.resources, host.capacity, host.limits);
+  const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind);
   return {
     name: containerName(task),
     Image: task.image,

@@ -20,6 +20,11 @@ describe('containerLimits', () => {
     expect(containerLimits(requested, host, settings)).toEqual({ ...expected, pidsLimit: 4096 });
   });
 
+  it('keeps the CPU reserve for instances only: replicas may use every CPU, but not the reserved memory', () => {
+    expect(containerLimits(undefined, devHost, settings, 'replica')).toEqual({ nanoCpus: 2e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB, pidsLimit: 4096 });
+    expect(containerLimits(undefined, devHost, settings, 'instance').nanoCpus).toBe(1e9);
+  });
+
   it('takes the pids limit from the agent setting', () => {
     expect(containerLimits(oneH100, gpuHost, { ...settings, pidsLimit: 64 }).pidsLimit).toBe(64);
   });

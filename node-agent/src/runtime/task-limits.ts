@@ -44,8 +44,14 @@ export const DEFAULT_LIMIT_SETTINGS: LimitSettings = { reservedCpus: 1, reserved
 
 const asked = (value: number | undefined): number | null => (value !== undefined && Number.isFinite(value) && value > 0 ? value : null);
 
-export function containerLimits(requested: TaskResources | undefined, host: HostCapacity, settings: LimitSettings): ContainerLimits {
-  const maxNanoCpus = Math.round(Math.max(host.cpus - settings.reservedCpus, MIN_CPUS) * NANO);
+/**
+ * `kind`: the CPU reserve keeps tenants (instances) off the agent's CPUs; replicas, the
+ * provider's own model servers, may use every CPU (CPU-bound engines on a small host
+ * would crawl under a quota, and they do not run tenants' code).
+ */
+export function containerLimits(requested: TaskResources | undefined, host: HostCapacity, settings: LimitSettings, kind: 'instance' | 'replica' = 'instance'): ContainerLimits {
+  const reservedCpus = kind === 'instance' ? settings.reservedCpus : 0;
+  const maxNanoCpus = Math.round(Math.max(host.cpus - reservedCpus, MIN_CPUS) * NANO);
   const maxMemory = Math.max(host.memoryBytes - settings.reservedMemoryBytes, MIN_MEMORY_BYTES);
   const nanoCpus = Math.min(asked(requested?.nanoCpus) ?? maxNanoCpus, maxNanoCpus);
   const memoryBytes = Math.min(asked(requested?.memoryBytes) ?? maxMemory, maxMemory);
