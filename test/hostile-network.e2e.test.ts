@@ -231,6 +231,8 @@ describe('as a hostile tenant', () => {
 
   it('a fork bomb in A stops at its pids limit; B and the agent go on answering', async () => {
     expect(cgroupOf(a.containerId, 'pids.max')).toBe(String(PIDS_LIMIT));
+    // And it spins on half a CPU at most (the test catalog's 0.5 vCPU per GPU): quota / period.
+    expect(Number(cgroupOf(a.containerId, 'cpu.cfs_quota_us')) / Number(cgroupOf(a.containerId, 'cpu.cfs_period_us'))).toBe(0.5);
     // The classic, in a session held open (the gateway ends a session's processes with it).
     const bomb = sshProcess(a.target, a.key, ['f() { f | f & }; f; sleep 600']);
     await eventually(async () => Number(cgroupOf(a.containerId, 'pids.current')) >= PIDS_LIMIT - 1, 60_000, 'the bomb to reach the pids limit');
