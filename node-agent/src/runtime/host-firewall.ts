@@ -1,7 +1,8 @@
 // Installs the rules of firewall-rules.ts on this host (the agent runs as root). Safe to
 // repeat: our two chains are rewritten atomically with iptables-restore --noflush, and a
-// hook is inserted only when `iptables -C` does not find it. Rules stay when the agent
-// stops: the containers they protect keep running and are re-adopted by the next agent.
+// hook is inserted only when `iptables -C` does not find it, under a host-wide lock so two
+// agents starting at once (tests run several) cannot both insert it. Rules stay when the
+// agent stops: the containers they protect keep running and are re-adopted by the next agent.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { FirewallRules } from './firewall-rules.js';
@@ -25,11 +26,9 @@ export async function installHostFirewall(rules: FirewallRules): Promise<void> {
     for (const hook of rules.hooks[family]) {
       // DOCKER-USER exists once Docker ran; made here when the agent starts first (Docker keeps it).
       if (hook.from === 'DOCKER-USER') await iptables(tool.iptables, ['-N', hook.from]).catch(() => undefined);
-      const present = await iptables(tool.iptables, ['-C', hook.from, '-j', hook.to]).then(
-        () => true,
-        () => false,
-      );
-      if (!present) await iptables(tool.iptables, ['-I', hook.from, '1', '-j', hook.to]);
+      // Chain names are our constants, never input.
+      const t = `${tool.iptables} -w`;
+      await locked(`${t} -C ${hook.from} -j ${hook.to} 2>/dev/null || ${t} -I ${hook.from} 1 -j ${hook.to}`);
     }
   }
 }
@@ -49,6 +48,17 @@ async function iptables(command: string, args: string[]): Promise<{ stdout: stri
   }
 }
 
+const LOCK_FILE = '/run/lock/svc-host-firewall.lock';
+
+/** Runs a check-then-insert under flock(1), so concurrent agents do it one at a time. */
+async function locked(script: string): Promise<void> {
+  try {
+    await run('flock', ['-w', '30', LOCK_FILE, 'sh', '-c', script]);
+  } catch (err) {
+    throw new HostFirewallError(`${script} failed: ${describe(err)}`, { cause: err });
+  }
+}
+
 function restore(command: string, input: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = execFile(command, ['-w', '--noflush'], (err) =>
@@ -60,6 +70,6 @@ function restore(command: string, input: string): Promise<void> {
 
 const describe = (err: unknown): string => {
   const e = err as { code?: string; stderr?: string; message?: string };
-  if (e.code === 'ENOENT') return 'not installed (apt-get install iptables)';
+  if (e.code === 'ENOENT') return 'a tool is missing (the agent needs iptables, ip6tables and flock: apt-get install iptables util-linux)';
   return (e.stderr || e.message || String(err)).trim();
 };
