@@ -185,7 +185,9 @@ describe('SSH into instances with OpenSSH', () => {
     // through the Docker bridge's gateway address, which the agent could otherwise connect to.
     const nodeServer = createServer((_req, res) => res.end('the node itself')).listen(0, '0.0.0.0');
     await once(nodeServer, 'listening');
-    const gateway = (await docker.getContainer(`svc-instance-${a.id}`).inspect()).NetworkSettings.Gateway;
+    // The instance's own network (each instance has one): its gateway is the host's address on it.
+    const gateway = Object.values((await docker.getContainer(`svc-instance-${a.id}`).inspect()).NetworkSettings.Networks)[0]!.Gateway;
+    expect(gateway).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
     const other = await freePort();
     const refused = sshProcess(a.target, keys.edA, [], ['-N', '-L', `127.0.0.1:${other}:${gateway}:${(nodeServer.address() as AddressInfo).port}`]);
     try {

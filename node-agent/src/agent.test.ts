@@ -167,6 +167,23 @@ describe('node agent session', () => {
     expect(cp.enrollments).toHaveLength(0);
   });
 
+  it('will not run tenants without its host firewall: stops before anything opens, saying what to do', async () => {
+    const cp = await plane();
+    const path = process.env.PATH;
+    process.env.PATH = '/nonexistent'; // no iptables to be found
+    try {
+      const err = await agent(cp).then(
+        () => new Error('expected the agent to refuse to start'),
+        (e: unknown) => e as Error,
+      );
+      expect(err.name).toBe('ConfigError');
+      expect(err.message).toMatch(/cannot install the host firewall.*SVC_HOST_FIREWALL=false.*iptables/);
+    } finally {
+      process.env.PATH = path;
+    }
+    expect(cp.enrollments).toEqual([]);
+  });
+
   it('closes the stream on stop', async () => {
     const cp = await plane();
     const { agent: a } = await agent(cp);

@@ -1,15 +1,20 @@
 // Builds and runs the node agent: NVML (real, or the fake for simulated GPUs), the GPU
 // monitor and its event watch, the SSH gateway and Jupyter proxy into instances, the gRPC
-// client, and the one reconnect loop around enrollment + session. stop() is the clean
+// client, and the one reconnect loop around enrollment + session. Before anything runs it
+// installs the host firewall that keeps task containers away from the host and each other
+// (runtime/firewall-rules.ts; SVC_HOST_FIREWALL). stop() is the clean
 // shutdown: end the session politely, stop the watch, close the access ports and the
 // channel, then nvmlShutdown.
 import { readFileSync } from 'node:fs';
-import type { Clock, Logger } from '@svc/shared';
+import { ConfigError, type Clock, type Logger } from '@svc/shared';
 import { openNvml, type Nvml } from 'node-nvml-bindings';
 import Docker from 'dockerode';
 import { startAccess, type RunningAccess } from './access/start-access.js';
 import type { AgentConfig } from './config/agent-config.js';
 import { GpuHealthFile } from './health/health-file.js';
+import { buildFirewallRules } from './runtime/firewall-rules.js';
+import { installHostFirewall } from './runtime/host-firewall.js';
+import { MIB } from './runtime/task-limits.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
 import { ensureIdentity } from './identity/enrollment.js';
 import { AgentTasks } from './tasks/agent-tasks.js';
@@ -35,6 +40,18 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   const { log, clock } = deps;
   // Reads the TLS files: a missing one fails here, before anything is opened.
   const client = createGatewayClient(config);
+  if (config.hostFirewall) {
+    try {
+      await installHostFirewall(buildFirewallRules({ instanceOutbound: config.instanceOutbound, allowCidrs: config.instanceAllowCidrList }));
+    } catch (err) {
+      client.close();
+      // Running tenants without it would let them reach the host and each other: refuse to start.
+      throw new ConfigError(`cannot install the host firewall (run the agent as root with iptables, or set SVC_HOST_FIREWALL=false where another firewall isolates containers): ${(err as Error).message}`);
+    }
+    log.info({ instance_outbound: config.instanceOutbound, allow_cidrs: config.instanceAllowCidrList }, 'host firewall installed');
+  } else {
+    log.warn('SVC_HOST_FIREWALL=false: task containers can reach this host and each other unless another firewall stops them');
+  }
   let libraryPath = config.nvmlLibrary || undefined;
   if (config.simulation) {
     const simulated = await prepareSimulatedNvml(config.simulation, config.dataDir);
@@ -101,6 +118,8 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       tasks ??= new AgentTasks(identity.node_id, log, {
         docker,
         access: access.service,
+        limits: { reservedCpus: config.reservedCpus, reservedMemoryBytes: config.reservedMemoryMib * MIB, pidsLimit: config.taskPidsLimit },
+        instanceOutbound: config.instanceOutbound,
         replicas: {
           host: config.replicaHost,
           healthIntervalMs: config.replicaHealthIntervalMs,

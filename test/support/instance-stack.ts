@@ -8,7 +8,7 @@ import Docker from 'dockerode';
 import { buildFakeNvml, FakeNvmlStateFile } from 'node-nvml-bindings';
 import { defaultControlPlaneConfig } from '../../control-plane/src/config.js';
 import { startControlPlane } from '../../control-plane/src/server.js';
-import { eventually, freePort, spawnAgent, type AgentProcess } from './node-agent-process.js';
+import { eventually, freePort, removeNodeContainers, spawnAgent, type AgentProcess } from './node-agent-process.js';
 
 export interface ApiAnswer {
   status: number;
@@ -29,7 +29,7 @@ export interface InstanceStack {
   close(): Promise<void>;
 }
 
-export async function startInstanceStack(options: { name: string; gpus: number; graceMs?: number; agentEnv?: Record<string, string> }): Promise<InstanceStack> {
+export async function startInstanceStack(options: { name: string; gpus: number; graceMs?: number; agentEnv?: Record<string, string>; skuCatalog?: string }): Promise<InstanceStack> {
   const dir = mkdtempSync(join(tmpdir(), `${options.name}-`));
   const docker = new Docker();
   const libraryPath = await buildFakeNvml();
@@ -42,6 +42,7 @@ export async function startInstanceStack(options: { name: string; gpus: number; 
     nodeDeadlineMs: 2_000,
     terminationGraceMs: options.graceMs ?? 2_000,
     logLevel: 'warn',
+    ...(options.skuCatalog ? { skuCatalog: options.skuCatalog } : {}),
   });
   const cp = await startControlPlane(config);
   const { org } = await cp.app.services.orgs.ensureDefaultOrg();
@@ -94,9 +95,7 @@ export async function startInstanceStack(options: { name: string; gpus: number; 
     },
     close: async () => {
       for (const a of agents) if (a.child.exitCode === null && a.child.signalCode === null) a.child.kill('SIGKILL');
-      for (const c of await docker.listContainers({ all: true, filters: { label: ['svc.instance'] } })) {
-        if (c.Labels['svc.node'] === stack.nodeId) await docker.getContainer(c.Id).remove({ force: true });
-      }
+      if (stack.nodeId) await removeNodeContainers(docker, stack.nodeId);
       await cp.app.close();
       rmSync(dir, { recursive: true, force: true });
     },

@@ -47,10 +47,16 @@ export async function whileAgentStarts<T>(agent: AgentProcess, probe: () => Prom
   }
 }
 
-/** Removes every container an agent of `nodeId` made (instances and replicas), whatever its state. */
+/** Removes every container an agent of `nodeId` made (instances and replicas), whatever its state, and their networks. */
 export async function removeNodeContainers(docker: Docker, nodeId: string): Promise<void> {
   for (const c of await docker.listContainers({ all: true, filters: { label: [`svc.node=${nodeId}`] } })) {
     await docker.getContainer(c.Id).remove({ force: true });
+  }
+  // Each task has a network of its own; left behind they would use up Docker's address pools.
+  for (const n of await docker.listNetworks({ filters: { label: [`svc.node=${nodeId}`] } })) {
+    await docker.getNetwork(n.Id).remove().catch((err: { statusCode?: number }) => {
+      if (err.statusCode !== 404) throw err;
+    });
   }
 }
 

@@ -28,6 +28,9 @@ export function run(cmd: string, args: string[], options: { input?: string | Buf
       clearTimeout(timer);
       resolve({ code, signal, stdout, stderr });
     });
+    // A child that exits without reading its input (a refused connection) makes the write
+    // fail with EPIPE; its exit status already says what happened.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(options.input ?? '');
   });
 }

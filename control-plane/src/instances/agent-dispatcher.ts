@@ -28,6 +28,9 @@ export class AgentTaskDispatcher implements TaskDispatcher, ReplicaDispatcher {
         labels: order.labels,
         command: [],
         ssh_authorized_keys: order.sshAuthorizedKeys,
+        nano_cpus: order.resources?.nanoCpus ?? 0,
+        memory_bytes: order.resources?.memoryBytes ?? 0,
+        shm_bytes: order.resources?.shmBytes ?? 0,
       },
     });
   }

@@ -79,6 +79,12 @@ describe('create', () => {
     expect(await lifecycle(inst.id)).toEqual(['provisioning']);
   });
 
+  it('orders the container limits the SKU sells per GPU, times the GPUs', async () => {
+    await create({ gpus: 2 });
+    // h100-80gb: 26 vCPUs, 225 GiB and 32 GiB of /dev/shm per GPU.
+    expect(dispatcher.started[0]![1].resources).toEqual({ nanoCpus: 52e9, memoryBytes: 450 * 1024 ** 3, shmBytes: 64 * 1024 ** 3 });
+  });
+
   it.each([
     [{ sku: 'nope' }, 'sku'],
     [{ gpus: 3 }, 'gpus'],

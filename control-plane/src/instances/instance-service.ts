@@ -15,9 +15,9 @@ import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, RefundRecord }
 import { imageReferenceProblem, labelProblem, sshPublicKeyProblem } from './input-validation.js';
 import { TERMINAL, decide, transition, type Decision, type InstanceStatus, type LifecycleEvent, type Occurrence, type StopAction } from './lifecycle.js';
 import { place } from './placement.js';
-import { poolsOf, type Sku, type SkuCatalog } from './sku-catalog.js';
+import { poolsOf, taskResources, type Sku, type SkuCatalog } from './sku-catalog.js';
 import { requestStop, stopOverdue, stopTiming } from './stop-request.js';
-import type { AgentTaskState, GpuInventory, TaskDispatcher } from './task-dispatch.js';
+import type { AgentTaskState, GpuInventory, StartTaskOrder, TaskDispatcher } from './task-dispatch.js';
 
 export const INSTANCE_LIFECYCLE_EVENT = 'instance.lifecycle';
 export const MAX_CREATE_HOURS = 168;
@@ -346,7 +346,8 @@ export class InstanceService {
     }
   }
 
-  private startOrder(record: InstanceRecord) {
+  private startOrder(record: InstanceRecord): StartTaskOrder {
+    const sku = this.skuById(record.sku);
     return {
       taskId: record.id,
       image: record.image,
@@ -354,6 +355,7 @@ export class InstanceService {
       labels: record.labels,
       env: { SVC_INSTANCE_ID: record.id },
       sshAuthorizedKeys: record.sshKeys,
+      resources: sku ? taskResources(sku, record.gpus) : null,
     };
   }
 

@@ -1,5 +1,8 @@
 // The GPU SKU catalog: a JSON file in the repo, validated at start-up. A SKU names the
-// GPU model as NVML reports it, so the scheduler can match it against node GPUs.
+// GPU model as NVML reports it, so the scheduler can match it against node GPUs. A SKU
+// also sells CPUs, memory and shared memory per GPU, as clouds do; the agent runs an
+// instance's container under those limits (times its GPUs), so one tenant cannot starve
+// the others on its node (docs/security.md).
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
@@ -19,6 +22,9 @@ export const SkuSchema = Type.Object(
     gpu_model: Type.String({ minLength: 1, description: 'As NVML names it, e.g. "NVIDIA H100 80GB HBM3".' }),
     gpu_memory_gb: Type.Integer({ minimum: 1 }),
     gpu_counts: Type.Array(Type.Union(GPU_COUNTS.map((n) => Type.Literal(n))), { minItems: 1, uniqueItems: true }),
+    vcpus_per_gpu: Type.Number({ exclusiveMinimum: 0, maximum: 1024, description: 'CPU limit per GPU (vCPUs).' }),
+    memory_gib_per_gpu: Type.Number({ exclusiveMinimum: 0, maximum: 65536, description: 'Memory limit per GPU (GiB, no swap).' }),
+    shm_gib_per_gpu: Type.Number({ exclusiveMinimum: 0, maximum: 65536, description: 'Size of /dev/shm per GPU (GiB; counts against the memory limit).' }),
     /** USD per GPU-hour, on demand, per pool the SKU is sold in. */
     price_per_gpu_hour: PoolPrices,
   },
@@ -60,4 +66,21 @@ export function loadSkuCatalog(path: string = DEFAULT_SKU_CATALOG_PATH): SkuCata
 /** Pools a SKU is sold in, in the catalog's pool order. */
 export function poolsOf(catalog: SkuCatalog, sku: Sku): Pool[] {
   return catalog.pool_order.filter((p) => sku.price_per_gpu_hour[p] !== undefined);
+}
+
+/** The container limits of an instance of `gpus` x `sku`, as the start order carries them to the agent. */
+export interface TaskResources {
+  nanoCpus: number;
+  memoryBytes: number;
+  shmBytes: number;
+}
+
+const GIB = 1024 ** 3;
+
+export function taskResources(sku: Pick<Sku, 'vcpus_per_gpu' | 'memory_gib_per_gpu' | 'shm_gib_per_gpu'>, gpus: number): TaskResources {
+  return {
+    nanoCpus: Math.round(sku.vcpus_per_gpu * gpus * 1e9),
+    memoryBytes: Math.round(sku.memory_gib_per_gpu * gpus * GIB),
+    shmBytes: Math.round(Math.min(sku.shm_gib_per_gpu, sku.memory_gib_per_gpu) * gpus * GIB),
+  };
 }

@@ -2,6 +2,7 @@
 // interfaces: the GPUs nodes report (node registry) and a way to send tasks to agents
 // (agent gateway). Keeping them here keeps the service free of gRPC and registry details.
 import type { CandidateNode } from './placement.js';
+import type { TaskResources } from './sku-catalog.js';
 
 export interface GpuInventory {
   /** Every node with its GPUs as the registry sees them (claimed GPUs marked). */
@@ -15,6 +16,8 @@ export interface StartTaskOrder {
   labels: Record<string, string>;
   env: Record<string, string>;
   sshAuthorizedKeys: string[];
+  /** Container limits from the SKU catalog; null when the SKU left the catalog (the agent then gives the host's capacity). */
+  resources: TaskResources | null;
 }
 
 export interface StopTaskOrder {

@@ -15,6 +15,9 @@ const Sku = Type.Object(
     gpu_model: Type.String(),
     gpu_memory_gb: Type.Integer(),
     gpu_counts: Type.Array(Type.Integer()),
+    vcpus_per_gpu: Type.Number({ description: 'CPU limit of an instance, per GPU.' }),
+    memory_gib_per_gpu: Type.Number({ description: 'Memory limit of an instance (no swap), per GPU, in GiB.' }),
+    shm_gib_per_gpu: Type.Number({ description: 'Size of /dev/shm, per GPU, in GiB (counts against the memory limit).' }),
     pools: Type.Array(
       Type.Object({
         pool: Type.String(),
@@ -46,6 +49,9 @@ export function skuRoutes(catalog: SkuCatalog, inventory: GpuInventory, store: I
               gpu_model: sku.gpu_model,
               gpu_memory_gb: sku.gpu_memory_gb,
               gpu_counts: [...sku.gpu_counts],
+              vcpus_per_gpu: sku.vcpus_per_gpu,
+              memory_gib_per_gpu: sku.memory_gib_per_gpu,
+              shm_gib_per_gpu: sku.shm_gib_per_gpu,
               pools: poolsOf(catalog, sku).map((pool) => ({
                 pool,
                 price_per_gpu_hour: sku.price_per_gpu_hour[pool]!,

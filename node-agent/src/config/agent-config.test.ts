@@ -36,7 +36,17 @@ describe('loadAgentConfig', () => {
     expect(loadAgentConfig({ SVC_SIMULATE_GPUS: '2' }).simulation).toEqual({ count: 2, name: undefined });
   });
 
+  it('reads the isolation settings: outbound, allowed private CIDRs, reserves and the pids limit', () => {
+    const config = loadAgentConfig({ SVC_INSTANCE_OUTBOUND: 'none', SVC_INSTANCE_ALLOW_CIDRS: '10.0.0.2, 192.168.7.0/24', SVC_HOST_RESERVED_CPUS: '0.5', SVC_TASK_PIDS_LIMIT: '512' });
+    expect(config).toMatchObject({ instanceOutbound: 'none', instanceAllowCidrList: ['10.0.0.2', '192.168.7.0/24'], reservedCpus: 0.5, taskPidsLimit: 512, hostFirewall: true });
+    expect(loadAgentConfig({})).toMatchObject({ instanceOutbound: 'internet', instanceAllowCidrList: [], reservedMemoryMib: 2048 });
+  });
+
   it.each([
+    ['SVC_INSTANCE_OUTBOUND', 'sometimes'],
+    ['SVC_INSTANCE_ALLOW_CIDRS', '10.0.0.0/8 -j ACCEPT'],
+    ['SVC_TASK_PIDS_LIMIT', '1'],
+    ['SVC_HOST_RESERVED_CPUS', '-1'],
     ['SVC_POOL', 'mars'],
     ['SVC_GPU_IGNORED_XIDS', '13;31'],
     ['SVC_SIMULATE_GPUS', '9'],

@@ -5,6 +5,7 @@
 import { hostname } from 'node:os';
 import { Type } from '@sinclair/typebox';
 import { ConfigError, loadConfig, setting, type ConfigOf } from '@svc/shared';
+import { cidrProblem } from '../runtime/firewall-rules.js';
 import { isLoopbackTarget } from '../transport/address.js';
 import { parseSimulatedGpus, type SimulatedGpus } from '../simulation/simulated-gpus.js';
 
@@ -149,6 +150,42 @@ export const agentSettings = {
     '',
     "Origin of Jupyter URLs when a TLS proxy fronts the Jupyter ports; {port} is the instance's port, so origins stay per instance (https://node7.example.com:{port} or https://j{port}.node7.example.com); empty means http://<public host>:<port>.",
   ),
+  instanceOutbound: setting(
+    'SVC_INSTANCE_OUTBOUND',
+    Type.Union([Type.Literal('internet'), Type.Literal('none')]),
+    'internet',
+    'Whether instances may open connections to the internet (`none`: a Docker internal network). Never to the host, other tasks, private ranges or metadata.',
+  ),
+  instanceAllowCidrs: setting(
+    'SVC_INSTANCE_ALLOW_CIDRS',
+    Type.String(),
+    '',
+    'Comma-separated IPv4 addresses/CIDRs in private ranges that instances may still reach (a DNS resolver, a package mirror).',
+  ),
+  hostFirewall: setting(
+    'SVC_HOST_FIREWALL',
+    Type.Boolean(),
+    true,
+    'Install the iptables rules that keep containers away from the host and each other at start (the agent stops if it cannot). false only where another firewall does it.',
+  ),
+  reservedCpus: setting(
+    'SVC_HOST_RESERVED_CPUS',
+    Type.Number({ minimum: 0 }),
+    1,
+    'CPUs no task may use (kept for the agent, Docker and the OS); task CPU limits are clamped to the host less this.',
+  ),
+  reservedMemoryMib: setting(
+    'SVC_HOST_RESERVED_MEMORY_MIB',
+    Type.Integer({ minimum: 0 }),
+    2048,
+    'Memory (MiB) no task may use; task memory limits are clamped to the host less this.',
+  ),
+  taskPidsLimit: setting(
+    'SVC_TASK_PIDS_LIMIT',
+    Type.Integer({ minimum: 16, maximum: 4_194_304 }),
+    4096,
+    'Most processes and threads one task container may have (a fork bomb stops there).',
+  ),
   logLevel: setting(
     'SVC_LOG_LEVEL',
     Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
@@ -167,6 +204,8 @@ export interface AgentConfig extends AgentSettings {
   simulation: SimulatedGpus | undefined;
   /** True when the channel uses TLS. */
   useTls: boolean;
+  /** SVC_INSTANCE_ALLOW_CIDRS as a list. */
+  instanceAllowCidrList: string[];
 }
 
 export function loadAgentConfig(env: Record<string, string | undefined> = process.env): AgentConfig {
@@ -189,6 +228,14 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
   if (settings.jupyterPort !== 0 && settings.jupyterPort + settings.jupyterPortCount - 1 > 65535) {
     throw new ConfigError(`SVC_JUPYTER_PORT ${settings.jupyterPort} plus SVC_JUPYTER_PORT_COUNT ${settings.jupyterPortCount} ports runs past port 65535`);
   }
+  const instanceAllowCidrList = settings.instanceAllowCidrs
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const cidr of instanceAllowCidrList) {
+    const problem = cidrProblem(cidr);
+    if (problem) throw new ConfigError(`SVC_INSTANCE_ALLOW_CIDRS: ${problem}`);
+  }
   const ignoredXidSet = new Set(
     settings.ignoredXids
       .split(',')
@@ -202,6 +249,7 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     ignoredXidSet,
     simulation: simulationOf(settings.simulateGpus),
     useTls,
+    instanceAllowCidrList,
   };
 }
 

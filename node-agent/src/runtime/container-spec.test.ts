@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type TaskSpec } from './container-spec.js';
+import { KEPT_CAPABILITIES, LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
+import { GIB } from './task-limits.js';
+
+const host = (nodeId: string, nvidiaRuntime: boolean): HostCapabilities => ({
+  nodeId,
+  nvidiaRuntime,
+  capacity: { cpus: 2, memoryBytes: 24 * GIB },
+  limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096 },
+});
 
 const task: TaskSpec = {
   taskId: 'inst_abc',
@@ -12,7 +20,7 @@ const task: TaskSpec = {
 
 describe('buildContainerSpec', () => {
   it('labels the container with its task and node, user labels under a prefix', () => {
-    const spec = buildContainerSpec(task, { nodeId: 'node_1', nvidiaRuntime: false });
+    const spec = buildContainerSpec(task, host('node_1', false));
     expect(spec.Labels).toEqual({
       [LABEL_INSTANCE]: 'inst_abc',
       [LABEL_NODE]: 'node_1',
@@ -24,22 +32,22 @@ describe('buildContainerSpec', () => {
 
   it('keeps the authorized SSH keys in a label, one per line, so a restarted agent finds them', () => {
     const keys = ['ssh-ed25519 AAAAC3Nza a@b', 'ssh-rsa AAAAB3Nza c@d'];
-    expect(buildContainerSpec({ ...task, sshAuthorizedKeys: keys }, { nodeId: 'n', nvidiaRuntime: false }).Labels?.[LABEL_SSH_KEYS]).toBe(keys.join('\n'));
-    expect(buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false }).Labels?.[LABEL_SSH_KEYS]).toBeUndefined();
+    expect(buildContainerSpec({ ...task, sshAuthorizedKeys: keys }, host('n', false)).Labels?.[LABEL_SSH_KEYS]).toBe(keys.join('\n'));
+    expect(buildContainerSpec(task, host('n', false)).Labels?.[LABEL_SSH_KEYS]).toBeUndefined();
   });
 
   it('requests GPUs by UUID only when the NVIDIA runtime is present', () => {
-    const gpu = buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: true });
+    const gpu = buildContainerSpec(task, host('n', true));
     expect(gpu.HostConfig?.DeviceRequests).toEqual([{ Driver: 'nvidia', DeviceIDs: ['GPU-1', 'GPU-2'], Capabilities: [['gpu']] }]);
     expect(gpu.Env).toContain('NVIDIA_VISIBLE_DEVICES=GPU-1,GPU-2');
-    const dev = buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false });
+    const dev = buildContainerSpec(task, host('n', false));
     expect(dev.HostConfig?.DeviceRequests).toBeUndefined();
     expect(dev.Env).toContain('SVC_GPU_UUIDS=GPU-1,GPU-2');
   });
 
   it('is never privileged and never mounts the Docker socket', () => {
     for (const nvidiaRuntime of [true, false]) {
-      const spec = buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime });
+      const spec = buildContainerSpec(task, host('n', nvidiaRuntime));
       expect(spec.HostConfig?.Privileged).toBe(false);
       expect(spec.HostConfig?.SecurityOpt).toContain('no-new-privileges');
       expect(JSON.stringify(spec)).not.toContain('docker.sock');
@@ -47,13 +55,51 @@ describe('buildContainerSpec', () => {
   });
 });
 
+describe('buildContainerSpec for hostile tenants', () => {
+  const gpuHost: HostCapabilities = { ...host('n', true), capacity: { cpus: 224, memoryBytes: 2048 * GIB } };
+
+  it('puts the task alone on its own network, never the default bridge', () => {
+    expect(buildContainerSpec(task, host('n', false)).HostConfig?.NetworkMode).toBe('svc-net-instance-inst_abc');
+    expect(buildContainerSpec({ ...task, kind: 'replica', taskId: 'rep_1' }, host('n', false)).HostConfig?.NetworkMode).toBe('svc-net-replica-rep_1');
+  });
+
+  it('applies the limits asked for on a big host, with no swap and a pids limit', () => {
+    const hc = buildContainerSpec({ ...task, resources: { nanoCpus: 52e9, memoryBytes: 450 * GIB, shmBytes: 64 * GIB } }, gpuHost).HostConfig!;
+    expect({ NanoCpus: hc.NanoCpus, Memory: hc.Memory, MemorySwap: hc.MemorySwap, ShmSize: hc.ShmSize, PidsLimit: hc.PidsLimit }).toEqual({
+      NanoCpus: 52e9,
+      Memory: 450 * GIB,
+      MemorySwap: 450 * GIB,
+      ShmSize: 64 * GIB,
+      PidsLimit: 4096,
+    });
+  });
+
+  it('clamps them to a small host (a dev machine still runs the instance)', () => {
+    const hc = buildContainerSpec({ ...task, resources: { nanoCpus: 52e9, memoryBytes: 450 * GIB, shmBytes: 64 * GIB } }, host('n', false)).HostConfig!;
+    expect({ NanoCpus: hc.NanoCpus, Memory: hc.Memory, ShmSize: hc.ShmSize }).toEqual({ NanoCpus: 1e9, Memory: 22 * GIB, ShmSize: 22 * GIB });
+  });
+
+  it('drops every capability but the few a GPU workload uses: no NET_RAW, MKNOD, SYS_CHROOT or NET_ADMIN', () => {
+    const hc = buildContainerSpec(task, host('n', false)).HostConfig!;
+    expect(hc.CapDrop).toEqual(['ALL']);
+    expect(hc.CapAdd).toEqual([...KEPT_CAPABILITIES]);
+    for (const cap of ['NET_RAW', 'NET_ADMIN', 'MKNOD', 'SYS_CHROOT', 'SYS_ADMIN', 'SETFCAP', 'AUDIT_WRITE']) expect(hc.CapAdd).not.toContain(cap);
+  });
+
+  it('makes tenants, instances first, what the OOM killer takes before the agent, and turns IPv6 off inside', () => {
+    expect(buildContainerSpec(task, host('n', false)).HostConfig?.OomScoreAdj).toBe(800);
+    expect(buildContainerSpec({ ...task, kind: 'replica' }, host('n', false)).HostConfig?.OomScoreAdj).toBe(500);
+    expect(buildContainerSpec(task, host('n', false)).HostConfig?.Sysctls).toEqual({ 'net.ipv6.conf.all.disable_ipv6': '1' });
+  });
+});
+
 describe('taskFromLabels', () => {
   it('reads back the task that buildContainerSpec labelled, ignoring spoofed user labels', () => {
-    expect(taskFromLabels(buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false }).Labels)).toEqual({
+    expect(taskFromLabels(buildContainerSpec(task, host('n', false)).Labels)).toEqual({
       kind: 'instance',
       taskId: 'inst_abc',
     });
-    const replica = buildContainerSpec({ ...task, kind: 'replica', taskId: 'rep_1', labels: {} }, { nodeId: 'n', nvidiaRuntime: false });
+    const replica = buildContainerSpec({ ...task, kind: 'replica', taskId: 'rep_1', labels: {} }, host('n', false));
     expect(taskFromLabels(replica.Labels)).toEqual({ kind: 'replica', taskId: 'rep_1' });
     expect(taskFromLabels({ [LABEL_NODE]: 'n', 'svc.label.svc.instance': 'spoof' })).toBeNull();
     expect(taskFromLabels(undefined)).toBeNull();
@@ -69,14 +115,14 @@ describe('taskFromLabels', () => {
       publish: { containerPort: 8000, hostIp: '127.0.0.1' },
       healthPath: '/health',
     };
-    const spec = buildContainerSpec(replica, { nodeId: 'n', nvidiaRuntime: false });
+    const spec = buildContainerSpec(replica, host('n', false));
     expect(spec.ExposedPorts).toEqual({ '8000/tcp': {} });
     expect(spec.HostConfig?.PortBindings).toEqual({ '8000/tcp': [{ HostIp: '127.0.0.1', HostPort: '' }] });
     expect(spec.HostConfig?.RestartPolicy).toEqual({ Name: 'no' });
     expect(spec.Cmd).toEqual(['--model', 'm']);
     expect(taskSpecFromLabels(spec.Labels)).toEqual(replica);
     expect(taskSpecFromLabels({ ...spec.Labels, [LABEL_SPEC]: '{not json' })).toBeNull();
-    expect(buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false }).ExposedPorts).toBeUndefined();
-    expect(buildContainerSpec(task, { nodeId: 'n', nvidiaRuntime: false }).Labels![LABEL_SPEC]).toBeUndefined();
+    expect(buildContainerSpec(task, host('n', false)).ExposedPorts).toBeUndefined();
+    expect(buildContainerSpec(task, host('n', false)).Labels![LABEL_SPEC]).toBeUndefined();
   });
 });

@@ -2,7 +2,12 @@
 // function. Every container carries labels naming its task and node, so a restarted
 // agent re-adopts what runs and removes what nobody wants. Never privileged, never the
 // Docker socket; GPUs go in as device requests by UUID when the NVIDIA runtime exists.
+// Tenants are hostile (docs/security.md): each container sits alone on its own network
+// (task-network.ts), under CPU, memory, /dev/shm and pids limits (task-limits.ts), with
+// only the capabilities a GPU workload needs, and the kernel's OOM killer picks it first.
 import type { ContainerCreateOptions } from 'dockerode';
+import { containerLimits, type HostCapacity, type LimitSettings, type TaskResources } from './task-limits.js';
+import { networkName } from './task-network.js';
 
 export const LABEL_INSTANCE = 'svc.instance';
 export const LABEL_REPLICA = 'svc.replica';
@@ -27,13 +32,29 @@ export interface TaskSpec {
   /** Replicas: the HTTP path the agent health-checks on the published port. */
   healthPath?: string;
   sshAuthorizedKeys?: string[];
+  /** Limits the control plane asked for (SKU catalog); clamped to the host, see task-limits.ts. */
+  resources?: TaskResources;
 }
 
 export interface HostCapabilities {
   nodeId: string;
   /** Docker has the NVIDIA runtime, so device requests can attach GPUs. */
   nvidiaRuntime: boolean;
+  /** CPUs and memory the engine reports, which every limit is clamped to. */
+  capacity: HostCapacity;
+  limits: LimitSettings;
 }
+
+/**
+ * Everything else is dropped: no raw sockets (NET_RAW: ARP spoofing, ping floods), no
+ * device nodes (MKNOD), no file capabilities (SETFCAP/SETPCAP), no chroot, no audit
+ * writes. What stays is what package managers, pip, Jupyter and CUDA programs running as
+ * root inside the container use: file ownership and modes, switching users, signals, low ports.
+ */
+export const KEPT_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID', 'SETGID', 'KILL', 'NET_BIND_SERVICE'] as const;
+
+/** Positive: under memory pressure the kernel kills tenant processes (instances first) before the agent or Docker. */
+export const OOM_SCORE_ADJ = { instance: 800, replica: 500 } as const;
 
 export const containerName = (task: Pick<TaskSpec, 'kind' | 'taskId'>): string => `svc-${task.kind}-${task.taskId}`;
 
@@ -52,6 +73,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
   if (host.nvidiaRuntime && task.gpuUuids.length > 0) env.push(`NVIDIA_VISIBLE_DEVICES=${task.gpuUuids.join(',')}`);
 
   const port = task.publish ? `${task.publish.containerPort}/tcp` : undefined;
+  const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind);
   return {
     name: containerName(task),
     Image: task.image,
@@ -66,6 +88,18 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
       // The agent restarts replicas itself (with backoff, reporting each restart), never Docker.
       RestartPolicy: { Name: 'no' },
       Binds: [],
+      NetworkMode: networkName(task),
+      CapDrop: ['ALL'],
+      CapAdd: [...KEPT_CAPABILITIES],
+      NanoCpus: limits.nanoCpus,
+      Memory: limits.memoryBytes,
+      // Equal to Memory: no swap on top of the limit.
+      MemorySwap: limits.memoryBytes,
+      ShmSize: limits.shmBytes,
+      PidsLimit: limits.pidsLimit,
+      OomScoreAdj: OOM_SCORE_ADJ[task.kind],
+      // The networks carry IPv4 only; without IPv6 not even a link-local route to the host exists.
+      Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' },
       // HostPort '' lets Docker pick a free port; the agent reads it back with inspect.
       ...(port ? { PortBindings: { [port]: [{ HostIp: task.publish!.hostIp, HostPort: '' }] } } : {}),
       ...(host.nvidiaRuntime && task.gpuUuids.length > 0

@@ -4,10 +4,12 @@ import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
-import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type TaskSpec } from './container-spec.js';
+import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
 import { deleteFreshImage, ensureBusybox, pushFreshImage } from './docker-test-images.js';
 import { RuntimeError, type PullProgress } from './runtime.js';
+import { DEFAULT_LIMIT_SETTINGS, GIB } from './task-limits.js';
+import { buildNetworkSpec, networkName } from './task-network.js';
 
 const docker = new Docker();
 const run = randomBytes(4).toString('hex');
@@ -55,6 +57,13 @@ const timed = async <T>(fn: () => Promise<T>): Promise<[T, number]> => {
 };
 
 const runtime = new DockerRuntime({ docker, nodeId });
+const hostCaps: HostCapabilities = { nodeId, nvidiaRuntime: false, capacity: { cpus: 2, memoryBytes: 4 * GIB }, limits: DEFAULT_LIMIT_SETTINGS };
+
+/** A container made behind the runtime's back, as a crash half-way through a start leaves one: network first. */
+async function createBehindTheRuntime(spec: TaskSpec): Promise<Docker.Container> {
+  await docker.createNetwork(buildNetworkSpec(spec, nodeId, 'internet'));
+  return docker.createContainer(buildContainerSpec(spec, hostCaps));
+}
 
 beforeAll(async () => {
   // Fail loudly: a suite that silently skips without Docker hides regressions.
@@ -68,6 +77,8 @@ afterAll(async () => {
   for (const node of [nodeId, otherNodeId]) {
     const leftovers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${node}`] } });
     await Promise.all(leftovers.map((c) => docker.getContainer(c.Id).remove({ force: true })));
+    const networks = await docker.listNetworks({ filters: { label: [`${LABEL_NODE}=${node}`] } });
+    await Promise.all(networks.map((n) => docker.getNetwork(n.Id).remove()));
   }
   for (const ref of freshImages) await deleteFreshImage(docker, ref);
 });
@@ -197,7 +208,7 @@ describe('DockerRuntime: start and inspect', () => {
 
   it('replaces a created-but-never-started leftover of the task', async () => {
     const spec = task();
-    const leftover = await docker.createContainer(buildContainerSpec(spec, { nodeId, nvidiaRuntime: false }));
+    const leftover = await createBehindTheRuntime(spec);
     const handle = await runtime.startTask(spec);
     expect(handle.state).toBe('running');
     expect(handle.containerId).not.toBe(leftover.id);
@@ -311,14 +322,14 @@ describe('DockerRuntime: recovery and reconcile', () => {
     await waitForLog(running.containerId, 'ready');
     expect(await restarted.stopTask(running.containerId, { timeoutMs: 5_000 })).toBe('exited');
     expect((await restarted.waitTask(running.containerId)).exitCode).toBe(0);
-  });
+   }, 90_000);
 
   it('reconcile removes unwanted and never-started containers of this node, keeps wanted and foreign ones', async () => {
     const wanted = await runtime.startTask(task());
     const unwanted = await runtime.startTask(task());
     // Created but never started: what a create that "failed" on the network leaves behind.
     const orphanSpec = task();
-    const orphan = await docker.createContainer(buildContainerSpec(orphanSpec, { nodeId, nvidiaRuntime: false }));
+    const orphan = await createBehindTheRuntime(orphanSpec);
     const foreign = await new DockerRuntime({ docker, nodeId: otherNodeId }).startTask(task());
 
     const keep = new Set((await runtime.recoverTasks()).map((h) => h.taskId));
@@ -336,7 +347,78 @@ describe('DockerRuntime: recovery and reconcile', () => {
     expect((await runtime.inspectTask(foreign.containerId)).state).toBe('running');
     await expect(runtime.inspectTask(unwanted.containerId)).rejects.toMatchObject({ code: 'not_found' });
     await expect(runtime.inspectTask(orphan.id)).rejects.toMatchObject({ code: 'not_found' });
+    // Their networks went with them; the wanted and the foreign task keep theirs.
+    const networks = async (task: { kind: 'instance' | 'replica'; taskId: string }) => docker.listNetworks({ filters: { name: [networkName(task)] } });
+    expect(await networks(unwanted)).toEqual([]);
+    expect(await networks({ kind: 'instance', taskId: orphanSpec.taskId })).toEqual([]);
+    expect(await networks(wanted)).toHaveLength(1);
+    expect(await networks(foreign)).toHaveLength(1);
     // Nothing more to do the second time.
     expect((await runtime.reconcile(keep)).removed).toEqual([]);
+   }, 90_000);
+
+  it('reconcile removes a network left without its container (a crash between the two removals)', async () => {
+    const stale = task();
+    await docker.createNetwork(buildNetworkSpec(stale, nodeId, 'internet'));
+    const keep = new Set((await runtime.recoverTasks()).map((h) => h.taskId));
+    await runtime.reconcile(keep);
+    expect(await docker.listNetworks({ filters: { name: [networkName(stale)] } })).toEqual([]);
+  });
+});
+
+describe('isolation and limits', () => {
+  const inspectNetwork = async (name: string) =>
+    (await docker.getNetwork(name).inspect()) as { Internal: boolean; Labels: Record<string, string>; Options: Record<string, string>; Containers: Record<string, unknown> };
+
+  it('runs each task alone on a network of its own, removed with the container', async () => {
+    const a = await runtime.startTask(task());
+    const b = await runtime.startTask(task());
+    const infoA = await docker.getContainer(a.containerId).inspect();
+    expect(Object.keys(infoA.NetworkSettings.Networks)).toEqual([networkName(a)]);
+    const net = await inspectNetwork(networkName(a));
+    expect(net.Internal).toBe(false);
+    expect(net.Labels).toEqual({ [LABEL_INSTANCE]: a.taskId, [LABEL_NODE]: nodeId });
+    expect(net.Options['com.docker.network.bridge.name']).toMatch(/^svci-[0-9a-f]{10}$/);
+    expect(Object.keys(net.Containers)).toEqual([a.containerId]);
+    expect(networkName(a)).not.toBe(networkName(b));
+    await runtime.destroyTask(a.containerId, { force: true });
+    await expect(docker.getNetwork(networkName(a)).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    await runtime.destroyTask(b.containerId, { force: true });
+  }, 90_000);
+
+  it('gives replicas svcr- bridges and instances with outbound none an internal network', async () => {
+    const replica = await runtime.startTask(task({ kind: 'replica' }));
+    expect((await inspectNetwork(networkName(replica))).Options['com.docker.network.bridge.name']).toMatch(/^svcr-/);
+    const sealed = await new DockerRuntime({ docker, nodeId, instanceOutbound: 'none' }).startTask(task());
+    expect((await inspectNetwork(networkName(sealed))).Internal).toBe(true);
+    for (const h of [replica, sealed]) await runtime.destroyTask(h.containerId, { force: true });
+  }, 90_000);
+
+  it('runs the container under the limits asked for, clamped to the host, with the capabilities cut down', async () => {
+    const limited = new DockerRuntime({ docker, nodeId, limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 128 } });
+    const h = await limited.startTask(task({ resources: { nanoCpus: 26e9, memoryBytes: 256 * 1024 ** 2, shmBytes: 64 * 1024 ** 2 } }));
+    const hc = (await docker.getContainer(h.containerId).inspect()).HostConfig as Docker.HostConfig & { OomScoreAdj: number };
+    const cpus = (await docker.info()).NCPU as number;
+    expect({ nanoCpus: hc.NanoCpus, memory: hc.Memory, swap: hc.MemorySwap, shm: hc.ShmSize, pids: hc.PidsLimit, oom: hc.OomScoreAdj }).toEqual({
+      nanoCpus: Math.max(cpus - 1, 0.5) * 1e9,
+      memory: 256 * 1024 ** 2,
+      swap: 256 * 1024 ** 2,
+      shm: 64 * 1024 ** 2,
+      pids: 128,
+      oom: 800,
+    });
+    expect(hc.CapDrop).toEqual(['ALL']);
+    expect(hc.CapAdd).not.toContain('NET_RAW');
+    // What the kernel enforces, read from inside (cgroup v1 here; v2 hosts have memory.max and pids.max at the root).
+    const exec = await docker.getContainer(h.containerId).exec({ Cmd: ['sh', '-c', 'cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null; df -k /dev/shm | tail -1'], AttachStdout: true, AttachStderr: true });
+    const stream = await exec.start({});
+    const chunks: Buffer[] = [];
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    await new Promise((r) => stream.on('end', r));
+    const out = Buffer.concat(chunks).toString('utf8');
+    expect(out).toContain('128');
+    expect(out).toContain(String(256 * 1024 ** 2));
+    expect(out).toMatch(/\b65536\b/); // /dev/shm: 64 MiB in 1K blocks
+    await limited.destroyTask(h.containerId, { force: true });
   });
 });

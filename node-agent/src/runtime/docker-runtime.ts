@@ -1,7 +1,9 @@
 // The TaskRuntime over the local Docker engine (dockerode): pull with progress, create
 // from buildContainerSpec, start, graceful stop, removal, re-adoption and the sweep of
 // containers nobody wants. Everything it makes is labelled with this node's id, and it
-// only ever lists, re-adopts or sweeps containers carrying that label.
+// only ever lists, re-adopts or sweeps containers carrying that label. Each task's
+// container runs alone on a network of its own (task-network.ts), made before the
+// container and removed after it.
 import Docker from 'dockerode';
 import { LABEL_NODE, buildContainerSpec, containerName, taskFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import {
@@ -15,7 +17,9 @@ import {
   pullFailed,
   taskFailed,
 } from './docker-errors.js';
-import { hasNvidiaRuntime } from './nvidia-runtime.js';
+import { listsNvidiaRuntime } from './nvidia-runtime.js';
+import { DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
+import { buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { PullProgressTracker, pullEventError, type PullEvent } from './pull-progress.js';
 import {
@@ -45,6 +49,10 @@ export interface DockerRuntimeOptions {
   nvidiaRuntime?: boolean;
   /** How long to wait for a container to die after SIGKILL before calling it an engine error. */
   killTimeoutMs?: number;
+  /** Reserves and the pids limit (agent settings); defaults: DEFAULT_LIMIT_SETTINGS. */
+  limits?: LimitSettings;
+  /** Whether instance networks reach the internet (SVC_INSTANCE_OUTBOUND); default internet. */
+  instanceOutbound?: InstanceOutbound;
 }
 
 // Docker reports never-set times as the zero time.
@@ -65,17 +73,19 @@ export class DockerRuntime implements TaskRuntime {
   readonly nodeId: string;
   /** Shared pulls; exposed so tests and metrics can count real pulls. */
   readonly pulls: PullCoordinator;
+  private readonly nvidiaRuntime: boolean | undefined;
   private readonly killTimeoutMs: number;
-  private hostCapabilities: Promise<HostCapabilities> | null;
+  private readonly limits: LimitSettings;
+  private readonly instanceOutbound: InstanceOutbound;
+  private hostCapabilities: Promise<HostCapabilities> | null = null;
 
   constructor(options: DockerRuntimeOptions) {
     this.docker = options.docker ?? new Docker();
     this.nodeId = options.nodeId;
     this.killTimeoutMs = options.killTimeoutMs ?? 10_000;
-    this.hostCapabilities =
-      options.nvidiaRuntime === undefined
-        ? null
-        : Promise.resolve({ nodeId: this.nodeId, nvidiaRuntime: options.nvidiaRuntime });
+    this.limits = options.limits ?? DEFAULT_LIMIT_SETTINGS;
+    this.instanceOutbound = options.instanceOutbound ?? 'internet';
+    this.nvidiaRuntime = options.nvidiaRuntime;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
 
@@ -87,7 +97,14 @@ export class DockerRuntime implements TaskRuntime {
     }
     const host = await this.host();
     await this.ensureImage(spec.image, onProgress);
-    const container = await this.createContainer(spec, host);
+    await this.ensureNetwork(spec);
+    let container: Docker.Container;
+    try {
+      container = await this.createContainer(spec, host);
+    } catch (err) {
+      await this.removeNetwork(spec).catch(() => undefined); // reconcile sweeps it otherwise
+      throw err;
+    }
     try {
       await container.start();
     } catch (err) {
@@ -145,6 +162,13 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   async destroyTask(id: string, options: DestroyOptions = {}): Promise<void> {
+    let task: Pick<TaskSpec, 'kind' | 'taskId'> | null;
+    try {
+      task = taskFromLabels((await this.docker.getContainer(id).inspect()).Config.Labels);
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw engineError(`inspect ${id}`, err);
+    }
     try {
       await this.docker.getContainer(id).remove({ force: options.force ?? false, v: true });
     } catch (err) {
@@ -156,6 +180,7 @@ export class DockerRuntime implements TaskRuntime {
       }
       throw engineError(`remove ${id}`, err);
     }
+    if (task) await this.removeNetwork(task);
   }
 
   async inspectTask(id: string): Promise<TaskStatus> {
@@ -199,6 +224,16 @@ export class DockerRuntime implements TaskRuntime {
         failures.push(`${c.Id}: ${err instanceof Error ? err.message : String(err)}`);
       }
     }
+    // Networks of tasks nobody wants: left by a crash between container and network removal.
+    for (const n of await this.listOwnNetworks()) {
+      const task = taskFromLabels(n.Labels);
+      if (task && wanted.has(task.taskId)) continue;
+      try {
+        await this.docker.getNetwork(n.Id).remove();
+      } catch (err) {
+        if (!isNotFound(err)) failures.push(`network ${n.Name}: ${dockerMessage(err)}`);
+      }
+    }
     if (failures.length > 0) {
       throw new RuntimeError('engine_error', `reconcile could not remove ${failures.join('; ')}`, true);
     }
@@ -207,10 +242,16 @@ export class DockerRuntime implements TaskRuntime {
 
   // --- provisioning ---------------------------------------------------------
 
+  /** The engine's CPUs, memory and runtimes, asked once (`docker info`). */
   private host(): Promise<HostCapabilities> {
     if (!this.hostCapabilities) {
-      const detecting = hasNvidiaRuntime(this.docker).then(
-        (nvidiaRuntime) => ({ nodeId: this.nodeId, nvidiaRuntime }),
+      const detecting = this.docker.info().then(
+        (info: { NCPU?: number; MemTotal?: number; Runtimes?: Record<string, unknown> }) => ({
+          nodeId: this.nodeId,
+          nvidiaRuntime: this.nvidiaRuntime ?? listsNvidiaRuntime(info),
+          capacity: { cpus: info.NCPU ?? 1, memoryBytes: info.MemTotal ?? 0 },
+          limits: this.limits,
+        }),
         (err: unknown) => {
           this.hostCapabilities = null; // ask again next time
           throw engineError('docker info', err);
@@ -289,6 +330,7 @@ export class DockerRuntime implements TaskRuntime {
     }
     if (existing.state === 'running') return this.docker.getContainer(existing.containerId);
     await this.destroyTask(existing.containerId, { force: true });
+    await this.ensureNetwork(spec); // it went with the leftover
     return this.createContainer(spec, host, true);
   }
 
@@ -304,6 +346,36 @@ export class DockerRuntime implements TaskRuntime {
       });
     }
     return failure;
+  }
+
+  /** Creates the task's network; one left by an earlier attempt of the same task is used as is. */
+  private async ensureNetwork(spec: TaskSpec): Promise<void> {
+    const options = buildNetworkSpec(spec, this.nodeId, this.instanceOutbound);
+    try {
+      await this.docker.createNetwork(options);
+      return;
+    } catch (err) {
+      if (dockerStatus(err) !== 409) throw taskFailed('create_failed', `create network ${options.Name}`, err);
+    }
+    let labels: Record<string, string> | undefined;
+    try {
+      labels = ((await this.docker.getNetwork(options.Name).inspect()) as { Labels?: Record<string, string> }).Labels;
+    } catch (err) {
+      throw engineError(`inspect network ${options.Name}`, err);
+    }
+    if (labels?.[LABEL_NODE] !== this.nodeId || taskFromLabels(labels)?.taskId !== spec.taskId) {
+      throw new RuntimeError('create_failed', `create network ${options.Name}: the name belongs to a network this node does not own`, false);
+    }
+  }
+
+  /** Not found is success; a network still in use (a container being re-created) stays for reconcile. */
+  private async removeNetwork(task: Pick<TaskSpec, 'kind' | 'taskId'>): Promise<void> {
+    try {
+      await this.docker.getNetwork(networkName(task)).remove();
+    } catch (err) {
+      if (isNotFound(err) || dockerStatus(err) === 403 || dockerStatus(err) === 409) return;
+      throw engineError(`remove network ${networkName(task)}`, err);
+    }
   }
 
   // --- stopping -------------------------------------------------------------
@@ -342,6 +414,14 @@ export class DockerRuntime implements TaskRuntime {
       return await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${this.nodeId}`] } });
     } catch (err) {
       throw engineError('list containers', err);
+    }
+  }
+
+  private async listOwnNetworks(): Promise<Docker.NetworkInspectInfo[]> {
+    try {
+      return await this.docker.listNetworks({ filters: { label: [`${LABEL_NODE}=${this.nodeId}`] } });
+    } catch (err) {
+      throw engineError('list networks', err);
     }
   }
 

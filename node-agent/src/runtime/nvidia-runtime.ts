@@ -4,6 +4,9 @@ import type Docker from 'dockerode';
 
 /** True when `docker info` lists a runtime named like "nvidia" (nvidia, nvidia-legacy, ...). */
 export async function hasNvidiaRuntime(docker: Pick<Docker, 'info'>): Promise<boolean> {
-  const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
-  return Object.keys(info.Runtimes ?? {}).some((name) => name.toLowerCase().includes('nvidia'));
+  return listsNvidiaRuntime((await docker.info()) as { Runtimes?: Record<string, unknown> });
 }
+
+/** The same, on a `docker info` answer already at hand. */
+export const listsNvidiaRuntime = (info: { Runtimes?: Record<string, unknown> }): boolean =>
+  Object.keys(info.Runtimes ?? {}).some((name) => name.toLowerCase().includes('nvidia'));

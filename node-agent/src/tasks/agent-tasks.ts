@@ -10,6 +10,8 @@ import Docker from 'dockerode';
 import type { InstanceAccessService } from '../access/instance-access.js';
 import { containerName } from '../runtime/container-spec.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
+import type { LimitSettings } from '../runtime/task-limits.js';
+import type { InstanceOutbound } from '../runtime/task-network.js';
 import { Outbox } from '../telemetry/health-outbox.js';
 import { DEFAULT_REPLICA_SETTINGS, type ReplicaSettings } from '../replicas/replica-runner.js';
 import { TaskSupervisor, type TaskReport } from './task-supervisor.js';
@@ -26,10 +28,15 @@ export class AgentTasks {
   constructor(
     nodeId: string,
     private readonly log: Logger,
-    options: { replicas?: ReplicaSettings; docker?: Docker; access?: InstanceAccessService } = {},
+    options: { replicas?: ReplicaSettings; docker?: Docker; access?: InstanceAccessService; limits?: LimitSettings; instanceOutbound?: InstanceOutbound } = {},
   ) {
     this.access = options.access;
-    const runtime = new DockerRuntime({ nodeId, docker: options.docker ?? new Docker() });
+    const runtime = new DockerRuntime({
+      nodeId,
+      docker: options.docker ?? new Docker(),
+      ...(options.limits ? { limits: options.limits } : {}),
+      ...(options.instanceOutbound ? { instanceOutbound: options.instanceOutbound } : {}),
+    });
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, { replicas: options.replicas ?? DEFAULT_REPLICA_SETTINGS });
   }
 
@@ -63,6 +70,7 @@ export class AgentTasks {
       command: order.command,
       ...(order.kind === 'REPLICA' ? { containerPort: order.container_port, healthPath: order.health_path || '/health' } : {}),
       ...(setup ? { sshAuthorizedKeys: setup.sshAuthorizedKeys } : {}),
+      resources: { nanoCpus: order.nano_cpus, memoryBytes: order.memory_bytes, shmBytes: order.shm_bytes },
     });
   }
 

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import { BLOCKED_IPV4_RANGES, FORWARD_CHAIN, INPUT_CHAIN, buildFirewallRules, cidrProblem } from './firewall-rules.js';
+
+const rules = (ipv4: string) => ipv4.split('\n').filter((l) => l.startsWith('-A '));
+const internet = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [] });
+const none = buildFirewallRules({ instanceOutbound: 'none', allowCidrs: [] });
+
+describe('buildFirewallRules', () => {
+  it.each([
+    ['replies to connections an instance opened pass, before anything is refused', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`, 0],
+    ['an instance reaches no port Docker published on a host address', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate DNAT -j REJECT`, 1],
+    ['an instance reaches no other instance', `-A ${FORWARD_CHAIN} -i svci+ -o svci+ -j REJECT`, 2],
+    ['an instance reaches no replica', `-A ${FORWARD_CHAIN} -i svci+ -o svcr+ -j REJECT`, 3],
+    ['an instance reaches no metadata service', `-A ${FORWARD_CHAIN} -i svci+ -d 169.254.0.0/16 -j REJECT`, -1],
+    ['an instance reaches no private network', `-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 -j REJECT`, -1],
+    ['a replica reaches no instance', `-A ${FORWARD_CHAIN} -i svcr+ -o svci+ -j REJECT`, -1],
+    ['a replica reaches no metadata service', `-A ${FORWARD_CHAIN} -i svcr+ -d 169.254.0.0/16 -j REJECT`, -1],
+    ['an instance reaches nothing on the host', `-A ${INPUT_CHAIN} -i svci+ -j REJECT`, -1],
+    ['a replica reaches nothing on the host', `-A ${INPUT_CHAIN} -i svcr+ -j REJECT`, -1],
+  ])('%s', (_name, rule, position) => {
+    const list = rules(internet.ipv4);
+    expect(list).toContain(rule);
+    if (position >= 0) expect(list.indexOf(rule)).toBe(position);
+  });
+
+  it('with outbound internet, leaves public destinations to Docker (no catch-all refusal for instances)', () => {
+    expect(rules(internet.ipv4)).not.toContain(`-A ${FORWARD_CHAIN} -i svci+ -j REJECT`);
+    expect(rules(internet.ipv4).filter((r) => r.includes('-i svci+ -d ')).map((r) => r.split(' ')[5])).toEqual([...BLOCKED_IPV4_RANGES]);
+  });
+
+  it('with outbound none, refuses everything else an instance starts, after the private ranges', () => {
+    const list = rules(none.ipv4);
+    const last = list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -j REJECT`);
+    expect(last).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 240.0.0.0/4 -j REJECT`));
+  });
+
+  it('lets allowed CIDRs through before the private ranges are refused', () => {
+    const list = rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'] }).ipv4);
+    const allow = list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.2/32 -j RETURN`);
+    expect(allow).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -o svcr+ -j REJECT`));
+    expect(allow).toBeLessThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 -j REJECT`));
+  });
+
+  it('refuses all IPv6 a task starts', () => {
+    expect(rules(internet.ipv6)).toEqual([
+      `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
+      `-A ${FORWARD_CHAIN} -i svci+ -j REJECT`,
+      `-A ${INPUT_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
+      `-A ${INPUT_CHAIN} -i svci+ -j REJECT`,
+      `-A ${FORWARD_CHAIN} -i svcr+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
+      `-A ${FORWARD_CHAIN} -i svcr+ -j REJECT`,
+      `-A ${INPUT_CHAIN} -i svcr+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
+      `-A ${INPUT_CHAIN} -i svcr+ -j REJECT`,
+    ]);
+  });
+
+  it('declares only its own chains, so iptables-restore --noflush leaves Docker\'s alone, and hooks them in first', () => {
+    for (const text of [internet.ipv4, internet.ipv6]) {
+      expect(text.split('\n').filter((l) => l.startsWith(':'))).toEqual([`:${FORWARD_CHAIN} - [0:0]`, `:${INPUT_CHAIN} - [0:0]`]);
+      expect(text.startsWith('*filter\n')).toBe(true);
+      expect(text.endsWith('COMMIT\n')).toBe(true);
+    }
+    expect(internet.hooks.ipv4).toEqual([
+      { from: 'DOCKER-USER', to: FORWARD_CHAIN },
+      { from: 'INPUT', to: INPUT_CHAIN },
+    ]);
+  });
+});
+
+describe('cidrProblem', () => {
+  it.each([
+    ['10.0.0.2', null],
+    ['10.0.0.0/8', null],
+    ['0.0.0.0/0', null],
+    ['10.0.0.256', /over 255/],
+    ['10.0.0.0/33', /over 32/],
+    ['fd00::/8', /not an IPv4/],
+    ['10.0.0.0/8 -j ACCEPT', /not an IPv4/],
+  ])('%s', (value, problem) => {
+    const found = cidrProblem(value);
+    if (problem === null) expect(found).toBeNull();
+    else expect(found).toMatch(problem);
+  });
+});

@@ -1,0 +1,29 @@
+// The host firewall on this host's real iptables (the tests run as root, as the agent does).
+// It installs the default policy, the one every agent here installs, so suites running
+// beside it see no change.
+import { describe, expect, it } from 'vitest';
+import { FORWARD_CHAIN, INPUT_CHAIN, buildFirewallRules } from './firewall-rules.js';
+import { installHostFirewall, listChain } from './host-firewall.js';
+
+const rules = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [] });
+const expected = (text: string) => text.split('\n').filter((l) => l.startsWith('-A '));
+/** `iptables -S` puts -d before -i; compare as sets of words per rule. */
+const normal = (rule: string) => rule.replace(' --reject-with icmp-port-unreachable', '').replace(' --reject-with icmp6-port-unreachable', '').split(' ').sort().join(' ');
+
+describe('installHostFirewall', () => {
+  it('writes our chains and hooks each in first, once, however often it runs', async () => {
+    await installHostFirewall(rules);
+    await installHostFirewall(rules);
+    for (const family of ['ipv4', 'ipv6'] as const) {
+      for (const chain of [FORWARD_CHAIN, INPUT_CHAIN]) {
+        const installed = (await listChain(family, chain)).map(normal);
+        expect({ family, chain, rules: installed }).toEqual({ family, chain, rules: expected(rules[family]).filter((r) => r.startsWith(`-A ${chain} `)).map(normal) });
+      }
+      for (const hook of rules.hooks[family]) {
+        const listed = await listChain(family, hook.from);
+        expect(listed.filter((r) => r === `-A ${hook.from} -j ${hook.to}`)).toHaveLength(1);
+        expect(listed[0]).toBe(`-A ${hook.from} -j ${hook.to}`);
+      }
+    }
+  });
+});

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { GIB, MIB, containerLimits, type HostCapacity, type TaskResources } from './task-limits.js';
+
+const settings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096 };
+const gpuHost: HostCapacity = { cpus: 224, memoryBytes: 2048 * GIB };
+const devHost: HostCapacity = { cpus: 2, memoryBytes: 24 * GIB };
+const tiny: HostCapacity = { cpus: 1, memoryBytes: 1 * GIB };
+const oneH100: TaskResources = { nanoCpus: 26e9, memoryBytes: 225 * GIB, shmBytes: 32 * GIB };
+
+describe('containerLimits', () => {
+  it.each([
+    ['catalog numbers on a host big enough: as asked', oneH100, gpuHost, { nanoCpus: 26e9, memoryBytes: 225 * GIB, shmBytes: 32 * GIB }],
+    ['catalog numbers on a dev host: clamped to the host less the reserve', oneH100, devHost, { nanoCpus: 1e9, memoryBytes: 22 * GIB, shmBytes: 22 * GIB }],
+    ['nothing asked (replica, old control plane): the host less the reserve, shm half of memory', undefined, gpuHost, { nanoCpus: 223e9, memoryBytes: 2046 * GIB, shmBytes: 1023 * GIB }],
+    ['zeros count as nothing asked', { nanoCpus: 0, memoryBytes: 0, shmBytes: 0 }, devHost, { nanoCpus: 1e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB }],
+    ['a host smaller than the reserve still gives half a CPU and 256 MiB', oneH100, tiny, { nanoCpus: 0.5e9, memoryBytes: 256 * MIB, shmBytes: 256 * MIB }],
+    ['shm never exceeds memory', { memoryBytes: 1 * GIB, shmBytes: 8 * GIB }, gpuHost, { nanoCpus: 223e9, memoryBytes: 1 * GIB, shmBytes: 1 * GIB }],
+    ['small asks are kept', { nanoCpus: 0.25e9, memoryBytes: 64 * MIB, shmBytes: 16 * MIB }, devHost, { nanoCpus: 0.25e9, memoryBytes: 64 * MIB, shmBytes: 16 * MIB }],
+  ])('%s', (_name, requested, host, expected) => {
+    expect(containerLimits(requested, host, settings)).toEqual({ ...expected, pidsLimit: 4096 });
+  });
+
+  it('keeps the CPU reserve for instances only: replicas may use every CPU, but not the reserved memory', () => {
+    expect(containerLimits(undefined, devHost, settings, 'replica')).toEqual({ nanoCpus: 2e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB, pidsLimit: 4096 });
+    expect(containerLimits(undefined, devHost, settings, 'instance').nanoCpus).toBe(1e9);
+  });
+
+  it('takes the pids limit from the agent setting', () => {
+    expect(containerLimits(oneH100, gpuHost, { ...settings, pidsLimit: 64 }).pidsLimit).toBe(64);
+  });
+});

@@ -1,0 +1,62 @@
+// The CPU, memory, /dev/shm and process limits a task container runs under, as a pure
+// function of what the control plane asked for (the SKU catalog's numbers times the
+// task's GPUs), what the host has and what the agent keeps for itself. A host smaller
+// than the catalog (a dev machine) still runs the task: every limit is clamped to the
+// host, and "not asked" (0, an older control plane, replicas) means the host's capacity.
+
+/** What the order asked for; 0 or absent = no number from the control plane. */
+export interface TaskResources {
+  nanoCpus?: number;
+  memoryBytes?: number;
+  shmBytes?: number;
+}
+
+/** What the Docker engine reports it has (`docker info` NCPU and MemTotal). */
+export interface HostCapacity {
+  cpus: number;
+  memoryBytes: number;
+}
+
+/** Agent settings (SVC_HOST_RESERVED_CPUS, SVC_HOST_RESERVED_MEMORY_MIB, SVC_TASK_PIDS_LIMIT). */
+export interface LimitSettings {
+  /** CPUs no task may use: they stay for the agent, Docker and the OS. */
+  reservedCpus: number;
+  /** Memory no task may use, for the same reason. */
+  reservedMemoryBytes: number;
+  pidsLimit: number;
+}
+
+export interface ContainerLimits {
+  nanoCpus: number;
+  memoryBytes: number;
+  shmBytes: number;
+  pidsLimit: number;
+}
+
+export const MIB = 1024 * 1024;
+export const GIB = 1024 * MIB;
+const NANO = 1_000_000_000;
+/** However small the host, a task gets at least half a CPU and 256 MiB: less runs nothing useful. */
+const MIN_CPUS = 0.5;
+const MIN_MEMORY_BYTES = 256 * MIB;
+
+export const DEFAULT_LIMIT_SETTINGS: LimitSettings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096 };
+
+const asked = (value: number | undefined): number | null => (value !== undefined && Number.isFinite(value) && value > 0 ? value : null);
+
+/**
+ * `kind`: the CPU reserve keeps tenants (instances) off the agent's CPUs; replicas, the
+ * provider's own model servers, may use every CPU (CPU-bound engines on a small host
+ * would crawl under a quota, and they do not run tenants' code).
+ */
+export function containerLimits(requested: TaskResources | undefined, host: HostCapacity, settings: LimitSettings, kind: 'instance' | 'replica' = 'instance'): ContainerLimits {
+  const reservedCpus = kind === 'instance' ? settings.reservedCpus : 0;
+  const maxNanoCpus = Math.round(Math.max(host.cpus - reservedCpus, MIN_CPUS) * NANO);
+  const maxMemory = Math.max(host.memoryBytes - settings.reservedMemoryBytes, MIN_MEMORY_BYTES);
+  const nanoCpus = Math.min(asked(requested?.nanoCpus) ?? maxNanoCpus, maxNanoCpus);
+  const memoryBytes = Math.min(asked(requested?.memoryBytes) ?? maxMemory, maxMemory);
+  // /dev/shm is a tmpfs charged to the memory limit, so it can never usefully exceed it;
+  // without a number, half the memory (it takes memory only when written).
+  const shmBytes = Math.min(asked(requested?.shmBytes) ?? Math.floor(memoryBytes / 2), memoryBytes);
+  return { nanoCpus, memoryBytes, shmBytes, pidsLimit: settings.pidsLimit };
+}

@@ -1,0 +1,251 @@
+// A paying tenant turned attacker, end to end: a real control plane, a real agent process
+// (which installs the host firewall), real containers and the real OpenSSH client. From a
+// shell inside instance A the tenant tries to reach instance B, a model-server replica
+// (its container and its published port), the agent's SSH gateway and Jupyter proxy (on
+// the bridge gateway and on the host's own address), the Docker socket and cloud
+// metadata, then exhausts its memory and forks without end. Every "refused" is paired
+// with proof that the target answers to someone it should answer to, so a refusal is the
+// firewall's doing and not an empty port. Nothing here can reach the internet, so a
+// network namespace stands in for it (support/outside-network.ts).
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listChain } from '../node-agent/src/runtime/host-firewall.js';
+import { FORWARD_CHAIN } from '../node-agent/src/runtime/firewall-rules.js';
+import { DockerRuntime } from '../node-agent/src/runtime/docker-runtime.js';
+import { networkName } from '../node-agent/src/runtime/task-network.js';
+import { loadSkuCatalog } from '../control-plane/src/instances/sku-catalog.js';
+import { BUSYBOX_IMAGE, MODEL_SERVER_STANDIN_IMAGE, SLEEPER_IMAGE } from './support/images.js';
+import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
+import { eventually, freePort, removeNodeContainers } from './support/node-agent-process.js';
+import { keygen, knownHostsFor, ssh, sshProcess, type KeyPair, type SshTarget } from './support/openssh.js';
+import { METADATA_ADDRESS, PUBLIC_ADDRESS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
+
+const docker = new Docker();
+const execFileAsync = promisify(execFile);
+const MIB = 1024 * 1024;
+const MEMORY_LIMIT = 256 * MIB;
+const PIDS_LIMIT = 96;
+/** A node of test containers beside the agent's: the replica and the outbound-none instance. */
+const sideNode = `hostile-side-${randomBytes(4).toString('hex')}`;
+
+let stack: InstanceStack;
+let outside: OutsideNetwork;
+let sshPort: number;
+let jupyterPort: number;
+let hostAddress: string;
+interface Tenant {
+  id: string;
+  key: KeyPair;
+  target: SshTarget;
+  containerId: string;
+  address: string;
+  gateway: string;
+}
+let a: Tenant;
+let b: Tenant;
+let replica: { containerId: string; address: string; publishedPort: number };
+const side = new DockerRuntime({ docker, nodeId: sideNode });
+const catalogFile = join(tmpdir(), `${sideNode}-skus.json`);
+
+/** The host's own address on its uplink (not loopback, not a Docker or test bridge). */
+function uplinkAddress(): string {
+  for (const [name, addresses] of Object.entries(networkInterfaces())) {
+    if (/^(lo|docker|br-|veth|svc)/.test(name)) continue;
+    const v4 = addresses?.find((x) => x.family === 'IPv4' && !x.internal);
+    if (v4) return v4.address;
+  }
+  throw new Error('this host has no non-loopback IPv4 address to test with');
+}
+
+async function tenant(name: string): Promise<Tenant> {
+  const key = await keygen(stack.dir, name, 'ed25519');
+  const created = await stack.create({ image: SLEEPER_IMAGE, ssh_keys: [key.publicKey] });
+  expect(created.status).toBe(201);
+  const ready = await stack.waitFor(created.body.id, ['ready']);
+  const info = await docker.getContainer(`svc-instance-${ready.id}`).inspect();
+  const net = info.NetworkSettings.Networks[networkName({ kind: 'instance', taskId: ready.id })]!;
+  return {
+    id: ready.id,
+    key,
+    target: { host: ready.ssh.host, port: ready.ssh.port, user: ready.ssh.user, knownHosts: knownHostsFor(stack.dir, name, ready.ssh) },
+    containerId: info.Id,
+    address: net.IPAddress,
+    gateway: net.Gateway,
+  };
+}
+
+/** Inside A: one HTTP request over a raw TCP connection (busybox nc); what came back, or nc's error. */
+async function fromA(host: string, port: number): Promise<string> {
+  const r = await ssh(a.target, a.key, [`printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${host} ${port} 2>&1; true`], { timeoutMs: 30_000 });
+  return r.stdout + r.stderr;
+}
+
+/** From the host: an HTTP server's whole answer to one request, or an SSH server's banner (it speaks first). */
+function fromHost(host: string, port: number, path = '/'): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let answer = '';
+    const socket = connect({ host, port }, () => socket.write(`GET ${path} HTTP/1.0\r\n\r\n`));
+    socket.setTimeout(5_000, () => socket.destroy(new Error(`no answer from ${host}:${port}`)));
+    socket.on('data', (d: Buffer) => {
+      answer += d.toString('utf8');
+      if (answer.startsWith('SSH-')) socket.end();
+    });
+    socket.on('close', () => (answer ? resolve(answer) : undefined));
+    socket.on('error', (err) => (answer ? resolve(answer) : reject(err)));
+  });
+}
+
+/** What busybox nc prints when no connection came about: refused (our REJECT) or no answer at all (Docker's DROP). */
+const REFUSED = /can't connect to remote host.*(Connection refused|Network is unreachable|No route to host)|nc: timed out/;
+/** A cgroup v1 file of A's container, read on the host (the agent's view). */
+const cgroupOf = (containerId: string, file: string): string => readFileSync(`/sys/fs/cgroup/${file.split('.')[0]}/docker/${containerId}/${file}`, 'utf8').trim();
+
+beforeAll(async () => {
+  hostAddress = uplinkAddress();
+  [sshPort, jupyterPort] = [await freePort(), await freePort()];
+  // The shipped catalog, with small limits: a tenant that exhausts them must not need GBs here.
+  const catalog = loadSkuCatalog();
+  for (const sku of catalog.skus) Object.assign(sku, { vcpus_per_gpu: 0.5, memory_gib_per_gpu: MEMORY_LIMIT / 1024 / MIB, shm_gib_per_gpu: 64 / 1024 });
+  writeFileSync(catalogFile, JSON.stringify(catalog));
+  outside = await startOutsideNetwork();
+  stack = await startInstanceStack({
+    name: 'hostile',
+    gpus: 2,
+    skuCatalog: catalogFile,
+    // The agent's ports on every host address, as on a real node.
+    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_JUPYTER_PORT: String(jupyterPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT) },
+  });
+  [a, b] = [await tenant('a'), await tenant('b')];
+  // Something answering inside each instance: B's server is A's target, A's own is the proof that nc works in A.
+  for (const t of [a, b]) {
+    const started = await ssh(t.target, t.key, [`mkdir -p /tmp/www && echo "served by ${t.id}" > /tmp/www/index.html && httpd -p 8000 -h /tmp/www`]);
+    expect(started.code).toBe(0);
+  }
+  // A model server as the agent runs replicas: its own network, its port published on a host address.
+  const r = await side.startTask({ taskId: `rep_${randomBytes(4).toString('hex')}`, kind: 'replica', image: MODEL_SERVER_STANDIN_IMAGE, gpuUuids: [], publish: { containerPort: 8000, hostIp: hostAddress } });
+  const info = await docker.getContainer(r.containerId).inspect();
+  replica = { containerId: r.containerId, address: Object.values(info.NetworkSettings.Networks)[0]!.IPAddress, publishedPort: r.ports[0]!.hostPort };
+}, 240_000);
+
+afterAll(async () => {
+  await stack?.close();
+  await removeNodeContainers(docker, sideNode);
+  await outside?.close();
+  rmSync(catalogFile, { force: true });
+});
+
+describe('as a hostile tenant', () => {
+  it('A reaches what runs inside itself (the probe works) and the internet, when the provider allows it', async () => {
+    expect(await fromA(a.address, 8000)).toContain(`served by ${a.id}`);
+    expect(await fromHost(PUBLIC_ADDRESS, 80)).toContain(outside.body);
+    expect(await fromA(PUBLIC_ADDRESS, 80)).toContain(outside.body);
+  });
+
+  it('A cannot open a connection to instance B, which answers the host', async () => {
+    expect(await fromHost(b.address, 8000)).toContain(`served by ${b.id}`);
+    expect(b.address).not.toBe(a.address);
+    expect(await fromA(b.address, 8000)).toMatch(REFUSED);
+  });
+
+  it("A cannot reach a replica: neither its container nor its port published on the host's address", async () => {
+    const models = await eventually(async () => {
+      const answer = await fromHost(hostAddress, replica.publishedPort, '/v1/models').catch(() => undefined);
+      return answer?.includes('200') ? answer : undefined;
+    }, 20_000, 'the replica to answer on its published port');
+    expect(models).toMatch(/^HTTP\/1\.[01] 200/);
+    expect(await fromA(replica.address, 8000)).toMatch(REFUSED);
+    expect(await fromA(hostAddress, replica.publishedPort)).toMatch(REFUSED);
+  });
+
+  it("A cannot reach the agent's SSH gateway or Jupyter proxy, on the bridge gateway or the host's address", async () => {
+    for (const host of [a.gateway, hostAddress]) {
+      expect(await fromHost(host, sshPort)).toMatch(/^SSH-2\.0-/);
+      expect(await fromHost(host, jupyterPort)).toMatch(/^HTTP\/1\.1 /);
+      expect({ host, ssh: await fromA(host, sshPort) }).toEqual({ host, ssh: expect.stringMatching(REFUSED) });
+      expect({ host, jupyter: await fromA(host, jupyterPort) }).toEqual({ host, jupyter: expect.stringMatching(REFUSED) });
+    }
+  });
+
+  it('A has no Docker socket and cannot reach cloud metadata', async () => {
+    const socket = await ssh(a.target, a.key, ['ls /var/run/docker.sock /run/docker.sock 2>&1; grep -c docker.sock /proc/mounts']);
+    expect(socket.stdout).toMatch(/docker\.sock: No such file or directory/);
+    expect(socket.stdout.trim().split('\n').pop()).toBe('0');
+    expect(await fromHost(METADATA_ADDRESS, 80)).toContain(outside.body);
+    expect(await fromA(METADATA_ADDRESS, 80)).toMatch(REFUSED);
+  });
+
+  it('A has no raw sockets and no network administration: ping and ip link fail', async () => {
+    const ping = await ssh(a.target, a.key, [`ping -c 1 -W 2 ${a.gateway}`]);
+    expect(ping.code).not.toBe(0);
+    expect(ping.stderr).toMatch(/permission denied|not permitted/i);
+    const link = await ssh(a.target, a.key, ['ip link add evil0 type dummy']);
+    expect(link.code).not.toBe(0);
+    expect(link.stderr).toMatch(/not permitted/i);
+  });
+
+  it('the agent installed the firewall: outbound allowed, private ranges and metadata refused', async () => {
+    // As `iptables -S` prints them.
+    const rules = await listChain('ipv4', FORWARD_CHAIN);
+    expect(rules).toContain(`-A ${FORWARD_CHAIN} -d 169.254.0.0/16 -i svci+ -j REJECT --reject-with icmp-port-unreachable`);
+    expect(rules).toContain(`-A ${FORWARD_CHAIN} -d 10.0.0.0/8 -i svci+ -j REJECT --reject-with icmp-port-unreachable`);
+    expect(rules).toContain(`-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate DNAT -j REJECT --reject-with icmp-port-unreachable`);
+    expect(rules).not.toContain(`-A ${FORWARD_CHAIN} -i svci+ -j REJECT --reject-with icmp-port-unreachable`);
+    // Hooked in first, once, however often agents started on this host.
+    expect((await listChain('ipv4', 'DOCKER-USER')).filter((r) => r === `-A DOCKER-USER -j ${FORWARD_CHAIN}`)).toHaveLength(1);
+    expect((await listChain('ipv4', 'DOCKER-USER'))[0]).toBe(`-A DOCKER-USER -j ${FORWARD_CHAIN}`);
+  });
+
+  it('with outbound none, an instance has no way out, not even to a public address', async () => {
+    const sealed = await new DockerRuntime({ docker, nodeId: sideNode, instanceOutbound: 'none' }).startTask({
+      taskId: `inst_${randomBytes(4).toString('hex')}`,
+      kind: 'instance',
+      image: BUSYBOX_IMAGE,
+      gpuUuids: [],
+      command: ['sleep', '600'],
+    });
+    const r = await execFileAsync('docker', ['exec', sealed.containerId, 'sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${PUBLIC_ADDRESS} 80 2>&1; true`]);
+    expect(r.stdout).toMatch(REFUSED);
+    expect(r.stdout).not.toContain(outside.body);
+  }, 60_000);
+
+  it('a memory hog in A is killed inside A at its limit; B and the agent go on', async () => {
+    const limit = await ssh(a.target, a.key, ['cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max']);
+    expect(Number(limit.stdout.trim())).toBe(MEMORY_LIMIT);
+    // One 400 MiB buffer, written through: the kernel's OOM killer ends dd inside A.
+    const hog = await ssh(a.target, a.key, ['dd if=/dev/zero of=/dev/null bs=400M count=1'], { timeoutMs: 120_000 });
+    expect(hog.code).not.toBe(0);
+    expect(Number(cgroupOf(a.containerId, 'memory.max_usage_in_bytes'))).toBeLessThanOrEqual(MEMORY_LIMIT);
+    const oom = await ssh(a.target, a.key, ['cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || cat /sys/fs/cgroup/memory.events']);
+    expect(oom.stdout).toMatch(/oom_kill [1-9]/);
+    expect((await ssh(b.target, b.key, ['echo alive'])).stdout).toBe('alive\n');
+    expect((await stack.read(a.id)).status).toBe('ready');
+    expect((await stack.cp.app.services.nodes.list())[0]!.node.status).toBe('ready');
+  }, 180_000);
+
+  it('a fork bomb in A stops at its pids limit; B and the agent go on answering', async () => {
+    expect(cgroupOf(a.containerId, 'pids.max')).toBe(String(PIDS_LIMIT));
+    // And it spins on half a CPU at most (the test catalog's 0.5 vCPU per GPU): quota / period.
+    expect(Number(cgroupOf(a.containerId, 'cpu.cfs_quota_us')) / Number(cgroupOf(a.containerId, 'cpu.cfs_period_us'))).toBe(0.5);
+    // The classic, in a session held open (the gateway ends a session's processes with it).
+    const bomb = sshProcess(a.target, a.key, ['f() { f | f & }; f; sleep 600']);
+    // pids.events counts the forks the kernel refused at the limit.
+    const refusedForks = () => Number(cgroupOf(a.containerId, 'pids.events').split(' ')[1]);
+    await eventually(async () => refusedForks() > 0, 60_000, 'the bomb to hit the pids limit');
+    expect(Number(cgroupOf(a.containerId, 'pids.current'))).toBeLessThanOrEqual(PIDS_LIMIT);
+    expect((await ssh(b.target, b.key, ['echo alive'])).stdout).toBe('alive\n');
+    expect(await fromHost(hostAddress, sshPort)).toMatch(/^SSH-2\.0-/);
+    expect((await stack.cp.app.services.nodes.list())[0]!.node.status).toBe('ready');
+    // The tenant can still end it all: terminate A, and B is untouched.
+    bomb.child.kill('SIGKILL');
+    expect((await stack.api('POST', `/v1/instances/${a.id}/terminate`, { force: true })).status).toBeLessThan(300);
+    await stack.waitFor(a.id, ['terminated'], 60_000);
+    expect((await ssh(b.target, b.key, ['echo alive'])).stdout).toBe('alive\n');
+  }, 180_000);
+});

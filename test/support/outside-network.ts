@@ -1,0 +1,61 @@
+// A stand-in for what lies beyond the host, for network isolation tests on a machine
+// without internet: a network namespace behind a veth pair, routed from the host, that
+// owns a "public" address (1.2.3.4) and the cloud metadata address (169.254.169.254),
+// both answering HTTP on port 80. Traffic from containers to it takes the same path as
+// real outbound traffic: FORWARD (DOCKER-USER first), then Docker's masquerade.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { run } from './openssh.js';
+
+export const PUBLIC_ADDRESS = '1.2.3.4';
+export const METADATA_ADDRESS = '169.254.169.254';
+
+export interface OutsideNetwork {
+  /** Body of GET / on either address. */
+  body: string;
+  close(): Promise<void>;
+}
+
+async function must(cmd: string, args: string[]): Promise<void> {
+  const r = await run(cmd, args);
+  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} failed: ${r.stderr}`);
+}
+
+export async function startOutsideNetwork(): Promise<OutsideNetwork> {
+  const id = randomBytes(4).toString('hex');
+  const ns = `svco-${id}`;
+  const hostSide = `svcoh-${id}`;
+  const nsSide = `svcon-${id}`;
+  const octet = 1 + (parseInt(id.slice(0, 2), 16) % 250);
+  const dir = mkdtempSync(join(tmpdir(), 'outside-'));
+  const body = `outside ${id}`;
+  writeFileSync(join(dir, 'index.html'), body);
+  let server: ChildProcess | undefined;
+  const close = async (): Promise<void> => {
+    server?.kill('SIGKILL');
+    for (const address of [PUBLIC_ADDRESS, METADATA_ADDRESS]) await run('ip', ['route', 'del', `${address}/32`, 'via', `10.254.${octet}.2`]);
+    await run('ip', ['link', 'del', hostSide]);
+    await run('ip', ['netns', 'del', ns]);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await must('ip', ['netns', 'add', ns]);
+    await must('ip', ['link', 'add', hostSide, 'type', 'veth', 'peer', 'name', nsSide, 'netns', ns]);
+    await must('ip', ['addr', 'add', `10.254.${octet}.1/30`, 'dev', hostSide]);
+    await must('ip', ['link', 'set', hostSide, 'up']);
+    await must('ip', ['-n', ns, 'addr', 'add', `10.254.${octet}.2/30`, 'dev', nsSide]);
+    for (const address of [PUBLIC_ADDRESS, METADATA_ADDRESS]) await must('ip', ['-n', ns, 'addr', 'add', `${address}/32`, 'dev', 'lo']);
+    await must('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+    await must('ip', ['-n', ns, 'link', 'set', nsSide, 'up']);
+    await must('ip', ['-n', ns, 'route', 'add', 'default', 'via', `10.254.${octet}.1`]);
+    for (const address of [PUBLIC_ADDRESS, METADATA_ADDRESS]) await must('ip', ['route', 'replace', `${address}/32`, 'via', `10.254.${octet}.2`]);
+    server = spawn('ip', ['netns', 'exec', ns, 'busybox', 'httpd', '-f', '-p', '80', '-h', dir], { stdio: 'ignore' });
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { body, close };
+}
