@@ -27,6 +27,8 @@ export interface SessionHandle {
   close(reason: string): void;
 }
 
+const MAX_SIGNALS_IN_FLIGHT = 8;
+
 export function handleSession(session: Session, ctx: SessionContext): SessionHandle {
   let pty: PseudoTtyInfo | undefined;
   const env: string[] = [];
@@ -51,10 +53,17 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
       reject?.();
     }
   });
+  // A signal before the process exists is refused; one before it runs waits for its pid
+  // (container-process.ts). A storm of them is cut off: a few may wait at once.
+  let signalsInFlight = 0;
   session.on('signal', (accept, reject, info) => {
     const signal = signalName(info.name);
-    if (!signal || !process) return reject?.();
-    process.signal(signal).catch((err: unknown) => ctx.log.debug({ err }, 'signal failed'));
+    if (!signal || !process || signalsInFlight >= MAX_SIGNALS_IN_FLIGHT) return reject?.();
+    signalsInFlight++;
+    process
+      .signal(signal)
+      .catch((err: unknown) => ctx.log.debug({ err }, 'signal failed'))
+      .finally(() => signalsInFlight--);
     accept?.();
   });
   session.on('auth-agent', (_accept, reject) => reject?.());
