@@ -22,7 +22,7 @@ type AccessConfig = Pick<AgentConfig, 'dataDir' | 'sshPort' | 'jupyterPort' | 'p
 
 export async function startAccess(config: AccessConfig, deps: { docker: Docker; log: Logger }): Promise<RunningAccess> {
   const { docker, log } = deps;
-  const hostKey = await loadOrCreateHostKey(config.dataDir);
+  const hostKey = await loadOrCreateHostKey(config.dataDir, (message, fields) => log.warn(fields, message));
   if (hostKey.created) log.info({ fingerprint: hostKey.fingerprint }, 'made the SSH host key of this node');
   const registry = new AccessRegistry();
   const gateway = new SshGateway({ registry, docker, hostKey, log, host: config.accessBindHost, port: config.sshPort });
