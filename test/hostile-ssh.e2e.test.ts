@@ -215,7 +215,7 @@ describe('as a hostile tenant', () => {
     for (let i = 0; i < size / block.length; i++) {
       block.writeUInt32BE(i, 0);
       hash.update(block);
-      if (!out.write(Buffer.from(block))) await new Promise((r) => out.once('drain', r));
+      if (!out.write(Buffer.from(block))) await new Promise<void>((r) => out.once('drain', () => r()));
     }
     await new Promise<void>((resolve, reject) => {
       out.once('error', reject);
