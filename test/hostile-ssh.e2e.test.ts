@@ -84,17 +84,17 @@ describe('as a hostile tenant', () => {
     // process group. Signals go out from the moment the exec is acknowledged until it ends.
     const names = ['INT', 'TERM', 'HUP', 'KILL', 'USR1', 'QUIT'];
     let sent = 0;
-    for (let round = 0; round < 4; round++) {
+    for (let round = 0; round < 3; round++) {
       const c = await client();
       try {
         const sessions = await Promise.all(
-          Array.from({ length: 8 }, async (_, i) => {
+          Array.from({ length: 6 }, async (_, i) => {
             const stream = await exec(c, i % 2 === 0 ? 'sleep 1' : 'trap "" INT TERM HUP USR1 QUIT; sleep 1');
             const done = exitOf(stream);
             let open = true;
             void done.then(() => (open = false));
             const storm = async (): Promise<void> => {
-              for (let n = 0; open && n < 400; n++) {
+              for (let n = 0; open && n < 300; n++) {
                 stream.signal(names[n % names.length]!);
                 sent++;
                 if (n % 20 === 19) await new Promise((r) => setImmediate(r));
@@ -104,7 +104,7 @@ describe('as a hostile tenant', () => {
             return done;
           }),
         );
-        expect(sessions).toHaveLength(8);
+        expect(sessions).toHaveLength(6);
       } finally {
         c.end();
       }
@@ -128,7 +128,7 @@ describe('as a hostile tenant', () => {
     } finally {
       c.end();
     }
-  }, 180_000);
+  }, 300_000);
 
   it('a connection holds at most 10 channels; more are refused, and a closed one makes room', async () => {
     const c = await client();
