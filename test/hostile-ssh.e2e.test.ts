@@ -19,6 +19,7 @@ import { keygen, knownHostsFor, remote, run, ssh, type KeyPair, type SshTarget }
 
 const execFileP = promisify(execFile);
 const PENDING_HANDSHAKES = 4;
+const CONNECTIONS_PER_INSTANCE = 3;
 const agentTmp = mkdtempSync(join(tmpdir(), 'hostile-agent-tmp-'));
 let stack: InstanceStack;
 let key: KeyPair;
@@ -64,6 +65,7 @@ beforeAll(async () => {
       TMPDIR: agentTmp,
       SVC_SSH_MAX_PENDING_HANDSHAKES: String(PENDING_HANDSHAKES),
       SVC_SSH_HANDSHAKE_TIMEOUT_MS: '10000',
+      SVC_SSH_MAX_CONNECTIONS_PER_INSTANCE: String(CONNECTIONS_PER_INSTANCE),
     },
   });
   key = await keygen(stack.dir, 'tenant', 'ed25519');
@@ -173,6 +175,42 @@ describe('as a hostile tenant', () => {
     await Promise.all(silent.map((s) => s.closed));
     expect((await ssh(a.target, key, ['echo room again'])).stdout).toBe('room again\n');
     expect(agentAlive()).toBe(true);
+  }, 90_000);
+
+  it('an instance takes a bounded number of logged-in connections; one more is refused until one leaves', async () => {
+    const held = [];
+    for (let i = 0; i < CONNECTIONS_PER_INSTANCE; i++) held.push(await client());
+    await expect(client()).rejects.toThrow(/authentication methods failed/);
+    held.pop()!.end();
+    const again = await eventually(() => client().catch(() => undefined), 20_000, 'a free connection slot');
+    again.end();
+    for (const c of held) c.end();
+  }, 90_000);
+
+  it('a connection is closed after 6 failed logins, however many keys the client has', async () => {
+    const wrong = await Promise.all(Array.from({ length: 12 }, (_, i) => keygen(stack.dir, `wrong-${i}`, 'ed25519')));
+    let tries = 0;
+    const c = new ssh2.Client();
+    const ended = new Promise<string>((resolve) => {
+      c.once('ready', () => resolve('logged in'));
+      c.once('error', (err: Error) => resolve(err.message));
+      c.once('close', () => resolve('closed by the gateway'));
+    });
+    c.connect({
+      host: '127.0.0.1',
+      port: a.target.port,
+      username: a.id,
+      readyTimeout: 60_000,
+      authHandler: (_methods: unknown, _partial: unknown, next: (method: unknown) => void) => {
+        if (tries >= wrong.length) return next(false);
+        next({ type: 'publickey', username: a.id, key: readFileSync(wrong[tries++]!.privateKey) });
+      },
+    } as ssh2.ConnectConfig);
+    expect(await ended).not.toBe('logged in');
+    c.end();
+    // The 6th failure closes the connection; a 7th may be on its way as it closes.
+    expect(tries).toBeGreaterThanOrEqual(6);
+    expect(tries).toBeLessThanOrEqual(7);
   }, 90_000);
 
   it('SFTP writes are put in order within a window; rewrites and writes far ahead get a clear error', async () => {

@@ -132,9 +132,11 @@ export class SshGateway {
       // `none` is how clients ask which methods there are; sshd does not count it either.
       const refuse = (): void => {
         if (ctx.method !== 'none' && ++failures >= limits.maxAuthTries) {
-          log.info({ ip, attempts: failures }, 'SSH connection closed: too many failed logins');
           ctx.reject([], false);
-          client.end();
+          if (failures === limits.maxAuthTries) {
+            log.info({ ip, attempts: failures }, 'SSH connection closed: too many failed logins');
+            client.end();
+          }
           return;
         }
         ctx.reject(['publickey']);
