@@ -262,11 +262,15 @@ describe('as a hostile tenant', () => {
     const expected = hash.digest('hex');
 
     const before = await du(agentTmp);
+    const agentRss = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${stack.agent.child.pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+    const rssBefore = agentRss();
     let peak = before;
+    let rssPeak = rssBefore;
     let polling = true;
     const poller = (async () => {
       while (polling) {
         peak = Math.max(peak, await du(agentTmp));
+        rssPeak = Math.max(rssPeak, agentRss());
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
@@ -276,7 +280,7 @@ describe('as a hostile tenant', () => {
     polling = false;
     await poller;
     rmSync(local, { force: true });
-    console.log(`2 GiB SFTP upload: ${seconds.toFixed(1)} s (${(size / 1024 ** 2 / seconds).toFixed(0)} MiB/s); agent temp dir ${before} bytes before, peak ${peak} bytes during`);
+    console.log(`2 GiB SFTP upload: ${seconds.toFixed(1)} s (${(size / 1024 ** 2 / seconds).toFixed(0)} MiB/s); agent temp dir ${before} bytes before, peak ${peak} bytes during; agent RSS ${(rssBefore / 1024 ** 2).toFixed(0)} MiB before, peak ${(rssPeak / 1024 ** 2).toFixed(0)} MiB`);
     expect(up).toMatchObject({ code: 0, stderr: '' });
     expect(peak - before).toBeLessThan(1024 * 1024);
     expect(await du(agentTmp)).toBe(before);
