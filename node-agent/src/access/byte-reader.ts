@@ -19,7 +19,10 @@ export class ByteReader {
     while (this.rest.length < n && !this.ended) {
       const next = await this.chunks.next();
       if (next.done) this.ended = true;
-      else this.rest = this.rest.length === 0 ? Buffer.from(next.value as Uint8Array) : Buffer.concat([this.rest, next.value as Uint8Array]);
+      else {
+        const chunk = next.value as Uint8Array;
+        this.rest = this.rest.length === 0 ? (Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk)) : Buffer.concat([this.rest, chunk]);
+      }
     }
     const out = this.rest.subarray(0, n);
     this.rest = this.rest.subarray(out.length);
