@@ -45,6 +45,7 @@ export interface SshLimits extends SessionLimits {
 /** Dead peers are noticed after ~45 s of silence (15 s keepalives, 3 unanswered). */
 const KEEPALIVE_INTERVAL_MS = 15_000;
 const KEEPALIVE_COUNT_MAX = 3;
+const REFUSAL_LOG_INTERVAL_MS = 5_000;
 
 export class SshGateway {
   private readonly server: ssh2.Server;
@@ -55,6 +56,8 @@ export class SshGateway {
   private readonly connections = new Set<Connection>();
   private readonly sockets = new Set<Socket>();
   private listeningPort = 0;
+  private refused = 0;
+  private refusalLoggedAt = 0;
 
   constructor(private readonly options: SshGatewayOptions) {
     this.server = new Server(
@@ -77,7 +80,14 @@ export class SshGateway {
     const source = socket.remoteAddress ?? 'unknown';
     const admission = this.book.open(source);
     if (!admission.ok) {
-      log.info({ ip: source, why: admission.reason }, 'SSH connection refused');
+      // A flood must not flood the log too: one line per few seconds, with the count.
+      this.refused++;
+      const now = Date.now();
+      if (now - this.refusalLoggedAt >= REFUSAL_LOG_INTERVAL_MS) {
+        log.info({ ip: source, why: admission.reason, refused_since_last_line: this.refused }, 'SSH connection refused');
+        this.refused = 0;
+        this.refusalLoggedAt = now;
+      }
       socket.destroy();
       return;
     }
