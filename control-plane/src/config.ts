@@ -34,6 +34,12 @@ export const controlPlaneSettings = {
     30_000,
     'How often the control plane pings an idle agent connection (HTTP/2 PING); a ping unanswered for 10 s closes it.',
   ),
+  grpcMaxMessageBytes: setting(
+    'SVC_GRPC_MAX_MESSAGE_BYTES',
+    Type.Integer({ minimum: 65_536, maximum: 1_073_741_824 }),
+    4_194_304,
+    'Largest gRPC message the control plane accepts from or sends to an agent; a larger one fails that call.',
+  ),
   reportIntervalMs: setting(
     'SVC_REPORT_INTERVAL_MS',
     Type.Integer({ minimum: 100, maximum: 600_000 }),

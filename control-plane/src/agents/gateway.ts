@@ -24,6 +24,7 @@ export type GatewayConfig = Pick<
   | 'grpcTlsCa'
   | 'grpcMutualTls'
   | 'grpcKeepaliveMs'
+  | 'grpcMaxMessageBytes'
   | 'reportIntervalMs'
   | 'nodeDeadlineMs'
   | 'telemetryFlushMs'
@@ -57,12 +58,16 @@ export const KEEPALIVE_TIMEOUT_MS = 10_000;
  * goes unanswered for KEEPALIVE_TIMEOUT_MS (a vanished host behind NAT). grpc-js servers
  * enforce no client ping policy, so agents may keep alive at their own interval too.
  * Concurrent streams per connection stay unlimited: a load balancer may carry many agents'
- * streams over one HTTP/2 connection.
+ * streams over one HTTP/2 connection. Messages are bounded both ways (grpc-js receives up
+ * to 4 MiB and sends without limit by default), so neither side can make the other buffer
+ * an unbounded message.
  */
 export function serverOptions(config: GatewayConfig): grpc.ServerOptions {
   return {
     'grpc.keepalive_time_ms': config.grpcKeepaliveMs,
     'grpc.keepalive_timeout_ms': KEEPALIVE_TIMEOUT_MS,
+    'grpc.max_receive_message_length': config.grpcMaxMessageBytes,
+    'grpc.max_send_message_length': config.grpcMaxMessageBytes,
   };
 }
 

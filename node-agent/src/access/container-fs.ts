@@ -118,6 +118,33 @@ export class ContainerFs {
     return stat;
   }
 
+  /**
+   * A regular file's content, streamed from the engine's archive API as it is read: the
+   * node keeps no copy, and a reader that stops pulling holds the engine's stream back.
+   * Ending the iteration early (return()) closes the stream.
+   */
+  async *streamFile(realPath: string): AsyncGenerator<Buffer> {
+    let stream: NodeJS.ReadableStream;
+    try {
+      stream = await this.container.getArchive({ path: realPath });
+    } catch (err) {
+      throw fsErrorOf(err, realPath);
+    }
+    const extract = tar.extract();
+    stream.on('error', (err: Error) => extract.destroy(err));
+    stream.pipe(extract as unknown as NodeJS.WritableStream);
+    try {
+      for await (const entry of extract) {
+        for await (const chunk of entry) yield chunk as Buffer;
+        return;
+      }
+      throw new FsError('EIO', `the Docker engine returned no content for ${realPath}`);
+    } finally {
+      (stream as unknown as { destroy?(): void }).destroy?.();
+      extract.destroy();
+    }
+  }
+
   /** Writes (creates or replaces) a file from `content` of `size` bytes. */
   async writeFile(path: string, content: Readable, size: number, attrs: { mode: number; mtime?: number }): Promise<void> {
     const pack = tar.pack();
@@ -163,6 +190,11 @@ export class ContainerFs {
   async chmod(path: string, mode: number): Promise<void> {
     await this.lstat(path);
     await this.tool(['chmod', (mode & 0o7777).toString(8), '--', path], 'chmod');
+  }
+
+  /** Sets a file's modification time (the image's `touch`; the archive API cannot). */
+  async setMtime(path: string, mtime: number): Promise<void> {
+    await this.tool(['touch', '-m', '-d', `@${Math.trunc(mtime)}`, '--', path], 'touch');
   }
 
   private async mustNotExist(path: string): Promise<void> {

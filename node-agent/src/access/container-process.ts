@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { ExecFrameParser } from './exec-frames.js';
 import { processTree, signalAll } from './process-tree.js';
+import { checkPid } from './signal-guard.js';
 
 export interface ExecRequest {
   cmd: string[];
@@ -39,9 +40,13 @@ export class ContainerProcess {
   /** Settles once the output ended and Docker recorded the exit. */
   readonly exited: Promise<ExecExit>;
   private hostPid: number | undefined;
+  /** One wait for the host pid, shared by every signal that arrives before it is known. */
+  private pidWait: Promise<number | undefined> | undefined;
+  private initPid: Promise<number | undefined> | undefined;
   private done = false;
 
   private constructor(
+    private readonly container: Docker.Container,
     private readonly exec: Docker.Exec,
     private readonly socket: Duplex,
     tty: boolean,
@@ -72,7 +77,8 @@ export class ContainerProcess {
   static async start(docker: Docker, containerId: string, request: ExecRequest): Promise<ContainerProcess> {
     const tty = request.tty ?? false;
     const stdin = request.stdin ?? true;
-    const exec = await docker.getContainer(containerId).exec({
+    const container = docker.getContainer(containerId);
+    const exec = await container.exec({
       Cmd: request.cmd,
       AttachStdin: stdin,
       AttachStdout: true,
@@ -84,7 +90,7 @@ export class ContainerProcess {
       ...(tty && request.size ? { ConsoleSize: [request.size.rows, request.size.cols] } : {}),
     } as Docker.ExecCreateOptions);
     const socket = (await exec.start({ hijack: true, stdin, Tty: tty, ...(tty && request.size ? { ConsoleSize: [request.size.rows, request.size.cols] } : {}) } as Docker.ExecStartOptions)) as unknown as Duplex;
-    const process = new ContainerProcess(exec, socket, tty);
+    const process = new ContainerProcess(container, exec, socket, tty);
     if (tty && request.size) await process.initialResize(request.size.rows, request.size.cols);
     return process;
   }
@@ -138,16 +144,55 @@ export class ContainerProcess {
     }
   }
 
-  /** The process's PID on the host, from exec inspect. */
-  async pid(): Promise<number> {
-    this.hostPid ??= ((await this.exec.inspect()) as { Pid: number }).Pid;
-    return this.hostPid;
+  /**
+   * The process's PID on the host, from exec inspect. Docker says 0 until the process
+   * runs, so this waits a little for a real one; undefined when there is none (it never
+   * started, or ended first). Never 0: kill(0) would signal the agent's process group.
+   */
+  pid(): Promise<number | undefined> {
+    if (this.hostPid !== undefined) return Promise.resolve(this.hostPid);
+    this.pidWait ??= (async () => {
+      for (let attempt = 0; attempt < 80 && !this.done; attempt++) {
+        let info: { Running: boolean; ExitCode: number | null; Pid: number };
+        try {
+          info = (await this.exec.inspect()) as typeof info;
+        } catch {
+          return undefined;
+        }
+        if (Number.isInteger(info.Pid) && info.Pid > 1) return (this.hostPid = info.Pid);
+        if (!info.Running && info.ExitCode !== null) return undefined;
+        await sleep(25);
+      }
+      return undefined;
+    })().finally(() => {
+      this.pidWait = undefined;
+    });
+    return this.pidWait;
   }
 
-  /** Sends a signal to the process itself (SSH `signal` requests). */
-  async signal(signal: NodeJS.Signals): Promise<void> {
-    if (this.done) return;
-    signalAll([await this.pid()], signal);
+  /** The host pid of the process, when it is safe to signal: a process of this container. */
+  private async signallablePid(): Promise<number | undefined> {
+    const pid = await this.pid();
+    if (pid === undefined || this.done) return undefined;
+    this.initPid ??= this.container.inspect().then(
+      (info) => (info.State?.Pid && info.State.Pid > 1 ? info.State.Pid : undefined),
+      () => undefined,
+    );
+    const verdict = await checkPid(pid, await this.initPid);
+    return verdict.send ? pid : undefined;
+  }
+
+  /**
+   * Sends a signal to the process itself (SSH `signal` requests). A signal that comes
+   * before the process runs waits for its pid; one for a process that never ran or
+   * already ended is dropped. Answers whether it was sent.
+   */
+  async signal(signal: NodeJS.Signals): Promise<boolean> {
+    if (this.done) return false;
+    const pid = await this.signallablePid();
+    if (pid === undefined) return false;
+    signalAll([pid], signal);
+    return true;
   }
 
   /**
@@ -157,11 +202,11 @@ export class ContainerProcess {
    */
   async hangUp(graceMs = 2_000): Promise<void> {
     if (!this.done) {
-      const pid = await this.pid();
-      if (pid > 0) {
+      const pid = await this.signallablePid();
+      if (pid !== undefined) {
         signalAll(await processTree(pid), 'SIGHUP');
         await Promise.race([this.exited, sleep(graceMs)]);
-        if (!this.done) signalAll(await processTree(pid).then((tree) => tree.slice(0, 1)), 'SIGKILL');
+        if (!this.done && (await this.signallablePid()) === pid) signalAll(await processTree(pid).then((tree) => tree.slice(0, 1)), 'SIGKILL');
       }
     }
     this.socket.destroy();
@@ -176,7 +221,7 @@ export class ContainerProcess {
       } catch {
         return { code: null }; // the container (and its exec records) went away
       }
-      this.hostPid ??= info.Pid;
+      if (info.Pid > 1) this.hostPid ??= info.Pid;
       if (!info.Running || attempt >= 40) return { code: info.Running ? null : info.ExitCode };
       await sleep(25);
     }

@@ -53,9 +53,14 @@ export async function processTree(root: number, procRoot = '/proc'): Promise<num
   return parents.has(root) ? descendants(root, parents) : [];
 }
 
-/** Sends `signal` to each pid; a process that is already gone is not an error. */
+/**
+ * Sends `signal` to each pid; a process that is already gone is not an error. Pids of 1
+ * or less are skipped whatever the caller thinks: 0 and negative pids name process
+ * groups (kill(0) is the agent's own), 1 is the host's init.
+ */
 export function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
   for (const pid of pids) {
+    if (!Number.isInteger(pid) || pid <= 1) continue;
     try {
       process.kill(pid, signal);
     } catch (err) {

@@ -8,7 +8,7 @@ import type { AgentConfig } from '../config/agent-config.js';
 import { JupyterLauncher } from '../jupyter/jupyter-launcher.js';
 import { JupyterProxy } from '../jupyter/jupyter-proxy.js';
 import { loadOrCreateHostKey } from '../ssh/host-key.js';
-import { SshGateway } from '../ssh/ssh-gateway.js';
+import { SshGateway, type SshLimits } from '../ssh/ssh-gateway.js';
 import { AccessRegistry } from './access-registry.js';
 import { InstanceAccessService } from './instance-access.js';
 
@@ -20,15 +20,34 @@ export interface RunningAccess {
 
 type AccessConfig = Pick<
   AgentConfig,
-  'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
+  | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
+  | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
+  | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension'
+  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes'
 >;
+
+/** The SSH gateway's bounds, from the settings. */
+export function sshLimitsOf(config: AccessConfig): SshLimits {
+  return {
+    maxChannelsPerConnection: config.sshMaxChannelsPerConnection,
+    maxConnectionsPerInstance: config.sshMaxConnectionsPerInstance,
+    maxConnectionsPerSource: config.sshMaxConnectionsPerSource,
+    maxPendingHandshakes: config.sshMaxPendingHandshakes,
+    handshakeTimeoutMs: config.sshHandshakeTimeoutMs,
+    maxAuthTries: config.sshMaxAuthTries,
+    maxEnvVars: config.sshMaxEnvVars,
+    maxEnvBytes: config.sshMaxEnvBytes,
+    maxPtyDimension: config.sshMaxPtyDimension,
+    sftp: { stageLimitBytes: config.sftpStageLimitBytes, reorderWindowBytes: config.sftpReorderWindowBytes },
+  };
+}
 
 export async function startAccess(config: AccessConfig, deps: { docker: Docker; log: Logger }): Promise<RunningAccess> {
   const { docker, log } = deps;
-  const hostKey = await loadOrCreateHostKey(config.dataDir);
+  const hostKey = await loadOrCreateHostKey(config.dataDir, (message, fields) => log.warn(fields, message));
   if (hostKey.created) log.info({ fingerprint: hostKey.fingerprint }, 'made the SSH host key of this node');
   const registry = new AccessRegistry();
-  const gateway = new SshGateway({ registry, docker, hostKey, log, host: config.accessBindHost, port: config.sshPort });
+  const gateway = new SshGateway({ registry, docker, hostKey, log, host: config.accessBindHost, port: config.sshPort, limits: sshLimitsOf(config) });
   const jupyterPorts = { first: config.jupyterPort, count: config.jupyterPortCount };
   const proxy = new JupyterProxy({ registry, log, host: config.accessBindHost, ports: jupyterPorts, publicUrl: config.jupyterPublicUrl, publicHost: config.publicHost });
   let sshPort: number;

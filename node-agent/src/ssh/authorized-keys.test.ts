@@ -1,13 +1,16 @@
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import ssh2 from 'ssh2';
 import { parseAuthorizedKeys, publicKeyAccepted } from './authorized-keys.js';
-import { fingerprintOf, hostKeyPath, loadOrCreateHostKey } from './host-key.js';
+import { fingerprintOf, generateEd25519OpenSsh } from './host-key.js';
+
+const ed25519 = (): { private: string; public: string } => {
+  const { privateKey, publicBlob } = generateEd25519OpenSsh();
+  return { private: privateKey, public: `ssh-ed25519 ${publicBlob.toString('base64')}` };
+};
 
 const pair = (type: 'ed25519' | 'ecdsa' | 'rsa') => {
-  const generated = type === 'ed25519' ? ssh2.utils.generateKeyPairSync('ed25519') : type === 'ecdsa' ? ssh2.utils.generateKeyPairSync('ecdsa', { bits: 256 }) : ssh2.utils.generateKeyPairSync('rsa', { bits: 2048 });
+  // ed25519 through node:crypto: ssh2's generator writes an unreadable key 1 time in 256.
+  const generated = type === 'ed25519' ? ed25519() : type === 'ecdsa' ? ssh2.utils.generateKeyPairSync('ecdsa', { bits: 256 }) : ssh2.utils.generateKeyPairSync('rsa', { bits: 2048 });
   const priv = ssh2.utils.parseKey(generated.private);
   if (priv instanceof Error) throw priv;
   return { line: `${generated.public} user@laptop`, priv };
@@ -44,21 +47,5 @@ describe('authorized keys', () => {
     const data = Buffer.from('x');
     expect(publicKeyAccepted(keys, { blob })).toBeUndefined();
     expect(publicKeyAccepted(keys, { blob, signature: other.priv.sign(data), signedData: data })).toBeUndefined();
-  });
-});
-
-describe('host key', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'host-key-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-  it('is created once with mode 0600 and read back the same', async () => {
-    const first = await loadOrCreateHostKey(dir);
-    expect(first.created).toBe(true);
-    expect(statSync(hostKeyPath(dir)).mode & 0o777).toBe(0o600);
-    expect(first.publicKey).toMatch(/^ssh-ed25519 AAAA/);
-    expect(first.fingerprint).toMatch(/^SHA256:[A-Za-z0-9+/]{43}$/);
-    const second = await loadOrCreateHostKey(dir);
-    expect(second.created).toBe(false);
-    expect(second.fingerprint).toBe(first.fingerprint);
   });
 });

@@ -2,7 +2,12 @@
 // kept in the agent's data dir (ssh-host-ed25519.key, mode 0600), so users' known_hosts
 // entries stay valid across agent restarts and upgrades. Its fingerprint goes to the
 // control plane, which shows it in instance reads.
-import { createHash } from 'node:crypto';
+//
+// Keys are made with node:crypto and written in OpenSSH's format here: ssh2's own
+// generator drops a leading zero byte now and then (about 1 key in 256), writing a key
+// that neither ssh2 nor `ssh-keygen -y` can read. Every key is read back with ssh2's
+// parser and checked against the public key node:crypto made before it is used.
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import ssh2 from 'ssh2';
@@ -31,23 +36,84 @@ export function fingerprintOf(blob: Buffer): string {
 }
 
 export function hostKeyFrom(privateKey: string, source: string): HostKey {
-  const parsed = utils.parseKey(privateKey);
+  let parsed: ReturnType<typeof utils.parseKey>;
+  try {
+    parsed = utils.parseKey(privateKey);
+  } catch (err) {
+    parsed = err as Error;
+  }
   if (parsed instanceof Error || !parsed.isPrivateKey()) {
-    throw new HostKeyError(`${source} is not a private SSH key${parsed instanceof Error ? `: ${parsed.message}` : ''}; remove it and the agent makes a new one`);
+    throw new HostKeyError(`${source} is not a private SSH key${parsed instanceof Error ? `: ${parsed.message}` : ''}`);
   }
   const blob = parsed.getPublicSSH();
   return { privateKey, publicKey: `${parsed.type} ${blob.toString('base64')}`, fingerprint: fingerprintOf(blob) };
 }
 
-/** The node's host key, created (atomically, 0600) when the data dir has none yet. */
-export async function loadOrCreateHostKey(dataDir: string): Promise<HostKey & { created: boolean }> {
+/** An SSH wire string: uint32 length, then the bytes. */
+function sshString(data: Buffer | string): Buffer {
+  const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(bytes.length);
+  return Buffer.concat([length, bytes]);
+}
+
+/**
+ * An ed25519 key pair from node:crypto, as an unencrypted `openssh-key-v1` private key
+ * (PROTOCOL.key in OpenSSH's source). The raw 32-byte seed and public key come from the
+ * JWK export, which always has their full length.
+ */
+export function generateEd25519OpenSsh(comment = 'svc-node-agent'): { privateKey: string; publicBlob: Buffer } {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const jwk = privateKey.export({ format: 'jwk' });
+  const seed = Buffer.from(jwk.d!, 'base64url');
+  const pub = Buffer.from(jwk.x!, 'base64url');
+  if (seed.length !== 32 || pub.length !== 32) throw new HostKeyError(`node:crypto gave an ed25519 key of ${seed.length}/${pub.length} bytes`);
+  const publicBlob = Buffer.concat([sshString('ssh-ed25519'), sshString(pub)]);
+  const check = randomBytes(4);
+  let secret = Buffer.concat([check, check, sshString('ssh-ed25519'), sshString(pub), sshString(Buffer.concat([seed, pub])), sshString(comment)]);
+  // Padded with 1, 2, 3, … to the cipher's block size (8 for "none").
+  const padding = (8 - (secret.length % 8)) % 8;
+  secret = Buffer.concat([secret, Buffer.from(Array.from({ length: padding }, (_, i) => i + 1))]);
+  const count = Buffer.alloc(4);
+  count.writeUInt32BE(1);
+  const body = Buffer.concat([Buffer.from('openssh-key-v1\0'), sshString('none'), sshString('none'), sshString(''), count, sshString(publicBlob), sshString(secret)]);
+  const lines = body.toString('base64').match(/.{1,70}/g)!;
+  return { privateKey: `-----BEGIN OPENSSH PRIVATE KEY-----\n${lines.join('\n')}\n-----END OPENSSH PRIVATE KEY-----\n`, publicBlob };
+}
+
+/** A new host key, read back with ssh2's parser and checked before it is used. */
+export function newHostKey(): HostKey {
+  for (let attempt = 1; ; attempt++) {
+    const { privateKey, publicBlob } = generateEd25519OpenSsh();
+    try {
+      const key = hostKeyFrom(privateKey, 'the new host key');
+      if (key.fingerprint === fingerprintOf(publicBlob)) return key;
+      throw new HostKeyError('the new host key reads back as another key');
+    } catch (err) {
+      if (attempt >= 3) throw err;
+    }
+  }
+}
+
+/**
+ * The node's host key, created (atomically, 0600) when the data dir has none yet. A
+ * stored key that cannot be read is set aside (`….unreadable-<time>`) and replaced, with
+ * a warning: the agent could never have served it, so no client knows it.
+ */
+export async function loadOrCreateHostKey(dataDir: string, warn: (message: string, fields: Record<string, unknown>) => void = () => undefined): Promise<HostKey & { created: boolean }> {
   const path = hostKeyPath(dataDir);
   try {
     return { ...hostKeyFrom(await readFile(path, 'utf8'), path), created: false };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if (err instanceof HostKeyError) {
+      const aside = `${path}.unreadable-${Date.now()}`;
+      await rename(path, aside);
+      warn('the stored SSH host key cannot be read; made a new one', { unreadable: aside, reason: err.message });
+    } else if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+      throw err;
+    }
   }
-  const { private: privateKey } = utils.generateKeyPairSync('ed25519');
+  const { privateKey } = newHostKey();
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const temporary = `${path}.${process.pid}.tmp`;
   await writeFile(temporary, privateKey, { mode: 0o600 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { envAccepted, execCommand, forwardTarget, shellCommand, signalName, withTerminalSize } from './session-request.js';
+import { clampTerminal, envAccepted, execCommand, forwardTarget, shellCommand, signalName, withTerminalSize } from './session-request.js';
 
 describe('session requests', () => {
   it('passes commands through the shell and prefers bash for interactive shells', () => {
@@ -18,6 +18,16 @@ describe('session requests', () => {
     expect(envAccepted('2BAD', 'x')).toBe(false);
     expect(envAccepted('A=B', 'x')).toBe(false);
     expect(envAccepted('A', 'nul\0byte')).toBe(false);
+  });
+
+  it.each([
+    [[40, 132], { rows: 40, cols: 132 }],
+    [[5000, 100_000], { rows: 1000, cols: 1000 }],
+    [[0, 0], { rows: 24, cols: 80 }],
+    [[-3, 1.5], { rows: 24, cols: 80 }],
+    [[Number.NaN, 2 ** 32], { rows: 24, cols: 1000 }],
+  ])('cuts a terminal of %j to a sane size', ([rows, cols], size) => {
+    expect(clampTerminal(rows!, cols!, 1000)).toEqual(size);
   });
 
   it('maps SSH signal names', () => {

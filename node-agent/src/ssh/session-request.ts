@@ -3,10 +3,18 @@
 
 /** Environment names a client may set (SendEnv / SetEnv); values must not hold NUL. */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
-export const MAX_ENV_VARS = 256;
 
 export function envAccepted(name: string, value: string): boolean {
   return ENV_NAME.test(name) && !value.includes('\0') && value.length <= 32 * 1024;
+}
+
+/**
+ * The terminal size a session gets: what the client asked for, cut to `max` rows and
+ * columns (a huge size costs the programs in the container memory), 24x80 for nonsense.
+ */
+export function clampTerminal(rows: number, cols: number, max: number): { rows: number; cols: number } {
+  const fit = (n: number, fallback: number): number => (Number.isInteger(n) && n > 0 ? Math.min(n, max) : fallback);
+  return { rows: fit(rows, 24), cols: fit(cols, 80) };
 }
 
 /** `ssh host CMD` runs CMD through the shell, as sshd does with the user's shell. */

@@ -1,7 +1,10 @@
 // The SFTP subsystem (what `sftp` and OpenSSH 9's `scp` speak), served by the gateway
-// itself over ContainerFs, so it works for images without an sftp-server. An open file is
-// staged in a temporary file on the node: a read fetches the file once, a write is put
-// into the container when the handle is closed (the file appears whole, never half).
+// itself over ContainerFs, so it works for images without an sftp-server. Files are
+// streamed, never copied whole onto the node: a read pulls the file from the engine's
+// archive API as the client asks for it; a write streams into the container through an
+// exec of the image's shell (`cat >> FILE`), in order (early writes wait in a bounded
+// window). Only an image without /bin/sh gets a staged file on the node, up to a small
+// cap, put into the container whole when the handle is closed.
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -12,15 +15,54 @@ import type Docker from 'dockerode';
 import ssh2, { type Attributes, type FileEntry, type SFTPWrapper } from 'ssh2';
 import type { Logger } from '@svc/shared';
 import type { AccessEntry } from '../access/access-registry.js';
+import { ByteReader } from '../access/byte-reader.js';
+import { ContainerFileWriter, type WriteStart } from '../access/container-file-writer.js';
 import { ContainerFs, FsError, type FileStat } from '../access/container-fs.js';
 import { isDirectory, modeString } from '../access/file-modes.js';
+import { WriteOrder } from './write-order.js';
 
 const { OPEN_MODE, STATUS_CODE } = ssh2.utils.sftp;
 /** Entries per READDIR answer, as OpenSSH's sftp-server sends them. */
 const NAMES_PER_REPLY = 100;
+/** The most one READ answers with (OpenSSH asks for 32 KiB or 256 KiB). */
+const MAX_READ = 256 * 1024;
+/** Open handles per SFTP session (each file handle may hold an exec or a stream). */
+export const MAX_HANDLES = 64;
 
-interface FileHandleState {
-  kind: 'file';
+export interface SftpLimits {
+  /** Largest file staged on the node for an image without /bin/sh. */
+  stageLimitBytes: number;
+  /** How far ahead of the upload's position writes may arrive and wait. */
+  reorderWindowBytes: number;
+}
+
+/** A file opened for reading: streamed from the engine, restarted only for a backward seek. */
+interface ReadHandleState {
+  kind: 'read';
+  path: string;
+  stat: FileStat;
+  reader?: ByteReader;
+}
+
+/** A file opened for writing, streamed into the container through the image's shell. */
+interface WriteHandleState {
+  kind: 'write';
+  path: string;
+  /** APPEND: every write goes to the end, in the order it came. */
+  append: boolean;
+  /** Size of the file at open when it was kept (not truncated, not new); 0 otherwise. */
+  keptSize: number;
+  /** Set at the first write of a kept file (it decides where the stream starts), else at open. */
+  order?: WriteOrder;
+  start: WriteStart;
+  writer?: ContainerFileWriter;
+  appended: number;
+  mode: number;
+}
+
+/** Images without /bin/sh: the file is staged on the node (bounded) and put whole at close. */
+interface StageHandleState {
+  kind: 'stage';
   path: string;
   staged: FileHandle;
   stagedPath: string;
@@ -37,7 +79,7 @@ interface DirHandleState {
   entries: FileEntry[];
 }
 
-type HandleState = FileHandleState | DirHandleState;
+type HandleState = ReadHandleState | WriteHandleState | StageHandleState | DirHandleState;
 
 /** SFTP attributes of a stat. */
 export function attrsOf(stat: FileStat): Attributes {
@@ -66,9 +108,12 @@ export class SftpSession {
 
   constructor(
     private readonly sftp: SFTPWrapper,
-    docker: Docker,
+    private readonly docker: Docker,
     private readonly entry: AccessEntry,
     private readonly log: Logger,
+    private readonly limits: SftpLimits,
+    /** Whether the image has /bin/sh to stream uploads through. */
+    private readonly hasShell: () => Promise<boolean>,
   ) {
     this.fs = new ContainerFs(docker, entry.containerId);
     sftp.on('OPEN', (id, filename, flags, attrs) => this.answer(id, () => this.open(id, filename, flags, attrs)));
@@ -118,7 +163,7 @@ export class SftpSession {
       if (this.inFlight === 0) this.finish();
     });
     sftp.on('close', () => {
-      this.cleanUp().catch((err: unknown) => log.warn({ err }, 'removing SFTP staging files failed'));
+      this.cleanUp().catch((err: unknown) => log.warn({ err }, 'closing SFTP handles failed'));
     });
   }
 
@@ -171,6 +216,7 @@ export class SftpSession {
   }
 
   private newHandle(state: HandleState): Buffer {
+    if (this.handles.size >= MAX_HANDLES) throw new FsError('EIO', `too many open files in this session (${MAX_HANDLES}); close some`);
     const buffer = randomBytes(8);
     this.handles.set(buffer.toString('hex'), state);
     return buffer;
@@ -193,78 +239,175 @@ export class SftpSession {
     const create = (flags & OPEN_MODE.CREAT) !== 0;
     if (!existing && !create) throw new FsError('ENOENT', `${filename}: no such file`);
     if (existing && create && (flags & OPEN_MODE.EXCL) !== 0) throw new FsError('EEXIST', `${filename} already exists`);
-    const writable = (flags & (OPEN_MODE.WRITE | OPEN_MODE.APPEND)) !== 0;
+    const writable = (flags & (OPEN_MODE.WRITE | OPEN_MODE.APPEND)) !== 0 || !existing;
     const truncate = (flags & OPEN_MODE.TRUNC) !== 0;
+    const append = (flags & OPEN_MODE.APPEND) !== 0;
+    const mode = (attrs.mode ?? existing?.mode ?? 0o644) & 0o7777;
+    const target = existing?.realPath ?? path;
 
+    if (!writable) {
+      this.sftp.handle(id, this.newHandle({ kind: 'read', path: target, stat: existing! }));
+      return;
+    }
+    if (await this.hasShell()) {
+      await ContainerFileWriter.prepare(this.docker, this.entry.containerId, target, { truncate, ...(existing ? {} : { createMode: mode }) });
+      const kept = existing !== undefined && !truncate;
+      const state: WriteHandleState = { kind: 'write', path: target, append, keptSize: kept ? existing!.size : 0, start: 'append', appended: 0, mode };
+      if (!kept && !append) state.order = new WriteOrder(0, this.limits.reorderWindowBytes);
+      this.sftp.handle(id, this.newHandle(state));
+      return;
+    }
+    await this.openStaged(id, target, existing, { truncate, append, mode });
+  }
+
+  private async openStaged(id: number, path: string, existing: FileStat | undefined, how: { truncate: boolean; append: boolean; mode: number }): Promise<void> {
+    const keep = existing !== undefined && !how.truncate;
+    if (keep && existing!.size > this.limits.stageLimitBytes) throw this.stageLimitError(path);
     const stagedPath = join(await this.stagingDir(), randomBytes(8).toString('hex'));
-    if (existing && !truncate) {
+    if (keep) {
       const sink = createWriteStream(stagedPath, { mode: 0o600 });
       const flushed = once(sink, 'close');
       try {
-        await this.fs.readFile(existing.realPath, sink);
+        await this.fs.readFile(path, sink);
         await flushed;
       } catch (err) {
         sink.destroy();
         throw err;
       }
     }
-    const staged = await open(stagedPath, existing && !truncate ? 'r+' : 'w+', 0o600);
-    const state: FileHandleState = {
-      kind: 'file',
-      path: existing?.realPath ?? path,
-      staged,
-      stagedPath,
-      writable,
-      append: (flags & OPEN_MODE.APPEND) !== 0,
-      dirty: writable && (!existing || truncate),
-      mode: (attrs.mode ?? existing?.mode ?? 0o644) & 0o7777,
-    };
+    const staged = await open(stagedPath, keep ? 'r+' : 'w+', 0o600);
+    const state: StageHandleState = { kind: 'stage', path, staged, stagedPath, writable: true, append: how.append, dirty: !keep, mode: how.mode };
     this.sftp.handle(id, this.newHandle(state));
+  }
+
+  private stageLimitError(path: string): FsError {
+    return new FsError('EUNSUPPORTED', `${path}: this instance's image has no /bin/sh to stream files through, so writes are staged on the node, up to ${this.limits.stageLimitBytes} bytes a file`);
   }
 
   private async read(id: number, handle: Buffer, offset: number, length: number): Promise<void> {
     const state = this.fileHandle(handle);
-    const buffer = Buffer.alloc(Math.min(length, 256 * 1024));
-    const { bytesRead } = await state.staged.read(buffer, 0, buffer.length, offset);
-    if (bytesRead === 0) this.sftp.status(id, STATUS_CODE.EOF);
-    else this.sftp.data(id, buffer.subarray(0, bytesRead));
+    if (state.kind === 'write') throw new FsError('EUNSUPPORTED', 'a file opened for writing cannot be read here; open it again for reading');
+    const want = Math.min(length, MAX_READ);
+    if (state.kind === 'stage') {
+      const buffer = Buffer.alloc(want);
+      const { bytesRead } = await state.staged.read(buffer, 0, buffer.length, offset);
+      if (bytesRead === 0) this.sftp.status(id, STATUS_CODE.EOF);
+      else this.sftp.data(id, buffer.subarray(0, bytesRead));
+      return;
+    }
+    // A read behind the stream's position starts the stream over (clients read in order).
+    if (state.reader && offset < state.reader.position) {
+      await state.reader.close();
+      state.reader = undefined;
+    }
+    state.reader ??= new ByteReader(this.fs.streamFile(state.path));
+    const reader = state.reader;
+    const data = (await reader.skip(offset - reader.position)) ? await reader.read(want) : Buffer.alloc(0);
+    if (data.length === 0) this.sftp.status(id, STATUS_CODE.EOF);
+    else this.sftp.data(id, data);
   }
 
   private async write(id: number, handle: Buffer, offset: number, data: Buffer): Promise<void> {
     const state = this.fileHandle(handle);
-    if (!state.writable) throw new FsError('EACCES', 'the file was opened for reading');
-    const position = state.append ? (await state.staged.stat()).size : offset;
-    await state.staged.write(data, 0, data.length, position);
-    state.dirty = true;
+    if (state.kind === 'read') throw new FsError('EACCES', 'the file was opened for reading');
+    if (state.kind === 'stage') {
+      const position = state.append ? (await state.staged.stat()).size : offset;
+      if (position + data.length > this.limits.stageLimitBytes) throw this.stageLimitError(state.path);
+      await state.staged.write(data, 0, data.length, position);
+      state.dirty = true;
+      return this.ok(id);
+    }
+    if (state.append) {
+      await this.streamTo(state, [data]);
+      state.appended += data.length;
+      return this.ok(id);
+    }
+    if (!state.order) {
+      // A kept file: where the first write lands says how the stream starts.
+      if (offset === 0) state.start = 'overwrite';
+      else if (offset !== state.keptSize) {
+        throw new FsError('EUNSUPPORTED', `a write at offset ${offset} into an existing file of ${state.keptSize} bytes: uploads stream into the instance, from the start or from the end of a file`);
+      }
+      state.order = new WriteOrder(offset, this.limits.reorderWindowBytes);
+    }
+    const verdict = state.order.offer(offset, data);
+    if (!verdict.ok) throw new FsError('EUNSUPPORTED', verdict.reason);
+    await this.streamTo(state, verdict.flush);
     this.ok(id);
+  }
+
+  /** Streams chunks into the file, starting the writer on first use (or again after a flush). */
+  private async streamTo(state: WriteHandleState, chunks: Buffer[]): Promise<void> {
+    if (chunks.length === 0) return;
+    if (!state.writer) {
+      if (state.start === 'overwrite' && state.order && state.order.next > 0) {
+        throw new FsError('EUNSUPPORTED', 'writing on after the file\'s times were set, in the middle of an existing file, is not supported');
+      }
+      state.writer = await ContainerFileWriter.open(this.docker, this.entry.containerId, state.path, state.start);
+    }
+    for (const chunk of chunks) await state.writer.write(chunk);
+  }
+
+  /** Ends the handle's stream, so what was written is in the file. */
+  private async flush(state: WriteHandleState): Promise<void> {
+    const writer = state.writer;
+    if (!writer) return;
+    state.writer = undefined;
+    await writer.finish();
+    // A later write appends to what is there now.
+    if (state.start === 'overwrite' && (state.order?.next ?? 0) >= state.keptSize) state.start = 'append';
+  }
+
+  private writtenSize(state: WriteHandleState): number {
+    return state.append ? state.keptSize + state.appended : Math.max(state.keptSize, state.order?.next ?? 0);
   }
 
   private async fstat(id: number, handle: Buffer): Promise<void> {
     const state = this.fileHandle(handle);
+    if (state.kind === 'read') return this.sftp.attrs(id, attrsOf(state.stat));
+    if (state.kind === 'write') {
+      return this.sftp.attrs(id, attrsOf({ name: posix.basename(state.path), mode: 0o100000 | state.mode, size: this.writtenSize(state), mtime: Math.floor(Date.now() / 1000) }));
+    }
     const size = (await state.staged.stat()).size;
     this.sftp.attrs(id, attrsOf({ name: posix.basename(state.path), mode: 0o100000 | state.mode, size, mtime: state.mtime ?? Math.floor(Date.now() / 1000) }));
   }
 
   private async fsetstat(id: number, handle: Buffer, attrs: Partial<Attributes>): Promise<void> {
     const state = this.fileHandle(handle);
-    if (!state.writable) {
-      // Only the container's copy could change; do it there.
-      await this.setstat(id, state.path, attrs);
-      return;
+    if (state.kind === 'read') return this.setstat(id, state.path, attrs);
+    if (state.kind === 'write') {
+      if (attrs.uid !== undefined || attrs.gid !== undefined) throw new FsError('EUNSUPPORTED', 'the owner of a file cannot be changed here');
+      if (attrs.size !== undefined && attrs.size !== this.writtenSize(state)) {
+        throw new FsError('EUNSUPPORTED', `truncating to ${attrs.size} bytes is not supported while the file is streamed (it has ${this.writtenSize(state)})`);
+      }
+      if (attrs.mode !== undefined) {
+        state.mode = attrs.mode & 0o7777;
+        await this.fs.chmod(state.path, state.mode);
+      }
+      if (attrs.mtime !== undefined) {
+        // The bytes still in the pipe would move the time again: let them land first.
+        await this.flush(state);
+        await this.fs.setMtime(state.path, attrs.mtime);
+      }
+      return this.ok(id);
     }
     if (attrs.mode !== undefined) state.mode = attrs.mode & 0o7777;
     if (attrs.mtime !== undefined) state.mtime = attrs.mtime;
-    if (attrs.size !== undefined) await state.staged.truncate(attrs.size);
+    if (attrs.size !== undefined) {
+      if (attrs.size > this.limits.stageLimitBytes) throw this.stageLimitError(state.path);
+      await state.staged.truncate(attrs.size);
+    }
     state.dirty = true;
     this.ok(id);
   }
 
   private async setstat(id: number, path: string, attrs: Partial<Attributes>): Promise<void> {
     if (attrs.size !== undefined || attrs.uid !== undefined || attrs.gid !== undefined) {
-      throw new FsError('EUNSUPPORTED', 'only the mode of an existing file can be changed here; re-upload it to change more');
+      throw new FsError('EUNSUPPORTED', 'only the mode and times of an existing file can be changed here; re-upload it to change more');
     }
     if (attrs.mode !== undefined) await this.fs.chmod(path, attrs.mode);
-    // Times of a file that is not being written cannot be set through Docker; they are left as they are.
+    // Times: with the image's `touch` when it has one; the archive API cannot set them.
+    if (attrs.mtime !== undefined && (await this.hasShell())) await this.fs.setMtime(path, attrs.mtime);
     this.ok(id);
   }
 
@@ -272,6 +415,16 @@ export class SftpSession {
     const state = this.handleOf(handle);
     this.handles.delete(handle.toString('hex'));
     if (state.kind === 'dir') return this.ok(id);
+    if (state.kind === 'read') {
+      await state.reader?.close();
+      return this.ok(id);
+    }
+    if (state.kind === 'write') {
+      await this.flush(state);
+      const hole = state.order?.hole;
+      if (hole !== undefined) throw new FsError('EIO', `the upload has a hole at offset ${hole}: ${state.order!.waiting} bytes written after it never reached the file`);
+      return this.ok(id);
+    }
     try {
       if (state.dirty) {
         const size = (await state.staged.stat()).size;
@@ -296,14 +449,19 @@ export class SftpSession {
     this.sftp.name(id, state.entries.splice(0, NAMES_PER_REPLY));
   }
 
-  private fileHandle(handle: Buffer): FileHandleState {
+  private fileHandle(handle: Buffer): ReadHandleState | WriteHandleState | StageHandleState {
     const state = this.handleOf(handle);
-    if (state.kind !== 'file') throw new FsError('EISDIR', 'not a file handle');
+    if (state.kind === 'dir') throw new FsError('EISDIR', 'not a file handle');
     return state;
   }
 
+  /** The channel is gone: stop every stream, remove staged files. What was written stays, as with sshd. */
   private async cleanUp(): Promise<void> {
-    for (const state of this.handles.values()) if (state.kind === 'file') await state.staged.close().catch(() => undefined);
+    for (const state of this.handles.values()) {
+      if (state.kind === 'stage') await state.staged.close().catch(() => undefined);
+      if (state.kind === 'read') await state.reader?.close().catch(() => undefined);
+      if (state.kind === 'write') state.writer?.abort();
+    }
     this.handles.clear();
     if (this.staging) await rm(await this.staging, { recursive: true, force: true });
   }

@@ -3,7 +3,12 @@
 // created authenticate. Sessions, SFTP and `ssh -L` forwarding are carried out inside the
 // container (ssh-session.ts), so images need no sshd. A stopping instance takes no new
 // connections; a gone one has its connections closed.
-import { connect } from 'node:net';
+//
+// The gateway owns its TCP listener and hands sockets to ssh2 only after counting them
+// (connection-book.ts): connections still logging in, per source and per instance are
+// capped, a login must finish within a time limit, failed attempts are capped, and a
+// connection holds a bounded number of channels.
+import { connect, createServer, type Server as NetServer, type Socket } from 'node:net';
 import { listenOn } from '../access/listen.js';
 import type Docker from 'dockerode';
 import ssh2, { type Connection, type ServerChannel } from 'ssh2';
@@ -11,8 +16,9 @@ import type { Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry } from '../access/access-registry.js';
 import { publicKeyAccepted } from './authorized-keys.js';
 import type { HostKey } from './host-key.js';
+import { ConnectionBook, type ConnectionTicket } from './connection-book.js';
 import { forwardTarget } from './session-request.js';
-import { handleSession, type SessionHandle } from './ssh-session.js';
+import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
 
 const { Server } = ssh2;
 
@@ -24,17 +30,34 @@ export interface SshGatewayOptions {
   host: string;
   /** 0 picks a free port. */
   port: number;
+  limits: SshLimits;
+}
+
+export interface SshLimits extends SessionLimits {
+  maxChannelsPerConnection: number;
+  maxConnectionsPerInstance: number;
+  maxConnectionsPerSource: number;
+  maxPendingHandshakes: number;
+  handshakeTimeoutMs: number;
+  maxAuthTries: number;
 }
 
 /** Dead peers are noticed after ~45 s of silence (15 s keepalives, 3 unanswered). */
 const KEEPALIVE_INTERVAL_MS = 15_000;
 const KEEPALIVE_COUNT_MAX = 3;
-const AUTH_ATTEMPTS = 10;
+const REFUSAL_LOG_INTERVAL_MS = 5_000;
 
 export class SshGateway {
   private readonly server: ssh2.Server;
+  private readonly tcp: NetServer;
+  private readonly book: ConnectionBook;
+  /** Tickets of sockets handed to ssh2, by remote address and port, until ssh2 reports the connection. */
+  private readonly tickets = new Map<string, ConnectionTicket>();
   private readonly connections = new Set<Connection>();
+  private readonly sockets = new Set<Socket>();
   private listeningPort = 0;
+  private refused = 0;
+  private refusalLoggedAt = 0;
 
   constructor(private readonly options: SshGatewayOptions) {
     this.server = new Server(
@@ -44,9 +67,48 @@ export class SshGateway {
         keepaliveInterval: KEEPALIVE_INTERVAL_MS,
         keepaliveCountMax: KEEPALIVE_COUNT_MAX,
       },
-      (client, info) => this.accept(client, info.ip),
+      (client, info) => this.accept(client, info.ip, info.port),
     );
     this.server.on('error', (err: Error) => options.log.error({ err }, 'SSH gateway error'));
+    this.book = new ConnectionBook(options.limits);
+    this.tcp = createServer((socket) => this.admit(socket));
+  }
+
+  /** Counts a new TCP connection; closes it when a cap says no, else gives it to ssh2 with a login deadline. */
+  private admit(socket: Socket): void {
+    const { log, limits } = this.options;
+    const source = socket.remoteAddress ?? 'unknown';
+    const admission = this.book.open(source);
+    if (!admission.ok) {
+      // A flood must not flood the log too: one line per few seconds, with the count.
+      this.refused++;
+      const now = Date.now();
+      if (now - this.refusalLoggedAt >= REFUSAL_LOG_INTERVAL_MS) {
+        log.info({ ip: source, why: admission.reason, refused_since_last_line: this.refused }, 'SSH connection refused');
+        this.refused = 0;
+        this.refusalLoggedAt = now;
+      }
+      socket.destroy();
+      return;
+    }
+    const ticket = admission.ticket;
+    const key = `${source}|${socket.remotePort}`;
+    this.tickets.set(key, ticket);
+    this.sockets.add(socket);
+    const deadline = setTimeout(() => {
+      if (ticket.instanceId !== undefined) return;
+      log.info({ ip: source, timeout_ms: limits.handshakeTimeoutMs }, 'SSH connection closed: no login in time');
+      socket.destroy();
+    }, limits.handshakeTimeoutMs);
+    deadline.unref();
+    socket.once('close', () => {
+      clearTimeout(deadline);
+      ticket.close();
+      this.tickets.delete(key);
+      this.sockets.delete(socket);
+    });
+    socket.on('error', () => undefined);
+    this.server.injectSocket(socket);
   }
 
   get port(): number {
@@ -54,36 +116,58 @@ export class SshGateway {
   }
 
   async listen(): Promise<number> {
-    this.listeningPort = await listenOn(this.server, this.options.port, this.options.host, 'SSH gateway');
+    this.listeningPort = await listenOn(this.tcp, this.options.port, this.options.host, 'SSH gateway');
     return this.listeningPort;
   }
 
   async close(): Promise<void> {
     for (const c of this.connections) c.end();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.tcp.close(() => resolve()));
   }
 
-  private accept(client: Connection, ip: string): void {
-    const { registry, log } = this.options;
+  private accept(client: Connection, ip: string, port: number): void {
+    const { registry, log, limits } = this.options;
+    const ticket = this.tickets.get(`${ip}|${port}`);
+    if (!ticket) {
+      // Not a socket this gateway admitted (cannot happen: ssh2 only sees injected sockets).
+      client.end();
+      return;
+    }
     this.connections.add(client);
-    let attempts = 0;
+    let failures = 0;
     let entry: AccessEntry | undefined;
 
     client.on('authentication', (ctx) => {
-      if (++attempts > AUTH_ATTEMPTS) return ctx.reject([], false);
+      // `none` is how clients ask which methods there are; sshd does not count it either.
+      const refuse = (): void => {
+        if (ctx.method !== 'none' && ++failures >= limits.maxAuthTries) {
+          ctx.reject([], false);
+          if (failures === limits.maxAuthTries) {
+            log.info({ ip, attempts: failures }, 'SSH connection closed: too many failed logins');
+            client.end();
+          }
+          return;
+        }
+        ctx.reject(['publickey']);
+      };
       const found = registry.lookup(ctx.username);
       if (!found.ok) {
         // The same answer for unknown and stopping instances as for a wrong key: nothing to probe.
         log.info({ user: ctx.username, ip, why: found.reason }, 'SSH login refused');
-        return ctx.reject(['publickey']);
+        return refuse();
       }
-      if (ctx.method !== 'publickey') return ctx.reject(['publickey']);
+      if (ctx.method !== 'publickey') return refuse();
       const key = publicKeyAccepted(found.entry.keys, {
         blob: ctx.key.data,
         ...(ctx.signature ? { signature: ctx.signature, signedData: ctx.blob!, hashAlgo: ctx.hashAlgo } : {}),
       });
-      if (!key) return ctx.reject(['publickey']);
+      if (!key) return refuse();
       if (ctx.signature) {
+        if (!ticket.authenticated(found.entry.instanceId)) {
+          log.info({ instance: found.entry.instanceId, ip, max: limits.maxConnectionsPerInstance }, 'SSH login refused: the instance has its fill of connections (SVC_SSH_MAX_CONNECTIONS_PER_INSTANCE)');
+          return refuse();
+        }
         entry = found.entry;
         log.info({ instance: entry.instanceId, ip, key_fingerprint: key.fingerprint }, 'SSH login');
       }
@@ -94,6 +178,7 @@ export class SshGateway {
       const instance = entry!;
       const sessions = new Set<SessionHandle>();
       let hasBash: Promise<boolean> | undefined;
+      let hasShell: Promise<boolean> | undefined;
       const untrack = registry.track(instance.instanceId, (reason) => {
         for (const s of sessions) s.close(reason);
         // Let the sessions' goodbyes reach the client, then hang up.
@@ -101,15 +186,30 @@ export class SshGateway {
       });
       client.once('close', untrack);
 
-      client.on('session', (accept) => {
-        const handle = handleSession(accept(), {
+      // Channels this connection holds (sessions and forwards, opening or open).
+      let channels = 0;
+      const channelRefused = (kind: string): boolean => {
+        if (channels < limits.maxChannelsPerConnection) return false;
+        log.info({ instance: instance.instanceId, ip, kind, max: limits.maxChannelsPerConnection }, 'SSH channel refused: the connection holds its fill (SVC_SSH_MAX_CHANNELS_PER_CONNECTION)');
+        return true;
+      };
+
+      client.on('session', (accept, reject) => {
+        if (channelRefused('session')) return reject();
+        channels++;
+        const session = accept();
+        session.once('close', () => channels--);
+        const handle = handleSession(session, {
           docker: this.options.docker,
           entry: instance,
           log,
+          limits,
           instanceOpen: () => registry.lookup(instance.instanceId).ok,
           hasBash: () => (hasBash ??= hasFile(this.options.docker, instance.containerId, '/bin/bash')),
+          hasShell: () => (hasShell ??= hasFile(this.options.docker, instance.containerId, '/bin/sh')),
         });
         sessions.add(handle);
+        session.once('close', () => sessions.delete(handle));
       });
       client.on('tcpip', (accept, reject, info) => {
         const target = forwardTarget(info.destIP, registry.current(instance.instanceId)?.containerIp ?? null);
@@ -117,15 +217,31 @@ export class SshGateway {
           log.info({ instance: instance.instanceId, dest: `${info.destIP}:${info.destPort}` }, 'port forward refused: only the instance itself can be reached');
           return reject();
         }
+        if (channelRefused('direct-tcpip')) return reject();
+        channels++;
+        let released = false;
+        const release = (): void => {
+          if (!released) channels--;
+          released = true;
+        };
         const socket = connect(info.destPort, target);
-        socket.once('error', () => reject());
+        socket.once('error', () => {
+          release();
+          reject();
+        });
         socket.once('connect', () => {
           socket.removeAllListeners('error');
           const channel: ServerChannel = accept();
+          // Flow control both ways: ssh2 gives the client a 2 MiB window per channel and
+          // refills it only as the socket takes the data; the channel's writes wait for the
+          // client's window. So a forward holds at most a window and a socket buffer.
           socket.pipe(channel).pipe(socket);
           socket.on('error', () => channel.close());
           channel.on('error', () => socket.destroy());
-          channel.once('close', () => socket.destroy());
+          channel.once('close', () => {
+            release();
+            socket.destroy();
+          });
         });
       });
       // Remote forwarding, agent and X11 forwarding and streamlocal requests are refused.

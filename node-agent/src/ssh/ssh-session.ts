@@ -8,17 +8,29 @@ import type { PseudoTtyInfo, ServerChannel, Session } from 'ssh2';
 import type { Logger } from '@svc/shared';
 import type { AccessEntry } from '../access/access-registry.js';
 import { ContainerProcess } from '../access/container-process.js';
-import { SftpSession } from './sftp-session.js';
-import { envAccepted, execCommand, MAX_ENV_VARS, shellCommand, signalName, withTerminalSize } from './session-request.js';
+import { SftpSession, type SftpLimits } from './sftp-session.js';
+import { clampTerminal, envAccepted, execCommand, shellCommand, signalName, withTerminalSize } from './session-request.js';
+
+/** What one session may ask for. */
+export interface SessionLimits {
+  maxEnvVars: number;
+  /** Names and values together. */
+  maxEnvBytes: number;
+  maxPtyDimension: number;
+  sftp: SftpLimits;
+}
 
 export interface SessionContext {
   docker: Docker;
   entry: AccessEntry;
   log: Logger;
+  limits: SessionLimits;
   /** Whether the instance is still open (not stopping or gone), for the goodbye message. */
   instanceOpen(): boolean;
   /** Whether the image has /bin/bash (asked once per connection). */
   hasBash(): Promise<boolean>;
+  /** Whether the image has /bin/sh (asked once per connection). */
+  hasShell(): Promise<boolean>;
 }
 
 /** Handles to what a session runs, so the connection can end it when the instance goes. */
@@ -27,34 +39,48 @@ export interface SessionHandle {
   close(reason: string): void;
 }
 
+const MAX_SIGNALS_IN_FLIGHT = 8;
+
 export function handleSession(session: Session, ctx: SessionContext): SessionHandle {
   let pty: PseudoTtyInfo | undefined;
   const env: string[] = [];
+  let envBytes = 0;
+  const { maxPtyDimension } = ctx.limits;
   let process: ContainerProcess | undefined;
   let channel: ServerChannel | undefined;
   let closing: string | undefined;
 
   session.on('pty', (accept, _reject, info) => {
-    pty = info;
+    pty = { ...info, ...clampTerminal(info.rows, info.cols, maxPtyDimension), term: String(info.term ?? 'xterm').slice(0, 64) };
     accept?.();
   });
   session.on('window-change', (accept, _reject, info) => {
-    if (pty) pty = { ...pty, rows: info.rows, cols: info.cols };
-    process?.resize(info.rows, info.cols).catch((err: unknown) => ctx.log.debug({ err }, 'resize failed'));
+    const size = clampTerminal(info.rows, info.cols, maxPtyDimension);
+    if (pty) pty = { ...pty, ...size };
+    process?.resize(size.rows, size.cols).catch((err: unknown) => ctx.log.debug({ err }, 'resize failed'));
     accept?.();
   });
   session.on('env', (accept, reject, info) => {
-    if (env.length < MAX_ENV_VARS && envAccepted(info.key, info.val)) {
+    const bytes = Buffer.byteLength(info.key) + Buffer.byteLength(info.val);
+    if (env.length < ctx.limits.maxEnvVars && envBytes + bytes <= ctx.limits.maxEnvBytes && envAccepted(info.key, info.val)) {
       env.push(`${info.key}=${info.val}`);
+      envBytes += bytes;
       accept?.();
     } else {
       reject?.();
     }
   });
+  // A signal before the process exists is refused; one before it runs waits for its pid
+  // (container-process.ts). A storm of them is cut off: a few may wait at once.
+  let signalsInFlight = 0;
   session.on('signal', (accept, reject, info) => {
     const signal = signalName(info.name);
-    if (!signal || !process) return reject?.();
-    process.signal(signal).catch((err: unknown) => ctx.log.debug({ err }, 'signal failed'));
+    if (!signal || !process || signalsInFlight >= MAX_SIGNALS_IN_FLIGHT) return reject?.();
+    signalsInFlight++;
+    process
+      .signal(signal)
+      .catch((err: unknown) => ctx.log.debug({ err }, 'signal failed'))
+      .finally(() => signalsInFlight--);
     accept?.();
   });
   session.on('auth-agent', (_accept, reject) => reject?.());
@@ -109,7 +135,7 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
   });
   session.on('sftp', (accept) => {
     const sftp = accept();
-    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log);
+    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell);
   });
 
   return {

@@ -7,6 +7,9 @@
 // (host crash, NAT timeout) ends the session within ~20 s and the reconnect loop takes
 // over. Reconnecting is the session loop's job: calls do not wait for the channel to be
 // ready, they fail fast with UNAVAILABLE.
+//
+// Messages are bounded both ways (SVC_AGENT_GRPC_MAX_MESSAGE_BYTES): grpc-js would send
+// without limit, and a peer's oversized message fails its call instead of being buffered.
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { loadAgentProto, type AgentGatewayClient } from '@svc/proto';
@@ -22,7 +25,18 @@ export const KEEPALIVE_OPTIONS: grpc.ChannelOptions = {
   'grpc.max_reconnect_backoff_ms': 1_000,
 };
 
-type TransportConfig = Pick<AgentConfig, 'controlPlane' | 'useTls' | 'tlsCa' | 'tlsCert' | 'tlsKey' | 'tlsServerName'>;
+type TransportConfig = Pick<AgentConfig, 'controlPlane' | 'useTls' | 'tlsCa' | 'tlsCert' | 'tlsKey' | 'tlsServerName' | 'grpcMaxMessageBytes'>;
+
+/** Channel options of the agent's stream: keepalive and message bounds. */
+export function channelOptions(config: Pick<TransportConfig, 'useTls' | 'tlsServerName' | 'grpcMaxMessageBytes'>): grpc.ChannelOptions {
+  const options: grpc.ChannelOptions = {
+    ...KEEPALIVE_OPTIONS,
+    'grpc.max_receive_message_length': config.grpcMaxMessageBytes,
+    'grpc.max_send_message_length': config.grpcMaxMessageBytes,
+  };
+  if (config.useTls && config.tlsServerName) options['grpc.ssl_target_name_override'] = config.tlsServerName;
+  return options;
+}
 
 function readPem(path: string, setting: string): Buffer {
   try {
@@ -42,7 +56,5 @@ export function channelCredentials(config: TransportConfig): grpc.ChannelCredent
 
 export function createGatewayClient(config: TransportConfig): AgentGatewayClient {
   const proto = loadAgentProto();
-  const options: grpc.ChannelOptions = { ...KEEPALIVE_OPTIONS };
-  if (config.useTls && config.tlsServerName) options['grpc.ssl_target_name_override'] = config.tlsServerName;
-  return new proto.svc.agent.v1.AgentGateway(config.controlPlane, channelCredentials(config), options);
+  return new proto.svc.agent.v1.AgentGateway(config.controlPlane, channelCredentials(config), channelOptions(config));
 }
