@@ -1,7 +1,6 @@
 // Builds the control-plane application: plugins, then services, then routes.
 // server.ts only listens and closes; tests build the app and listen on port 0.
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -9,7 +8,9 @@ import secureJson from 'secure-json-parse';
 import { ApiError, createLogger, loggerOptions, systemClock, type Clock } from '@svc/shared';
 import type { ControlPlaneConfig } from './config.js';
 import { ChangeFeed } from './changes.js';
-import { errorHandler, installNotFound } from './http/error-handler.js';
+import { installCors } from './http/cors.js';
+import { clientErrorHandler } from './http/client-errors.js';
+import { errorHandler, frameworkErrors, installClosingGuard, installNotFound } from './http/error-handler.js';
 import { installMetrics } from './http/metrics.js';
 import { ErrorEnvelope } from './http/schemas.js';
 import { buildValidator } from './http/validation.js';
@@ -152,7 +153,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     bodyLimit: config.bodyLimitBytes,
     trustProxy: config.trustProxy,
-    return503OnClosing: true,
+    // Our own closing guard answers in the envelope (installClosingGuard).
+    return503OnClosing: false,
+    frameworkErrors,
+    clientErrorHandler,
     // Fastify's factory type wants Ajv's own signature; ours is the same at run time.
     schemaController: { compilersFactory: { buildValidator: buildValidator as never } },
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -165,6 +169,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Plugins: validation, errors, JSON parsing, request ids, metrics, CORS, OpenAPI.
   app.setErrorHandler(errorHandler);
   installNotFound(app);
+  installClosingGuard(app);
   // JSON only: fastify's text/plain parser would let a string body reach validation.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
@@ -181,20 +186,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.addHook('onRequest', echoRequestId);
   const metrics = installMetrics(app);
-  await app.register(cors, {
-    origin: true,
-    methods: ['GET', 'POST', 'PATCH', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'X-Service-Pool', 'X-Service-Idempotency-Key', 'X-Request-Id'],
-    exposedHeaders: [
-      'x-request-id',
-      'x-ratelimit-limit-requests',
-      'x-ratelimit-remaining-requests',
-      'x-ratelimit-reset-requests',
-      'retry-after',
-      'x-service-idempotent-replay',
-    ],
-    maxAge: 600,
-  });
+  await installCors(app);
   app.addSchema(ErrorEnvelope);
   await app.register(swagger, {
     openapi: {
