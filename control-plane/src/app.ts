@@ -9,6 +9,7 @@ import { ApiError, createLogger, loggerOptions, systemClock, type Clock } from '
 import type { ControlPlaneConfig } from './config.js';
 import { ChangeFeed } from './changes.js';
 import { installCors } from './http/cors.js';
+import { trustedProxies } from './http/trusted-proxies.js';
 import { clientErrorHandler } from './http/client-errors.js';
 import { errorHandler, frameworkErrors, installClosingGuard, installNotFound } from './http/error-handler.js';
 import { installMetrics } from './http/metrics.js';
@@ -152,7 +153,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId,
     requestIdHeader: false,
     bodyLimit: config.bodyLimitBytes,
-    trustProxy: config.trustProxy,
+    // proxy-addr semantics over a list; an empty list trusts no one (the socket address).
+    trustProxy: trustedProxies(config.trustProxy).length > 0 ? trustedProxies(config.trustProxy) : false,
     // Our own closing guard answers in the envelope (installClosingGuard).
     return503OnClosing: false,
     frameworkErrors,
