@@ -46,7 +46,7 @@ import { buildInference, type Inference } from './inference/inference.js';
 import { servingPlan, type ServingPlan } from './inference/replica-source.js';
 import type { Store } from './store/store.js';
 import { installWebhookDelivery } from './webhooks/delivery-lifecycle.js';
-import { buildTargetPolicy } from './webhooks/target-policy.js';
+import { buildTargetPolicy, type Resolver } from './webhooks/target-policy.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 
 export interface AppDeps {
@@ -57,6 +57,8 @@ export interface AppDeps {
   capacity?: LiveCapacity;
   /** Live model-server replicas and where replicas are wanted; none by default. */
   replicas?: { directory: ReplicaDirectory; plan: ServingPlan };
+  /** Resolves webhook hosts at subscription and at every send; the system DNS by default (tests play a rebinding one). */
+  webhookResolver?: Resolver;
   /** Fastify logger setting; defaults to JSON logs at the configured level. */
   logger?: FastifyServerOptions['logger'];
 }
@@ -124,7 +126,7 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
       windowSeconds: config.idempotencyWindowSeconds,
       waitSeconds: config.idempotencyWaitSeconds,
     }),
-    webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets)),
+    webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets), deps.webhookResolver),
     enrollment: new EnrollmentService(store.nodes, clock, config.nodeTokenTtlSeconds),
     nodes,
     instances: new InstanceService(
@@ -226,7 +228,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.addHook('onClose', async () => services.inference.close());
 
-  installWebhookDelivery(app, { config, store, clock, models: services.models.catalog.models });
+  installWebhookDelivery(app, { config, store, clock, models: services.models.catalog.models, resolver: deps.webhookResolver });
 
   // Housekeeping that keeps memory and tables bounded.
   const housekeeping = setInterval(() => {

@@ -69,7 +69,7 @@ export const controlPlaneSettings = {
     'SVC_MODE',
     Type.Union([Type.Literal('development'), Type.Literal('production')]),
     'development',
-    'production tightens defaults meant for a laptop (e.g. webhook URLs to private addresses).',
+    'production tightens defaults meant for a laptop (e.g. webhook URLs must use https; development also allows plain http).',
   ),
   trustProxy: setting(
     'SVC_TRUST_PROXY',
@@ -114,7 +114,7 @@ export const controlPlaneSettings = {
     'SVC_WEBHOOK_ALLOWED_TARGETS',
     Type.Array(Type.String({ minLength: 1 })),
     [],
-    'CIDRs and host names webhooks may reach in production although private (comma-separated); empty means public addresses only.',
+    'CIDRs and host names webhooks may reach although not public (comma-separated; e.g. 127.0.0.1 for a receiver on this machine); empty means public addresses only, checked at subscription and at every send.',
   ),
   webhookTimeoutMs: setting(
     'SVC_WEBHOOK_TIMEOUT_MS',
