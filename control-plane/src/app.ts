@@ -10,7 +10,7 @@ import type { ControlPlaneConfig } from './config.js';
 import { ChangeFeed } from './changes.js';
 import { installCors } from './http/cors.js';
 import { trustedProxies } from './http/trusted-proxies.js';
-import { clientErrorHandler } from './http/client-errors.js';
+import { clientErrorHandler, refuseConnect } from './http/client-errors.js';
 import { errorHandler, frameworkErrors, installClosingGuard, installNotFound } from './http/error-handler.js';
 import { installMetrics } from './http/metrics.js';
 import { ErrorEnvelope } from './http/schemas.js';
@@ -174,6 +174,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setErrorHandler(errorHandler);
   installNotFound(app);
   installClosingGuard(app);
+  refuseConnect(app.server);
   // JSON only: fastify's text/plain parser would let a string body reach validation.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {

@@ -1,8 +1,10 @@
-// Requests Node's HTTP parser refuses before fastify sees them (headers past 16 KB, a
-// malformed request line, headers that never finish) still get the error envelope.
-// This is fastify's `clientErrorHandler`: it writes a raw response on the socket.
+// Requests Node's HTTP server answers before fastify sees them still get the error
+// envelope: what its parser refuses (headers past 16 KB, a malformed request line,
+// headers that never finish; fastify's `clientErrorHandler`), and CONNECT, which Node
+// hands to a 'connect' listener or else closes without a word.
+import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import { ApiError } from '@svc/shared';
 
 /** The envelope for a parser error code (Node's `HPE_*` and `ERR_HTTP_*`). */
@@ -31,10 +33,20 @@ export function rawErrorResponse(error: ApiError): string {
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   // A reset connection has no one left to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  if (!socket.writable) return void socket.destroy(err);
+  // An answer already (partly) written on this socket (e.g. a body that breaks after its
+  // request was answered) gets no second, unsolicited one; Node's default does the same.
+  if (!socket.writable || socket.bytesWritten > 0) return void socket.destroy(err);
   // end() rather than destroy(): closing with unread request bytes would send a TCP RST
   // that can reach the client before it reads the answer.
   socket.end(rawErrorResponse(clientErrorFor(err.code)));
   // A peer that never closes its side does not hold the socket forever.
   setTimeout(() => socket.destroy(), 5_000).unref();
+}
+
+/** CONNECT (a tunnel request) is no method of this API: 405 in the envelope, then close. */
+export function refuseConnect(server: Server): void {
+  server.on('connect', (request: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => socket.destroy());
+    socket.end(rawErrorResponse(new ApiError('method_not_allowed', `CONNECT is not allowed on ${request.url ?? '/'}; this server is no proxy`)));
+  });
 }
