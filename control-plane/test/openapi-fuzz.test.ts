@@ -539,6 +539,9 @@ describe('OpenAPI fuzzer', () => {
     printTally('inject answers');
     expect(problems, problems.slice(0, 20).join('\n')).toEqual([]);
     expect(seen.size).toBeGreaterThan(10);
+    // No node is connected: every create ended in no_capacity and nothing was provisioned.
+    const instances = await cp.request('GET', '/v1/instances?limit=100', { key: admin });
+    expect(instances.body.data.filter((i: { status: string }) => !['failed', 'terminated'].includes(i.status))).toEqual([]);
     await stillHealthy();
   }, 240_000);
 
