@@ -415,7 +415,7 @@ function rawExchange(bytes: Buffer): Promise<RawAnswer | null> {
       reject(new Error(`no answer within 10 s to ${bytes.subarray(0, 120).toString('latin1')}`));
     });
     socket.on('close', () => {
-      let all = Buffer.concat(chunks);
+      let all: Buffer = Buffer.concat(chunks);
       // Interim answers (100 Continue to an Expect header) precede the real one.
       while (/^HTTP\/1\.[01] 1\d\d /.test(all.subarray(0, 16).toString('latin1')) && all.indexOf('\r\n\r\n') >= 0) {
         all = all.subarray(all.indexOf('\r\n\r\n') + 4);
@@ -430,7 +430,7 @@ function rawExchange(bytes: Buffer): Promise<RawAnswer | null> {
           .slice(1)
           .map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()] as [string, string]),
       );
-      let body = all.subarray(split + 4);
+      let body: Buffer = all.subarray(split + 4);
       if (headers.get('transfer-encoding') === 'chunked') body = dechunk(body);
       resolve({ status, contentType: headers.get('content-type'), body: body.toString('utf8') });
     });
