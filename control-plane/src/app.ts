@@ -4,11 +4,11 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import secureJson from 'secure-json-parse';
 import { ApiError, createLogger, loggerOptions, systemClock, type Clock } from '@svc/shared';
 import type { ControlPlaneConfig } from './config.js';
 import { ChangeFeed } from './changes.js';
 import { installCors } from './http/cors.js';
+import { parseJsonBody } from './http/json-body.js';
 import { trustedProxies } from './http/trusted-proxies.js';
 import { clientErrorHandler, refuseConnect } from './http/client-errors.js';
 import { errorHandler, frameworkErrors, installClosingGuard, installNotFound } from './http/error-handler.js';
@@ -178,12 +178,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // JSON only: fastify's text/plain parser would let a string body reach validation.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    // An empty body is an empty object: validation then names the missing fields.
-    if (body === '') return done(null, {});
     try {
-      done(null, secureJson.parse(body as string, undefined, { protoAction: 'error', constructorAction: 'error' }));
+      done(null, parseJsonBody(body as string));
     } catch (err) {
-      done(new ApiError('invalid_request', `malformed JSON body: ${(err as Error).message}`), undefined);
+      done(err as ApiError, undefined);
     }
   });
   app.addHook('preValidation', async (request) => {

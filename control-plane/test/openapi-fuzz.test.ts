@@ -19,7 +19,7 @@ import { startControlPlane, type TestControlPlane } from './harness.js';
 const SEED = Number(process.env.FUZZ_SEED ?? 20261124);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 3000);
 const RAW_RUNS = Math.max(100, Math.round(RUNS / 5));
-const BODY_LIMIT = 64 * 1024;
+const BODY_LIMIT = 2 * 1024 * 1024;
 
 type Schema = Record<string, any>;
 interface Operation {
@@ -106,10 +106,24 @@ const HINTS: Record<string, () => string[]> = {
   sku: () => known.sku!,
 };
 
-/** Values the schema accepts (mostly): the way into the handlers. */
-function fromSchema(raw: Schema, depth = 0, name?: string, minimal = false): fc.Arbitrary<unknown> {
+/**
+ * Stands for a value nested 4,000 levels deep, spliced into the JSON text after
+ * JSON.stringify (which could not write it): free-form fields (a tool's parameters) take
+ * any JSON, so a body can be valid by the schema and still overflow a recursive walk.
+ */
+const DEEP_MARK = '\u0001deep\u0001';
+const splice = (v: unknown): string => (JSON.stringify(v) ?? 'null').replaceAll(JSON.stringify(DEEP_MARK), deepArrays(4_000));
+
+/**
+ * Values the schema accepts (mostly): the way into the handlers. `minimal`: required
+ * fields only (the cross-field rules do not stop every case at 400); `maximal`: every
+ * field, arrays never empty, free-form values nested 4,000 deep.
+ */
+function fromSchema(raw: Schema, depth = 0, name?: string, shape: 'any' | 'minimal' | 'maximal' = 'any'): fc.Arbitrary<unknown> {
+  const minimal = shape === 'minimal';
+  const maximal = shape === 'maximal';
   const s = deref(raw);
-  if (depth > 5) return fc.constant(null);
+  if (depth > 12) return fc.constant(null);
   let arb: fc.Arbitrary<unknown>;
   const hinted = name !== undefined && s.type === 'string' ? (HINTS[name]?.() ?? []) : [];
   if (hinted.length > 0) arb = fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...hinted) }, { weight: 1, arbitrary: fc.string({ maxLength: 24 }) });
@@ -120,6 +134,10 @@ function fromSchema(raw: Schema, depth = 0, name?: string, minimal = false): fc.
     const type = Array.isArray(s.type) ? s.type[0] : s.type;
     switch (type) {
       case 'string':
+        if (typeof s.pattern === 'string') {
+          arb = fc.stringMatching(new RegExp(s.pattern)).filter((v) => v.length <= (s.maxLength ?? Infinity) && v.length >= (s.minLength ?? 0));
+          break;
+        }
         arb = fc.string({ minLength: s.minLength ?? 0, maxLength: Math.max(s.minLength ?? 0, Math.min(s.maxLength ?? 24, 24)) });
         break;
       case 'integer':
@@ -135,7 +153,7 @@ function fromSchema(raw: Schema, depth = 0, name?: string, minimal = false): fc.
         arb = fc.constant(null);
         break;
       case 'array':
-        arb = fc.array(fromSchema(s.items ?? {}, depth + 1, undefined, minimal), { minLength: s.minItems ?? 0, maxLength: Math.max(s.minItems ?? 0, Math.min(s.maxItems ?? 3, 3)) });
+        arb = fc.array(fromSchema(s.items ?? {}, depth + 1, undefined, shape), { minLength: Math.max(s.minItems ?? 0, maximal ? 1 : 0), maxLength: Math.max(s.minItems ?? 0, Math.min(s.maxItems ?? 3, 3)) });
         break;
       case 'object':
       case undefined: {
@@ -143,15 +161,15 @@ function fromSchema(raw: Schema, depth = 0, name?: string, minimal = false): fc.
         const required: string[] = s.required ?? [];
         for (const [key, sub] of Object.entries<Schema>(s.properties ?? {})) {
           // Minimal: only what is required, so the cross-field rules do not stop every case at 400.
-          if (!minimal || required.includes(key)) props[key] = fromSchema(sub, depth + 1, key, minimal);
+          if (!minimal || required.includes(key)) props[key] = fromSchema(sub, depth + 1, key, shape);
         }
         if (Object.keys(props).length === 0 && type === undefined) {
-          arb = fc.jsonValue({ maxDepth: 2 });
+          arb = maximal ? fc.constant(DEEP_MARK) : fc.jsonValue({ maxDepth: 2 });
           break;
         }
-        arb = fc.record(props, { requiredKeys: required.filter((k) => k in props) });
+        arb = fc.record(props, { requiredKeys: maximal ? Object.keys(props) : required.filter((k) => k in props) });
         if (s.additionalProperties && typeof s.additionalProperties === 'object' && Object.keys(props).length === 0) {
-          arb = fc.dictionary(fc.string({ maxLength: 8 }), fromSchema(s.additionalProperties, depth + 1), { maxKeys: 3 });
+          arb = fc.dictionary(fc.string({ maxLength: 8 }), fromSchema(s.additionalProperties, depth + 1, undefined, shape), { minKeys: maximal ? 1 : 0, maxKeys: 3 });
         }
         break;
       }
@@ -211,13 +229,17 @@ function bodyText(schema: Schema | undefined): fc.Arbitrary<string | Buffer | un
     deepObjects(5_000),
     `{"messages":${deepArrays(3_000)}}`,
     `{"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":${deepObjects(2_000)}}}}]}`,
+    // Deep enough to overflow any recursive walk (the idempotency hash, schema checks), valid by the route's schema.
+    `{"model":"${known.model_id![0]}","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":${deepArrays(200_000)}}}}]}`,
+    `{"model":"${known.model_id![0]}","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":${deepObjects(200_000)}}}}]}`,
     `{"labels":${JSON.stringify(Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`k${i}`, 'v'])))}}`,
     JSON.stringify({ name: 'x'.repeat(BODY_LIMIT) }),
     Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d]),
     Buffer.from([0x00, 0x00, 0x00]),
   );
   const valid = schema ? fromSchema(schema) : fc.constant({});
-  const minimal = schema ? fromSchema(schema, 0, undefined, true) : fc.constant({});
+  const minimal = schema ? fromSchema(schema, 0, undefined, 'minimal') : fc.constant({});
+  const maximal = schema ? fromSchema(schema, 0, undefined, 'maximal') : fc.constant({});
   const mutated = fc.tuple(valid, fc.nat(), hostileValue).map(([v, i, bad]) => {
     if (v === null || typeof v !== 'object' || Array.isArray(v)) return bad;
     const keys = Object.keys(v);
@@ -233,6 +255,7 @@ function bodyText(schema: Schema | undefined): fc.Arbitrary<string | Buffer | un
   return fc.oneof(
     { weight: 4, arbitrary: minimal.map((v) => JSON.stringify(v)) },
     { weight: 4, arbitrary: valid.map((v) => JSON.stringify(v)) },
+    { weight: 1, arbitrary: maximal.map(splice) },
     { weight: 4, arbitrary: mutated.map((v) => JSON.stringify(v)) },
     { weight: 2, arbitrary: pollution },
     { weight: 2, arbitrary: fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v)) },
