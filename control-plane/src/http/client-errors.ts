@@ -33,9 +33,12 @@ export function rawErrorResponse(error: ApiError): string {
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   // A reset connection has no one left to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  // An answer already (partly) written on this socket (e.g. a body that breaks after its
-  // request was answered) gets no second, unsolicited one; Node's default does the same.
-  if (!socket.writable || socket.bytesWritten > 0) return void socket.destroy(err);
+  // A request whose answer is already on its way (e.g. its body broke after it was
+  // answered) gets no second, unsolicited one. `_httpMessage` is the response in flight
+  // on this socket; Node's own default handler checks the same. Earlier answers on a
+  // kept-alive connection do not count.
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  if (!socket.writable || inFlight?.headersSent) return void socket.destroy(err);
   // end() rather than destroy(): closing with unread request bytes would send a TCP RST
   // that can reach the client before it reads the answer.
   socket.end(rawErrorResponse(clientErrorFor(err.code)));
