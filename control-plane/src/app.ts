@@ -173,7 +173,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Plugins: validation, errors, JSON parsing, request ids, metrics, CORS, OpenAPI.
   app.setErrorHandler(errorHandler);
   installNotFound(app);
-  installClosingGuard(app);
   refuseConnect(app.server);
   // JSON only: fastify's text/plain parser would let a string body reach validation.
   app.removeAllContentTypeParsers();
@@ -188,6 +187,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (request.body === undefined && request.method === 'POST') request.body = {};
   });
   app.addHook('onRequest', echoRequestId);
+  installClosingGuard(app);
   const metrics = installMetrics(app);
   await installCors(app);
   app.addSchema(ErrorEnvelope);

@@ -144,6 +144,33 @@ describe('error envelope', () => {
     expect(JSON.parse(body!).error).toMatchObject({ type: 'invalid_request', message: expect.stringContaining('malformed HTTP request') });
   });
 
+  it('a request arriving while the server shuts down: 503 service_unavailable in the envelope, connection closed', async () => {
+    const closing = await startControlPlane();
+    const key = await closing.key({ admin: true });
+    const url = new URL(closing.baseUrl);
+    const socket = connect(Number(url.port), url.hostname);
+    let answer = '';
+    socket.on('data', (chunk) => (answer += String(chunk)));
+    const ended = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    // A request in flight (its body half sent) keeps the connection busy while the server closes...
+    const body = '{"name":"x"}';
+    socket.write(`POST /v1/admin/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 3)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const closed = closing.app.close();
+    // ...then the rest of it and a second request on the same connection.
+    socket.write(`${body.slice(3)}GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+    await ended;
+    await closed;
+    const answers = answer.split(/(?=HTTP\/1\.1 \d{3} )/);
+    const last = answers.at(-1)!;
+    expect(last).toMatch(/^HTTP\/1\.1 503 /);
+    expect(last).toMatch(/\r\nconnection: close\r\n/i);
+    expect(last).toMatch(/\r\ncontent-type: application\/json/i);
+    expect(last).toMatch(/\r\nx-request-id: req_/i);
+    expect(JSON.parse(last.split('\r\n\r\n')[1]!).error).toMatchObject({ type: 'service_unavailable', message: expect.stringContaining('shutting down') });
+  });
+
   it('every error carries the request id header', async () => {
     const res = await cp.request('GET', '/v1/nothing', { headers: { 'x-request-id': 'trace-abc-12345' } });
     expect(res.headers.get('x-request-id')).toBe('trace-abc-12345');
