@@ -78,6 +78,8 @@ beforeAll(async () => {
     nodeDeadlineMs: 2_000,
     terminationGraceMs: GRACE_MS,
     logLevel: 'warn',
+    // The webhook receiver listens on loopback: an operator exception.
+    webhookAllowedTargets: ['127.0.0.1'],
   });
   cp = await startControlPlane(config);
   const { org } = await cp.app.services.orgs.ensureDefaultOrg();

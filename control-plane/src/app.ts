@@ -1,15 +1,17 @@
 // Builds the control-plane application: plugins, then services, then routes.
 // server.ts only listens and closes; tests build the app and listen on port 0.
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import secureJson from 'secure-json-parse';
 import { ApiError, createLogger, loggerOptions, systemClock, type Clock } from '@svc/shared';
 import type { ControlPlaneConfig } from './config.js';
 import { ChangeFeed } from './changes.js';
-import { errorHandler, installNotFound } from './http/error-handler.js';
+import { installCors } from './http/cors.js';
+import { parseJsonBody } from './http/json-body.js';
+import { trustedProxies } from './http/trusted-proxies.js';
+import { clientErrorHandler, refuseConnect } from './http/client-errors.js';
+import { errorHandler, frameworkErrors, installClosingGuard, installNotFound } from './http/error-handler.js';
 import { installMetrics } from './http/metrics.js';
 import { ErrorEnvelope } from './http/schemas.js';
 import { buildValidator } from './http/validation.js';
@@ -44,7 +46,7 @@ import { buildInference, type Inference } from './inference/inference.js';
 import { servingPlan, type ServingPlan } from './inference/replica-source.js';
 import type { Store } from './store/store.js';
 import { installWebhookDelivery } from './webhooks/delivery-lifecycle.js';
-import { buildTargetPolicy } from './webhooks/target-policy.js';
+import { buildTargetPolicy, type Resolver } from './webhooks/target-policy.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 
 export interface AppDeps {
@@ -55,6 +57,8 @@ export interface AppDeps {
   capacity?: LiveCapacity;
   /** Live model-server replicas and where replicas are wanted; none by default. */
   replicas?: { directory: ReplicaDirectory; plan: ServingPlan };
+  /** Resolves webhook hosts at subscription and at every send; the system DNS by default (tests play a rebinding one). */
+  webhookResolver?: Resolver;
   /** Fastify logger setting; defaults to JSON logs at the configured level. */
   logger?: FastifyServerOptions['logger'];
 }
@@ -123,7 +127,7 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
       waitSeconds: config.idempotencyWaitSeconds,
       leaseSeconds: config.idempotencyLeaseSeconds,
     }),
-    webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets)),
+    webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets), deps.webhookResolver),
     enrollment: new EnrollmentService(store.nodes, clock, config.nodeTokenTtlSeconds),
     nodes,
     instances: new InstanceService(
@@ -152,8 +156,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId,
     requestIdHeader: false,
     bodyLimit: config.bodyLimitBytes,
-    trustProxy: config.trustProxy,
-    return503OnClosing: true,
+    // proxy-addr semantics over a list; an empty list trusts no one (the socket address).
+    trustProxy: trustedProxies(config.trustProxy).length > 0 ? trustedProxies(config.trustProxy) : false,
+    // Our own closing guard answers in the envelope (installClosingGuard).
+    return503OnClosing: false,
+    frameworkErrors,
+    clientErrorHandler,
     // Fastify's factory type wants Ajv's own signature; ours is the same at run time.
     schemaController: { compilersFactory: { buildValidator: buildValidator as never } },
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -166,36 +174,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Plugins: validation, errors, JSON parsing, request ids, metrics, CORS, OpenAPI.
   app.setErrorHandler(errorHandler);
   installNotFound(app);
+  refuseConnect(app.server);
   // JSON only: fastify's text/plain parser would let a string body reach validation.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    // An empty body is an empty object: validation then names the missing fields.
-    if (body === '') return done(null, {});
     try {
-      done(null, secureJson.parse(body as string, undefined, { protoAction: 'error', constructorAction: 'error' }));
+      done(null, parseJsonBody(body as string));
     } catch (err) {
-      done(new ApiError('invalid_request', `malformed JSON body: ${(err as Error).message}`), undefined);
+      done(err as ApiError, undefined);
     }
   });
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.method === 'POST') request.body = {};
   });
   app.addHook('onRequest', echoRequestId);
+  installClosingGuard(app);
   const metrics = installMetrics(app);
-  await app.register(cors, {
-    origin: true,
-    methods: ['GET', 'POST', 'PATCH', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'X-Service-Pool', 'X-Service-Idempotency-Key', 'X-Request-Id'],
-    exposedHeaders: [
-      'x-request-id',
-      'x-ratelimit-limit-requests',
-      'x-ratelimit-remaining-requests',
-      'x-ratelimit-reset-requests',
-      'retry-after',
-      'x-service-idempotent-replay',
-    ],
-    maxAge: 600,
-  });
+  await installCors(app);
   app.addSchema(ErrorEnvelope);
   await app.register(swagger, {
     openapi: {
@@ -233,7 +228,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.addHook('onClose', async () => services.inference.close());
 
-  installWebhookDelivery(app, { config, store, clock, models: services.models.catalog.models });
+  installWebhookDelivery(app, { config, store, clock, models: services.models.catalog.models, resolver: deps.webhookResolver });
 
   // Housekeeping that keeps memory and tables bounded.
   const housekeeping = setInterval(() => {

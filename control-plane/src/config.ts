@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { loadConfig, setting, type ConfigOf } from '@svc/shared';
 import { DEFAULT_RETRY_SCHEDULE, DURATION_PATTERN } from './webhooks/retry-schedule.js';
 import { ReplicasSettingSchema } from './replicas/desired.js';
+import { trustedProxies } from './http/trusted-proxies.js';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const PositiveInt = Type.Integer({ minimum: 1 });
@@ -74,13 +75,13 @@ export const controlPlaneSettings = {
     'SVC_MODE',
     Type.Union([Type.Literal('development'), Type.Literal('production')]),
     'development',
-    'production tightens defaults meant for a laptop (e.g. webhook URLs to private addresses).',
+    'production tightens defaults meant for a laptop (e.g. webhook URLs must use https; development also allows plain http).',
   ),
   trustProxy: setting(
     'SVC_TRUST_PROXY',
-    Type.Boolean(),
-    false,
-    'Take the client address from X-Forwarded-For (only behind a trusted load balancer).',
+    Type.Array(Type.String({ minLength: 1 })),
+    [],
+    'CIDRs of the load balancers in front (comma-separated; loopback, linklocal, uniquelocal also work); the source address is the right-most X-Forwarded-For hop not in them. Empty: the socket address.',
   ),
   bodyLimitBytes: setting('SVC_BODY_LIMIT_BYTES', PositiveInt, 8 * 1024 * 1024, 'Largest request body accepted, in bytes.'),
   rateLimitTier2: setting('SVC_RATE_LIMIT_TIER2', PositiveInt, 1200, 'Requests per minute per key for tier 2 organizations.'),
@@ -125,7 +126,7 @@ export const controlPlaneSettings = {
     'SVC_WEBHOOK_ALLOWED_TARGETS',
     Type.Array(Type.String({ minLength: 1 })),
     [],
-    'CIDRs and host names webhooks may reach in production although private (comma-separated); empty means public addresses only.',
+    'CIDRs and host names webhooks may reach although not public (comma-separated; e.g. 127.0.0.1 for a receiver on this machine); empty means public addresses only, checked at subscription and at every send.',
   ),
   webhookTimeoutMs: setting(
     'SVC_WEBHOOK_TIMEOUT_MS',
@@ -236,7 +237,10 @@ export const controlPlaneSettings = {
 export type ControlPlaneConfig = ConfigOf<typeof controlPlaneSettings>;
 
 export function loadControlPlaneConfig(env: Record<string, string | undefined> = process.env): ControlPlaneConfig {
-  return loadConfig(controlPlaneSettings, { env, file: env.SVC_CONFIG_FILE || undefined });
+  const config = loadConfig(controlPlaneSettings, { env, file: env.SVC_CONFIG_FILE || undefined });
+  // Cross-field and list checks the schema cannot say; each throws ConfigError.
+  trustedProxies(config.trustProxy);
+  return config;
 }
 
 /**

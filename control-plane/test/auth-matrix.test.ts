@@ -64,7 +64,8 @@ let adminKey: string;
 let testKey: string;
 
 beforeAll(async () => {
-  cp = await startControlPlane();
+  // The webhook rows subscribe a loopback URL, which only an operator exception allows.
+  cp = await startControlPlane({ config: { webhookAllowedTargets: ['127.0.0.1'] } });
   await cp.app.services.orgs.update(cp.org.id, { referrerAllowlist: ['https://app.example.com'] });
   publicKey = await cp.key({ kind: 'public' });
   readOnlyKey = await cp.key({ scopes: ['inference:read'] });

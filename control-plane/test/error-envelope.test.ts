@@ -1,4 +1,6 @@
 // The error envelope for each kind of bad input, over a real listening server.
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
 
@@ -90,6 +92,85 @@ describe('error envelope', () => {
     expect(expectError(res, 400, 'invalid_request').param).toBe('ip_allowlist');
   });
 
+  it('OPTIONS that is not a CORS preflight: 405 with Allow, or 404, in the envelope', async () => {
+    const known = await cp.request('OPTIONS', '/v1/models', { key: admin });
+    expectError(known, 405, 'method_not_allowed');
+    expect(known.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(known.headers.get('allow')).toBe('GET');
+    expectError(await cp.request('OPTIONS', '/v1/nothing-here', { key: admin }), 404, 'not_found');
+    // Origin without Access-Control-Request-Method is not a preflight either.
+    expectError(await cp.request('OPTIONS', '/v1/models', { headers: { origin: 'https://app.example' } }), 405, 'method_not_allowed');
+    // A real browser preflight still gets its CORS answer.
+    const preflight = await cp.request('OPTIONS', '/v1/chat/completions', {
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization' },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('https://app.example');
+  });
+
+  it('a path that is not valid percent-encoding, or a path parameter past 100 characters: 400 invalid_request', async () => {
+    const bad = await raw('GET', '/v1/instances/%ff', { authorization: `Bearer ${admin}` });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatchObject({ type: 'invalid_request', message: expect.stringContaining('percent-encoded') });
+    expect(bad.contentType).toMatch(/^application\/json/);
+    const long = await raw('GET', `/v1/instances/${'a'.repeat(200)}`, { authorization: `Bearer ${admin}` });
+    expect(long.status).toBe(400);
+    expect(long.body.error).toMatchObject({ type: 'invalid_request', message: expect.stringContaining('longer than 100 characters') });
+  });
+
+  it('a query string or a header over 16 KB: 431 headers_too_large in the envelope', async () => {
+    for (const [path, headers] of [
+      [`/v1/models?q=${'a'.repeat(20_000)}`, {}],
+      ['/v1/models', { 'x-padding': 'b'.repeat(20_000) }],
+    ] as const) {
+      const res = await raw('GET', path, { authorization: `Bearer ${admin}`, ...headers });
+      expect(res.status).toBe(431);
+      expect(res.contentType).toMatch(/^application\/json/);
+      expect(res.body.error).toMatchObject({ type: 'headers_too_large', message: expect.stringContaining('16 KB') });
+    }
+    // The server keeps answering.
+    expect((await cp.request('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('a malformed request line: 400 invalid_request in the envelope', async () => {
+    const url = new URL(cp.baseUrl);
+    const socket = connect(Number(url.port), url.hostname);
+    socket.end('GET /v1/models HTTP/1.1\r\nHost: x\r\nbad header: x\r\n\r\n');
+    let answer = '';
+    for await (const chunk of socket) answer += String(chunk);
+    const [head, body] = answer.split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 400 /);
+    expect(head).toMatch(/content-type: application\/json/i);
+    expect(JSON.parse(body!).error).toMatchObject({ type: 'invalid_request', message: expect.stringContaining('malformed HTTP request') });
+  });
+
+  it('a request arriving while the server shuts down: 503 service_unavailable in the envelope, connection closed', async () => {
+    const closing = await startControlPlane();
+    const key = await closing.key({ admin: true });
+    const url = new URL(closing.baseUrl);
+    const socket = connect(Number(url.port), url.hostname);
+    let answer = '';
+    socket.on('data', (chunk) => (answer += String(chunk)));
+    const ended = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    // A request in flight (its body half sent) keeps the connection busy while the server closes...
+    const body = '{"name":"x"}';
+    socket.write(`POST /v1/admin/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 3)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const closed = closing.app.close();
+    // ...then the rest of it and a second request on the same connection.
+    socket.write(`${body.slice(3)}GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+    await ended;
+    await closed;
+    const answers = answer.split(/(?=HTTP\/1\.1 \d{3} )/);
+    const last = answers.at(-1)!;
+    expect(last).toMatch(/^HTTP\/1\.1 503 /);
+    expect(last).toMatch(/\r\nconnection: close\r\n/i);
+    expect(last).toMatch(/\r\ncontent-type: application\/json/i);
+    expect(last).toMatch(/\r\nx-request-id: req_/i);
+    expect(JSON.parse(last.split('\r\n\r\n')[1]!).error).toMatchObject({ type: 'service_unavailable', message: expect.stringContaining('shutting down') });
+  });
+
   it('every error carries the request id header', async () => {
     const res = await cp.request('GET', '/v1/nothing', { headers: { 'x-request-id': 'trace-abc-12345' } });
     expect(res.headers.get('x-request-id')).toBe('trace-abc-12345');
@@ -106,3 +187,18 @@ describe('error envelope', () => {
     await broken.app.close();
   });
 });
+
+/** A request over node:http, which sends paths and headers exactly as given (fetch would normalize them). */
+function raw(method: string, path: string, headers: Record<string, string>): Promise<{ status: number; contentType: string | undefined; body: any }> {
+  const url = new URL(cp.baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers, insecureHTTPParser: true }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, contentType: res.headers['content-type'], body: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}

@@ -45,13 +45,20 @@ export function tempDataDir(): string {
 }
 
 export async function startControlPlane(
-  options: { config?: Partial<ControlPlaneConfig>; clock?: Clock; replicas?: AppDeps['replicas'] } = {},
+  options: { config?: Partial<ControlPlaneConfig>; clock?: Clock; replicas?: AppDeps['replicas']; webhookResolver?: AppDeps['webhookResolver'] } = {},
 ): Promise<TestControlPlane> {
   const dataDir = tempDataDir();
   const clock = options.clock ?? new ManualClock(Date.now());
   const store = openSqliteStore(dataDir);
   const config = defaultControlPlaneConfig({ dataDir, httpPort: 0, logLevel: 'silent', ...options.config });
-  const app = await buildApp({ config, store, clock, logger: false, ...(options.replicas ? { replicas: options.replicas } : {}) });
+  const app = await buildApp({
+    config,
+    store,
+    clock,
+    logger: false,
+    ...(options.replicas ? { replicas: options.replicas } : {}),
+    ...(options.webhookResolver ? { webhookResolver: options.webhookResolver } : {}),
+  });
   const { org } = await app.services.orgs.ensureDefaultOrg();
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

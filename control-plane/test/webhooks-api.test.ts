@@ -12,8 +12,11 @@ afterEach(async () => {
   cp = undefined;
 });
 
-async function boot(config: Parameters<typeof startControlPlane>[0] = {}) {
-  cp = await startControlPlane(config);
+/** Subscriptions here point at loopback, which only an operator exception allows; SSRF tests set their own. */
+const LOCAL_RECEIVERS = ['127.0.0.1', 'localhost'];
+
+async function boot(options: Parameters<typeof startControlPlane>[0] = {}) {
+  cp = await startControlPlane({ ...options, config: { webhookAllowedTargets: LOCAL_RECEIVERS, ...options.config } });
   return { cp, admin: await cp.key({ admin: true }) };
 }
 
@@ -112,19 +115,28 @@ describe('webhook subscriptions', () => {
 });
 
 describe('webhook URL validation (SSRF)', () => {
-  it('development: plain http only to loopback', async () => {
-    const { cp, admin } = await boot();
-    const error = expectError(
-      await cp.request('POST', '/v1/webhooks', { key: admin, body: { url: 'http://10.0.0.5/hook', event_types: ['*'] } }),
-      400,
-      'invalid_request',
-    );
-    expect(error.param).toBe('url');
-    expect(error.message).toMatch(/plain http is only allowed to loopback/);
+  it('the default policy, in development too: no loopback, private, link-local or CGNAT targets', async () => {
+    const { cp, admin } = await boot({ config: { webhookAllowedTargets: [] } });
+    for (const [url, why] of [
+      ['http://127.0.0.1:9/hook', /127\.0\.0\.1 is a loopback address/],
+      ['http://localhost:9/hook', /localhost resolves to .*loopback address/],
+      ['http://10.0.0.5/hook', /10\.0\.0\.5 is a private address/],
+      ['http://169.254.169.254/latest/meta-data', /link-local address/],
+      ['http://100.64.0.1/', /carrier-grade NAT/],
+      ['http://[::ffff:127.0.0.1]/', /loopback/],
+      ['http://0.0.0.0:9/', /unspecified/],
+      ['http://224.0.0.1/', /multicast/],
+      ['http://[fe80::1]/', /link-local/],
+    ] as const) {
+      const error = expectError(await cp.request('POST', '/v1/webhooks', { key: admin, body: { url, event_types: ['*'] } }), 400, 'invalid_request');
+      expect(error.param).toBe('url');
+      expect(error.message).toMatch(why);
+      expect(error.message).toContain('SVC_WEBHOOK_ALLOWED_TARGETS');
+    }
   });
 
   it('production: https only, no private or loopback targets unless an operator allows them', async () => {
-    const { cp, admin } = await boot({ config: { mode: 'production' } });
+    const { cp, admin } = await boot({ config: { mode: 'production', webhookAllowedTargets: [] } });
     const refuse = async (url: string, message: RegExp) => {
       const error = expectError(await cp.request('POST', '/v1/webhooks', { key: admin, body: { url, event_types: ['*'] } }), 400, 'invalid_request');
       expect(error.param).toBe('url');

@@ -15,7 +15,7 @@ import { WebhookReceiver, until } from './webhooks-support.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const dataDir = mkdtempSync(join(tmpdir(), 'svc-webhooks-crash-'));
-const env = { ...process.env, SVC_DATA_DIR: dataDir, SVC_HTTP_PORT: '0', SVC_GRPC_PORT: '0', SVC_LOG_LEVEL: 'info', SVC_WEBHOOK_POLL_MS: '50' };
+const env = { ...process.env, SVC_DATA_DIR: dataDir, SVC_HTTP_PORT: '0', SVC_GRPC_PORT: '0', SVC_LOG_LEVEL: 'info', SVC_WEBHOOK_POLL_MS: '50', SVC_WEBHOOK_ALLOWED_TARGETS: '127.0.0.1' };
 
 const servers: ChildProcess[] = [];
 let receiver: WebhookReceiver | undefined;

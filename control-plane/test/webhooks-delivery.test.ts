@@ -7,6 +7,8 @@ import { startControlPlane, expectError, type TestControlPlane } from './harness
 import { WebhookReceiver, sleep, until, type ReceivedRequest } from './webhooks-support.js';
 
 const POLL_MS = 20;
+/** Receivers listen on loopback, which webhooks may reach only when an operator allows it. */
+const LOCAL_RECEIVER = ['127.0.0.1'];
 /** Short waits so tests move the clock by seconds, inside standardwebhooks' 5-minute timestamp tolerance. */
 const SCHEDULE = ['0s', '5s', '5s', '5s', '5s', '5s'];
 /** More than a 5 s wait plus its +20% jitter. */
@@ -22,7 +24,7 @@ afterEach(async () => {
 
 async function setup(eventTypes: string[] = ['*']) {
   const clock = new ManualClock(Date.now());
-  cp = await startControlPlane({ clock, config: { webhookPollMs: POLL_MS, webhookRetrySchedule: SCHEDULE } });
+  cp = await startControlPlane({ clock, config: { webhookPollMs: POLL_MS, webhookRetrySchedule: SCHEDULE, webhookAllowedTargets: LOCAL_RECEIVER } });
   const admin = await cp.key({ admin: true });
   const receiver = await newReceiver();
   const webhook = await subscribe(cp, admin, receiver, eventTypes);
@@ -249,7 +251,7 @@ describe('webhook delivery', () => {
   });
 
   it('an event appended in this process wakes the worker at once, without waiting for the poll', async () => {
-    cp = await startControlPlane({ config: { webhookPollMs: 60_000 } });
+    cp = await startControlPlane({ config: { webhookPollMs: 60_000, webhookAllowedTargets: LOCAL_RECEIVER } });
     const admin = await cp.key({ admin: true });
     const receiver = await newReceiver();
     await subscribe(cp, admin, receiver, ['key.revoked']);

@@ -34,7 +34,7 @@ function writeCatalog(name: string, deprecateQwen: boolean): string {
 async function boot(catalogPath: string) {
   const dataDir = join(dir, 'data');
   const store = openSqliteStore(dataDir);
-  const config = defaultControlPlaneConfig({ dataDir, httpPort: 0, logLevel: 'silent', modelCatalog: catalogPath, webhookPollMs: 20 });
+  const config = defaultControlPlaneConfig({ dataDir, httpPort: 0, logLevel: 'silent', modelCatalog: catalogPath, webhookPollMs: 20, webhookAllowedTargets: ['127.0.0.1'] });
   const app = await buildApp({ config, store, clock: new ManualClock(Date.now()), logger: false });
   const { org } = await app.services.orgs.ensureDefaultOrg();
   await app.listen({ host: '127.0.0.1', port: 0 });

@@ -10,10 +10,12 @@ const TYPE_BY_STATUS: Record<number, ErrorType> = {
   401: 'unauthorized',
   404: 'not_found',
   405: 'method_not_allowed',
+  408: 'request_timeout',
   409: 'conflict',
   413: 'payload_too_large',
   415: 'unsupported_media_type',
   429: 'rate_limited',
+  431: 'headers_too_large',
   503: 'service_unavailable',
 };
 
@@ -50,6 +52,40 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   }
   request.log.error({ err: error }, 'unexpected error');
   return send(reply, new ApiError('internal_error', `internal error; quote request id ${request.id} when reporting it`));
+}
+
+/**
+ * Errors fastify's router raises before any hook runs (its `frameworkErrors` option):
+ * a path with broken percent-encoding (`/v1/instances/%ff`) or a path parameter past
+ * the router's 100 characters. No id is that long, so neither names a resource.
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  reply.header('x-request-id', request.id);
+  const path = (request.raw.url ?? '/').split('?')[0] ?? '/';
+  const shown = path.length > 120 ? `${path.slice(0, 120)}...` : path;
+  if (error.code === 'FST_ERR_BAD_URL') return send(reply, new ApiError('invalid_request', `the path ${shown} is not valid percent-encoded UTF-8`));
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    return send(reply, new ApiError('invalid_request', `a path segment of ${shown} is longer than 100 characters; no id is that long`));
+  }
+  request.log.error({ err: error }, 'unexpected router error');
+  return send(reply, new ApiError('internal_error', `internal error; quote request id ${request.id} when reporting it`));
+}
+
+/**
+ * Once the server is closing, requests still arriving on open connections get 503
+ * `service_unavailable` in the envelope (fastify's own `return503OnClosing` answer is
+ * not), with `Connection: close` so clients reconnect elsewhere.
+ */
+export function installClosingGuard(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (_request, reply) => {
+    if (!closing) return;
+    reply.header('connection', 'close');
+    return send(reply, new ApiError('service_unavailable', 'the server is shutting down; retry on a new connection'));
+  });
 }
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;

@@ -56,8 +56,10 @@ export function validationError(errors: ErrorObject[], context: string | undefin
       return new ApiError('invalid_request', `missing required field: ${param}`, { param: param! });
     }
     case 'additionalProperties': {
-      const param = paramFromPointer(error.instancePath, String(params.additionalProperty));
-      return new ApiError('invalid_request', `unsupported field: ${param}`, { param: param! });
+      // A query string such as `?=x` or `?&&&=` has a field with an empty name; say so.
+      const name = String(params.additionalProperty);
+      const param = paramFromPointer(error.instancePath, name) ?? JSON.stringify(name);
+      return new ApiError('invalid_request', `unsupported field: ${param}`, { param });
     }
     default: {
       const param = paramFromPointer(error.instancePath);

@@ -48,6 +48,8 @@ describe('checkChatRequest', () => {
     ['tool_call_id on a user message', { messages: [{ ...user, tool_call_id: 'c1' }] }, chatModel, 'messages[0].tool_call_id'],
     ['parameters that are not an object schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'string' } } }] }, chatModel, 'tools[0].function.parameters'],
     ['parameters that are not a JSON Schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: 3 } } }] }, chatModel, 'tools[0].function.parameters'],
+    ['parameters declaring an unknown $schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { $schema: 'https://example.com/s', type: 'object' } } }] }, chatModel, 'tools[0].function.parameters'],
+    ['an invalid 2020-12 schema in the second tool', { tools: [weather, { type: 'function', function: { name: 'g', parameters: { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', required: 'x' } } }] }, chatModel, 'tools[1].function.parameters'],
     ['a tool defined twice', { tools: [weather, weather] }, chatModel, 'tools[1].function.name'],
     ['tool_choice without tools', { tool_choice: 'auto' }, chatModel, 'tool_choice'],
     ['tool_choice naming an unknown tool', { tools: [weather], tool_choice: { type: 'function', function: { name: 'other' } } }, chatModel, 'tool_choice'],
@@ -62,6 +64,18 @@ describe('checkChatRequest', () => {
       { role: 'tool', tool_call_id: 'call_1', content: '{"temp":3}' },
     ];
     expect(problem({ messages, tools: [weather], tool_choice: 'auto' })).toBeNull();
+  });
+
+  it('accepts tool schemas that declare a JSON Schema draft (LangChain with zod v4 sends 2020-12)', () => {
+    const tool = (name: string, $schema: string) => ({ type: 'function' as const, function: { name, parameters: { $schema, type: 'object', properties: { city: { type: 'string' } } } } });
+    const tools = [
+      tool('a', 'http://json-schema.org/draft-04/schema#'),
+      tool('b', 'http://json-schema.org/draft-06/schema#'),
+      tool('c', 'http://json-schema.org/draft-07/schema#'),
+      tool('d', 'https://json-schema.org/draft/2019-09/schema'),
+      tool('e', 'https://json-schema.org/draft/2020-12/schema'),
+    ];
+    expect(problem({ tools })).toBeNull();
   });
 
   it('returns the effective token cap, from either name', () => {

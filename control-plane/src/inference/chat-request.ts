@@ -2,7 +2,7 @@
 // every field at the edge and feeds the OpenAPI document, and the checks a schema cannot
 // say (field combinations, references between messages and tools, the model's limits).
 import { Type, type Static } from '@sinclair/typebox';
-import { Ajv } from 'ajv';
+import { toolSchemaProblem } from './tool-schema.js';
 import { ApiError } from '@svc/shared';
 import { StringEnum } from '../http/schemas.js';
 import { QUANTIZATIONS, type CatalogModel } from '../models/catalog.js';
@@ -80,9 +80,6 @@ export const ChatCompletionRequest = Type.Object(
 export type ChatCompletionRequest = Static<typeof ChatCompletionRequest>;
 export type ChatMessage = ChatCompletionRequest['messages'][number];
 
-/** Meta-validates tool parameter schemas; one instance, compiled schemas are never kept. */
-const schemaChecker = new Ajv({ strict: false, validateSchema: true });
-
 /**
  * What is wrong with a request whose shape already validated, for `model`; throws the
  * API error naming the field. Returns the effective completion-token cap (or undefined).
@@ -147,9 +144,8 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
     const parameters = tool.function.parameters;
     if (parameters === undefined) return;
     if (parameters.type !== 'object') fail('function parameters must be a JSON Schema of type "object"', `${at}.parameters`);
-    if (!schemaChecker.validateSchema(parameters)) {
-      fail(`function parameters are not a valid JSON Schema: ${schemaChecker.errorsText(schemaChecker.errors)}`, `${at}.parameters`);
-    }
+    const problem = toolSchemaProblem(parameters);
+    if (problem) fail(`function parameters are ${problem.startsWith('not ') ? '' : 'refused: '}${problem}`, `${at}.parameters`);
   });
   const choice = body.tool_choice;
   if (choice === undefined) return;

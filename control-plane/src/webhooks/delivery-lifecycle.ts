@@ -10,7 +10,7 @@ import { DeliveryWorker } from './delivery-worker.js';
 import { DeprecationAnnouncer } from './deprecation-announcer.js';
 import { httpSender } from './http-sender.js';
 import { parseSchedule } from './retry-schedule.js';
-import { buildTargetPolicy } from './target-policy.js';
+import { buildTargetPolicy, type Resolver } from './target-policy.js';
 
 /** Deprecations are looked for at start and then this often (announced_at may lie ahead). */
 const DEPRECATION_CHECK_MS = 60_000;
@@ -20,6 +20,8 @@ export interface WebhookDeliveryDeps {
   store: Store;
   clock: Clock;
   models: readonly CatalogModel[];
+  /** DNS for every send; the system's by default. */
+  resolver?: Resolver | undefined;
 }
 
 export function installWebhookDelivery(app: FastifyInstance, deps: WebhookDeliveryDeps): DeliveryWorker {
@@ -29,7 +31,7 @@ export function installWebhookDelivery(app: FastifyInstance, deps: WebhookDelive
   const worker = new DeliveryWorker({
     store,
     clock,
-    send: httpSender(buildTargetPolicy(config.mode, config.webhookAllowedTargets)),
+    send: httpSender(buildTargetPolicy(config.mode, config.webhookAllowedTargets), Date.now, deps.resolver),
     schedule: parseSchedule(config.webhookRetrySchedule),
     timeoutMs: config.webhookTimeoutMs,
     pollMs: config.webhookPollMs,

@@ -3,13 +3,11 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { BlockedTargetError, guardedLookup, httpSender } from './http-sender.js';
-import { buildTargetPolicy } from './target-policy.js';
+import { buildTargetPolicy, type Resolver } from './target-policy.js';
 
-/** A dns.lookup stand-in answering from a table, as `all: true` does. */
-function fakeDns(table: Record<string, string[]>) {
-  return ((host: string, _options: unknown, callback: (err: Error | null, addresses: LookupAddress[]) => void) => {
-    callback(null, (table[host] ?? []).map((address) => ({ address, family: address.includes(':') ? 6 : 4 })));
-  }) as never;
+/** A resolver answering from a table. */
+function fakeDns(table: Record<string, string[]>): Resolver {
+  return async (host) => (table[host] ?? []).map((address): LookupAddress => ({ address, family: address.includes(':') ? 6 : 4 }));
 }
 
 function lookupOnce(fn: ReturnType<typeof guardedLookup>, host: string): Promise<string> {
@@ -55,7 +53,7 @@ describe('httpSender', () => {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const send = httpSender(buildTargetPolicy('development', []));
+    const send = httpSender(buildTargetPolicy('development', ['127.0.0.1']));
     const signal = new AbortController().signal;
     expect(await send({ url: `${base}/`, headers: {}, body: '{}', timeoutMs: 1000, signal })).toMatchObject({ statusCode: 503, retryAfter: '7' });
     const slow = await send({ url: `${base}/slow`, headers: {}, body: '{}', timeoutMs: 150, signal });
@@ -68,5 +66,44 @@ describe('httpSender', () => {
     await new Promise((r) => server.close(r));
     const refused = await send({ url: `${base}/`, headers: {}, body: '{}', timeoutMs: 1000, signal });
     expect(refused).toMatchObject({ statusCode: null, error: expect.stringMatching(/ECONNREFUSED/) });
+  });
+});
+
+describe('httpSender at send time', () => {
+  async function receiver(answer: (url: string) => [number, Record<string, string>]) {
+    const hits: string[] = [];
+    const server = createServer((req, res) => {
+      hits.push(req.url ?? '');
+      const [status, headers] = answer(req.url ?? '');
+      res.writeHead(status, headers).end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    return { hits, port, close: () => new Promise((r) => server.close(r)) };
+  }
+  const signal = new AbortController().signal;
+
+  it('connects to the address the injected resolver gave, and refuses it by default when it is loopback', async () => {
+    const r = await receiver(() => [204, {}]);
+    const dns = fakeDns({ 'hooks.example.com': ['127.0.0.1'] });
+    const url = `http://hooks.example.com:${r.port}/in`;
+    // The default policy (no allowed targets), in development as in production.
+    const blocked = await httpSender(buildTargetPolicy('development', []), Date.now, dns)({ url, headers: {}, body: '{}', timeoutMs: 1000, signal });
+    expect(blocked).toMatchObject({ statusCode: null, error: expect.stringMatching(/^blocked: hooks\.example\.com resolves to 127\.0\.0\.1, which is a loopback address/) });
+    expect(r.hits).toEqual([]);
+    // An operator exception lets the same request through, over the same lookup.
+    const allowed = await httpSender(buildTargetPolicy('development', ['127.0.0.1']), Date.now, dns)({ url, headers: {}, body: '{}', timeoutMs: 1000, signal });
+    expect(allowed).toMatchObject({ statusCode: 204, error: null });
+    expect(r.hits).toEqual(['/in']);
+    await r.close();
+  });
+
+  it('does not follow a redirect: a 3xx is the outcome and nothing else is requested', async () => {
+    const r = await receiver((url) => (url === '/in' ? [302, { location: 'http://169.254.169.254/latest/meta-data' }] : [200, {}]));
+    const send = httpSender(buildTargetPolicy('development', ['127.0.0.1']));
+    const outcome = await send({ url: `http://127.0.0.1:${r.port}/in`, headers: {}, body: '{}', timeoutMs: 1000, signal });
+    expect(outcome.statusCode).toBe(302);
+    expect(r.hits).toEqual(['/in']);
+    await r.close();
   });
 });

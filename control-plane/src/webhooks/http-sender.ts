@@ -2,13 +2,13 @@
 // through a lookup that refuses addresses the target policy forbids, so a host that
 // resolved to a public address at subscription time cannot be rebound to a private one.
 // Redirects are not followed (a 3xx is a failed attempt): a redirect could point inside.
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import type { LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { AttemptOutcome } from './retry-schedule.js';
-import { refusedAddress, urlHost, type TargetPolicy } from './target-policy.js';
+import { refusedAddress, systemResolver, urlHost, type Resolver, type TargetPolicy } from './target-policy.js';
 
 export interface AttemptRequest {
   url: string;
@@ -26,22 +26,28 @@ export class BlockedTargetError extends Error {
   readonly code = 'EWEBHOOKBLOCKED';
 }
 
-/** Wraps dns.lookup: every address the host resolves to must pass the policy. */
-export function guardedLookup(policy: TargetPolicy, resolve: typeof dnsLookup = dnsLookup): LookupFunction {
+/**
+ * A `lookup` for the request: resolves the host at connection time and refuses the
+ * connection when any address it resolves to fails the policy (DNS rebinding: the name
+ * pointed somewhere public when the subscription was made).
+ */
+export function guardedLookup(policy: TargetPolicy, resolve: Resolver = systemResolver): LookupFunction {
   return (hostname, options, callback) => {
-    resolve(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err, '', 0);
-      const list = addresses as unknown as LookupAddress[];
-      const host = hostname.toLowerCase();
-      for (const entry of list) {
-        const refused = refusedAddress(host, entry.address, policy);
-        if (refused) return callback(new BlockedTargetError(refused), '', 0);
-      }
-      if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
-      const first = list[0];
-      if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 0);
-      callback(null, first.address, first.family);
-    });
+    const host = hostname.toLowerCase();
+    resolve(host).then(
+      (all) => {
+        const list = options.family === 4 || options.family === 6 ? all.filter((a) => a.family === options.family) : all;
+        for (const entry of list) {
+          const refused = refusedAddress(host, entry.address, policy);
+          if (refused) return callback(new BlockedTargetError(refused), '', 0);
+        }
+        const first = list[0];
+        if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 0);
+        if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+        callback(null, first.address, first.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, '', 0),
+    );
   };
 }
 
@@ -50,8 +56,8 @@ function describeError(err: NodeJS.ErrnoException): string {
   return err.code ? `${err.code}: ${err.message}` : err.message;
 }
 
-export function httpSender(policy: TargetPolicy, now: () => number = Date.now): AttemptSender {
-  const lookup = guardedLookup(policy);
+export function httpSender(policy: TargetPolicy, now: () => number = Date.now, resolve: Resolver = systemResolver): AttemptSender {
+  const lookup = guardedLookup(policy, resolve);
   return (request) =>
     new Promise<AttemptOutcome>((resolve, reject) => {
       const started = now();
@@ -70,6 +76,8 @@ export function httpSender(policy: TargetPolicy, now: () => number = Date.now): 
         method: 'POST',
         headers: { ...request.headers, 'content-length': String(Buffer.byteLength(request.body)), 'user-agent': 'svc-webhooks/1' },
         lookup,
+        // No pooled connections: every attempt resolves and checks the host again.
+        agent: false,
         signal: request.signal,
         timeout: request.timeoutMs,
       });

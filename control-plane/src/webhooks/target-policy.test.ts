@@ -94,16 +94,20 @@ describe('webhook URLs in production', () => {
 });
 
 describe('webhook URLs in development', () => {
-  it('allows plain http to loopback only', async () => {
-    expect(await refusedUrl('http://127.0.0.1:9000/hook', development, dns)).toBeNull();
-    expect(await refusedUrl('http://localhost:9000/hook', development, dns)).toBeNull();
-    expect(await refusedUrl('http://[::1]:9000/hook', development, dns)).toBeNull();
-    expect(await refusedUrl('http://internal.example.com/hook', development, dns)).toMatch(/only allowed to loopback/);
-    expect(await refusedUrl('http://hooks.example.com/hook', development, dns)).toMatch(/only allowed to loopback/);
+  it('refuses private, loopback and link-local targets like production: the safe policy is the default', async () => {
+    expect(await refusedUrl('http://127.0.0.1:9000/hook', development, dns)).toMatch(/127\.0\.0\.1 is a loopback address/);
+    expect(await refusedUrl('http://localhost:9000/hook', development, dns)).toMatch(/localhost resolves to 127\.0\.0\.1, which is a loopback address/);
+    expect(await refusedUrl('https://internal.example.com/', development, dns)).toMatch(/private address/);
+    expect(await refusedUrl('https://metadata.example.com/', development, dns)).toMatch(/link-local/);
   });
 
-  it('allows https anywhere', async () => {
-    expect(await refusedUrl('https://internal.example.com/', development, dns)).toBeNull();
+  it('allows plain http to public hosts, and to a loopback receiver only once an operator allows it', async () => {
+    expect(await refusedUrl('http://hooks.example.com/hook', development, dns)).toBeNull();
+    const laptop = buildTargetPolicy('development', ['127.0.0.1']);
+    expect(await refusedUrl('http://127.0.0.1:9000/hook', laptop, dns)).toBeNull();
+    // localhost also resolves to ::1, which the operator did not list.
+    expect(await refusedUrl('http://localhost:9000/hook', laptop, dns)).toMatch(/::1, which is a loopback address/);
+    expect(await refusedUrl('http://localhost:9000/hook', buildTargetPolicy('development', ['localhost']), dns)).toBeNull();
   });
 });
 

@@ -2,10 +2,12 @@
 // provider's own network (SSRF). Checked when a subscription is created and again on
 // every connection the sender opens (DNS rebinding: a name may resolve elsewhere later).
 //
-// Development: https anywhere, plain http only to loopback (a receiver on the laptop).
-// Production: https only, and every address the host resolves to must be public unless
-// an operator listed it (a CIDR or a host name) in the allowed targets.
+// In every mode, every address the host resolves to must be public unless an operator
+// listed it (a CIDR or a host name) in the allowed targets: the safe policy is the
+// default, and a receiver on this machine (127.0.0.1) is an explicit exception.
+// Production also requires https; development allows plain http.
 import type { LookupAddress } from 'node:dns';
+import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import { ConfigError } from '@svc/shared';
 import { parseCidr, type ParsedCidr } from '../orgs/ip-allowlist.js';
@@ -107,12 +109,8 @@ function addressAllowedByOperator(address: string, policy: TargetPolicy): boolea
   return policy.allowedCidrs.some(([range, bits]) => addr.kind() === range.kind() && addr.match(range, bits));
 }
 
-/**
- * Why `address` (one of `host`'s) may not be connected to, or null when it may.
- * Development allows every address; the URL check already limited plain http.
- */
+/** Why `address` (one of `host`'s) may not be connected to, or null when it may. */
 export function refusedAddress(host: string, address: string, policy: TargetPolicy): string | null {
-  if (policy.mode === 'development') return null;
   const cls = classifyAddress(address);
   if (cls === 'public' || policy.allowedHosts.has(host) || addressAllowedByOperator(address, policy)) return null;
   const subject = host === address ? address : `${host} resolves to ${address}, which`;
@@ -123,7 +121,10 @@ export function refusedAddress(host: string, address: string, policy: TargetPoli
   );
 }
 
+/** Every address a host name resolves to; injectable so tests can play a rebinding DNS. */
 export type Resolver = (host: string) => Promise<LookupAddress[]>;
+
+export const systemResolver: Resolver = (host) => lookup(host, { all: true, verbatim: true });
 
 /**
  * Why a subscription may not use `raw`, or null. Resolves the host (every address)
@@ -139,9 +140,7 @@ export async function refusedUrl(raw: string, policy: TargetPolicy, resolve: Res
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return `url must use https (got ${url.protocol.replace(':', '')})`;
   if (url.username || url.password) return 'url must not carry credentials; authenticate with the signature instead';
   const host = urlHost(url);
-  const plainHttp = url.protocol === 'http:';
-  if (plainHttp && policy.mode === 'production') return 'url must use https';
-  if (!plainHttp && policy.mode === 'development') return null;
+  if (url.protocol === 'http:' && policy.mode === 'production') return 'url must use https';
 
   let addresses: string[];
   if (ipaddr.isValid(host)) addresses = [host];
@@ -152,11 +151,6 @@ export async function refusedUrl(raw: string, policy: TargetPolicy, resolve: Res
       return `url host ${host} does not resolve: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
     }
     if (addresses.length === 0) return `url host ${host} does not resolve`;
-  }
-  if (plainHttp) {
-    // Development only: plain http is for a receiver on this machine.
-    const outside = addresses.find((a) => classifyAddress(a) !== 'loopback');
-    return outside === undefined ? null : `plain http is only allowed to loopback (${host} is ${outside}); use https`;
   }
   for (const address of addresses) {
     const refused = refusedAddress(host, address, policy);

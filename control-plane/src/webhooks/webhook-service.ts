@@ -1,12 +1,11 @@
 // Webhook subscriptions of an org: create (the secret is shown once), list, read,
 // delete, rotate the secret with an overlap, list deliveries, redeliver. URLs are
 // checked against the target policy (SSRF) before anything is stored.
-import { lookup } from 'node:dns/promises';
 import { ApiError, newId, type Clock } from '@svc/shared';
 import type { Store } from '../store/store.js';
 import { ALL_EVENT_TYPES, EVENT_TYPES } from './event-types.js';
 import { generateSecret } from './signing.js';
-import { refusedUrl, type Resolver, type TargetPolicy } from './target-policy.js';
+import { refusedUrl, systemResolver, type Resolver, type TargetPolicy } from './target-policy.js';
 import type { DeliveryHistory, DeliveryRecord, WebhookSubscriptionRecord } from './webhook-store.js';
 
 export const DEFAULT_SECRET_OVERLAP_SECONDS = 86_400;
@@ -28,8 +27,6 @@ export interface CreatedWebhook {
 export interface RotatedSecret extends CreatedWebhook {
   oldSecretExpiresAt: number;
 }
-
-const systemResolver: Resolver = (host) => lookup(host, { all: true, verbatim: true });
 
 /** ["*"] alone, or known event types without repeats. */
 export function checkEventTypes(eventTypes: readonly string[]): string[] {
