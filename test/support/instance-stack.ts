@@ -42,6 +42,8 @@ export async function startInstanceStack(options: { name: string; gpus: number; 
     nodeDeadlineMs: 2_000,
     terminationGraceMs: options.graceMs ?? 2_000,
     logLevel: 'warn',
+    // Suites' webhook receivers listen on loopback: an operator exception to the SSRF policy.
+    webhookAllowedTargets: ['127.0.0.1'],
     ...(options.skuCatalog ? { skuCatalog: options.skuCatalog } : {}),
   });
   const cp = await startControlPlane(config);
