@@ -10,6 +10,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,7 +39,9 @@ const sideNode = `hostile-side-${randomBytes(4).toString('hex')}`;
 let stack: InstanceStack;
 let outside: OutsideNetwork;
 let sshPort: number;
-let jupyterPort: number;
+/** A service on the host listening on every address, as the agent's per-instance Jupyter ports do. */
+let hostService: Server;
+let hostServicePort: number;
 let hostAddress: string;
 interface Tenant {
   id: string;
@@ -109,7 +112,10 @@ const cgroupOf = (containerId: string, file: string): string => readFileSync(`/s
 
 beforeAll(async () => {
   hostAddress = uplinkAddress();
-  [sshPort, jupyterPort] = [await freePort(), await freePort()];
+  sshPort = await freePort();
+  hostService = createServer((_req, res) => res.end('a host service\n'));
+  await new Promise<void>((resolve) => hostService.listen(0, '0.0.0.0', resolve));
+  hostServicePort = (hostService.address() as { port: number }).port;
   // The shipped catalog, with small limits: a tenant that exhausts them must not need GBs here.
   const catalog = loadSkuCatalog();
   for (const sku of catalog.skus) Object.assign(sku, { vcpus_per_gpu: 0.5, memory_gib_per_gpu: MEMORY_LIMIT / 1024 / MIB, shm_gib_per_gpu: 64 / 1024 });
@@ -120,7 +126,7 @@ beforeAll(async () => {
     gpus: 2,
     skuCatalog: catalogFile,
     // The agent's ports on every host address, as on a real node.
-    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_JUPYTER_PORT: String(jupyterPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT) },
+    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT) },
   });
   [a, b] = [await tenant('a'), await tenant('b')];
   // Something answering inside each instance: B's server is A's target, A's own is the proof that nc works in A.
@@ -135,6 +141,7 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
+  hostService?.close();
   await stack?.close();
   await removeNodeContainers(docker, sideNode);
   await outside?.close();
@@ -164,12 +171,12 @@ describe('as a hostile tenant', () => {
     expect(await fromA(hostAddress, replica.publishedPort)).toMatch(REFUSED);
   });
 
-  it("A cannot reach the agent's SSH gateway or Jupyter proxy, on the bridge gateway or the host's address", async () => {
+  it("A cannot reach the agent's SSH gateway or any service on the host (the Jupyter ports among them), on the bridge gateway or the host's address", async () => {
     for (const host of [a.gateway, hostAddress]) {
       expect(await fromHost(host, sshPort)).toMatch(/^SSH-2\.0-/);
-      expect(await fromHost(host, jupyterPort)).toMatch(/^HTTP\/1\.1 /);
+      expect(await fromHost(host, hostServicePort)).toMatch(/^HTTP\/1\.1 200/);
       expect({ host, ssh: await fromA(host, sshPort) }).toEqual({ host, ssh: expect.stringMatching(REFUSED) });
-      expect({ host, jupyter: await fromA(host, jupyterPort) }).toEqual({ host, jupyter: expect.stringMatching(REFUSED) });
+      expect({ host, service: await fromA(host, hostServicePort) }).toEqual({ host, service: expect.stringMatching(REFUSED) });
     }
   });
 

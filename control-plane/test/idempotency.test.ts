@@ -14,7 +14,7 @@ let cp: TestControlPlane;
 let admin: string;
 
 beforeAll(async () => {
-  cp = await startControlPlane({ clock });
+  cp = await startControlPlane({ clock, config: { webhookAllowedTargets: ['127.0.0.1'] } });
   admin = await cp.key({ admin: true });
 });
 afterAll(() => cp.close());
