@@ -36,19 +36,23 @@ interface Answer {
 }
 
 /**
- * POSTs until the server answers something other than "still in progress" or
- * "unavailable"; a refused or cut connection (the control plane is down) is retried too.
+ * POSTs until the server answers something other than "still in progress",
+ * "unavailable" or "slow down"; a refused or cut connection (the control plane is down)
+ * is retried too. Like a real client, a 429 waits its second plus jitter (52 clients
+ * polling at 10/s each would otherwise exceed the key's 1,200 requests per minute).
  */
 async function untilAnswered(path: string, body: unknown, idem: string): Promise<Answer> {
   for (let attempts = 1; ; attempts++) {
+    let wait = 100;
     try {
       const res = await stack.api('POST', path, body, { 'x-service-idempotency-key': idem });
       const type = res.body?.error?.type;
-      if (type !== 'conflict' && type !== 'service_unavailable') return { status: res.status, body: res.body, attempts };
+      if (type === 'rate_limited') wait = 1_000 + Math.random() * 1_000;
+      else if (type !== 'conflict' && type !== 'service_unavailable') return { status: res.status, body: res.body, attempts };
     } catch {
       // The control plane is down or restarting.
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, wait));
   }
 }
 
@@ -72,7 +76,7 @@ describe('idempotency under a crash in the middle of concurrent creates and term
         created = await untilAnswered('/v1/instances', { ...body, labels: { client: String(i) } }, randomUUID());
         if (created.status !== 409 || created.body.error.type !== 'no_capacity') break;
         noCapacity++;
-        await new Promise((r) => setTimeout(r, 200));
+        await new Promise((r) => setTimeout(r, 200 + Math.random() * 300));
       }
       if (created.status !== 201 || i < KEEPERS) return { created, noCapacity, terminated: undefined };
       const terminated = await untilAnswered(`/v1/instances/${created.body.id}/terminate`, { force: true }, randomUUID());
