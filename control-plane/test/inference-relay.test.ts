@@ -82,10 +82,55 @@ describe('relaying replicas', () => {
     const res = await post('/v1/chat/completions', { ...chat, quantization: 'int4', top_k: 5 });
     expect(res.status, res.text).toBe(200);
     expect(res.body).toMatchObject({ object: 'chat.completion', model: 'llama-3.1-8b-instruct', pool: 'na', choices: [{ message: { content: `Hello from ${up!.name}` }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } });
-    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, top_k: 5 });
+    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 1, top_k: 5 });
     const usage = (await cp.request('GET', '/v1/usage?limit=1', { key })).body.data[0];
     expect(usage).toMatchObject({ model: 'llama-3.1-8b-instruct', quantization: 'int4', pool: 'na', prompt_tokens: 5, completion_tokens: 3, sandbox: false });
     expect(usage.cost_usd).toBeCloseTo((5 * 0.1 + 3 * 0.1) / 1e6, 12);
+  });
+
+  it("fills in the spec's sampling defaults, so vLLM samples as the CPU engine does", async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    await post('/v1/chat/completions', chat);
+    await post('/v1/chat/completions', { ...chat, top_p: 0.5 });
+    await post('/v1/chat/completions', { ...chat, temperature: 0, top_k: 40, max_completion_tokens: 9 });
+    expect(up!.requests.map((r) => r.body)).toEqual([
+      { model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 1, top_k: 0 },
+      { model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 0.5, top_k: 0 },
+      { model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0, top_p: 1, top_k: 40, max_tokens: 9 },
+    ]);
+  });
+
+  it('passes the rest of the chat surface to vLLM as sent, and never n or our extensions', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const surface = {
+      tools,
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      parallel_tool_calls: false,
+      frequency_penalty: 0.4,
+      presence_penalty: -0.3,
+      seed: 1234,
+      logprobs: true,
+      top_logprobs: 2,
+      logit_bias: { '128000': -100 },
+      stop: ['\n\n'],
+    };
+    const res = await post('/v1/chat/completions', { ...chat, ...surface, n: 1, quantization: 'int4', user: 'u-1' });
+    expect(res.status, res.text).toBe(200);
+    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 1, top_k: 0, ...surface });
+  });
+
+  it('relays log probabilities, whole and streamed', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const whole = await post('/v1/chat/completions', { ...chat, logprobs: true, top_logprobs: 2 });
+    const content = whole.body.choices[0].logprobs.content;
+    expect(content.map((t: any) => t.token).join('')).toBe(`Hello from ${up!.name}`);
+    expect(content[0]).toEqual({ token: 'Hello', logprob: -0.25, bytes: [...Buffer.from('Hello')], top_logprobs: [{ token: 'Hello', logprob: -0.25, bytes: [...Buffer.from('Hello')] }, { token: 'Hello1', logprob: -1.25, bytes: [...Buffer.from('Hello1')] }] });
+    const plain = await post('/v1/chat/completions', chat);
+    expect(plain.body.choices[0].logprobs).toBeNull();
+    const streamed = await post('/v1/chat/completions', { ...chat, stream: true, logprobs: true });
+    const chunks = new SseParser().push(streamed.text).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    const tokens = chunks.flatMap((c) => c.choices.flatMap((ch: any) => ch.logprobs?.content ?? []));
+    expect(tokens.map((t: any) => t.token).join('')).toBe(`Hello from ${up!.name}`);
   });
 
   it('relays tool calls from an engine that makes them, whole and streamed', async () => {
