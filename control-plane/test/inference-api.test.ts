@@ -40,6 +40,10 @@ describe('chat completions: validation', () => {
     ['a presence penalty below -2', { presence_penalty: -3 }, 'presence_penalty'],
     ['a logit_bias key that is no token id', { logit_bias: { hello: 1 } }, 'logit_bias.hello'],
     ['a logit_bias above 100', { logit_bias: { '42': 101 } }, 'logit_bias[42]'],
+    ['301 logit_bias entries', { logit_bias: Object.fromEntries(Array.from({ length: 301 }, (_, i) => [String(i), 1])) }, 'logit_bias'],
+    ['a vLLM-only field, reaching past the API to the engine', { guided_grammar: 'root ::= "x"' }, 'guided_grammar'],
+    ['a vLLM-only field, asking for another priority', { priority: -100 }, 'priority'],
+    ['stream_options the control plane keeps for billing', { stream: true, stream_options: { continuous_usage_stats: false } }, 'stream_options.continuous_usage_stats'],
     ['parallel_tool_calls that is not a boolean', { parallel_tool_calls: 'yes' }, 'parallel_tool_calls'],
     ['a seed that is not an integer', { seed: 1.5 }, 'seed'],
     ['a penalty the CPU engine cannot apply', { model: 'tiny-chat', presence_penalty: 1 }, 'presence_penalty'],
@@ -50,6 +54,11 @@ describe('chat completions: validation', () => {
   ])('refuses %s with 400 naming %s', async (_name, patch, param) => {
     const error = expectError(await post('/v1/chat/completions', { ...chat, ...patch }), 400, 'invalid_request');
     expect(error.param).toBe(param);
+  });
+
+  it('refuses a __proto__ key in logit_bias before it reaches any object', async () => {
+    const error = expectError(await post('/v1/chat/completions', { ...chat, logit_bias: JSON.parse('{"__proto__": 5}') }), 400, 'invalid_request');
+    expect(error.message).toMatch(/__proto__|prototype/i);
   });
 
   it('refuses an embedding model with 400 and an unknown model with 404 model_not_found', async () => {
