@@ -32,13 +32,33 @@ describe('chat completions: validation', () => {
     ['a negative top_k', { top_k: -1 }, 'top_k'],
     ['max_tokens past the context window', { max_tokens: 200_000 }, 'max_tokens'],
     ['five stop sequences', { stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
-    ['an unsupported field', { logit_bias: {} }, 'logit_bias'],
+    ['an unsupported field', { functions: [] }, 'functions'],
+    ['n above 1', { n: 2 }, 'n'],
+    ['more than 20 top_logprobs', { logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
+    ['top_logprobs without logprobs', { top_logprobs: 2 }, 'top_logprobs'],
+    ['a frequency penalty above 2', { frequency_penalty: 2.5 }, 'frequency_penalty'],
+    ['a presence penalty below -2', { presence_penalty: -3 }, 'presence_penalty'],
+    ['a logit_bias key that is no token id', { logit_bias: { hello: 1 } }, 'logit_bias.hello'],
+    ['a logit_bias above 100', { logit_bias: { '42': 101 } }, 'logit_bias[42]'],
+    ['301 logit_bias entries', { logit_bias: Object.fromEntries(Array.from({ length: 301 }, (_, i) => [String(i), 1])) }, 'logit_bias'],
+    ['a vLLM-only field, reaching past the API to the engine', { guided_grammar: 'root ::= "x"' }, 'guided_grammar'],
+    ['a vLLM-only field, asking for another priority', { priority: -100 }, 'priority'],
+    ['stream_options the control plane keeps for billing', { stream: true, stream_options: { continuous_usage_stats: false } }, 'stream_options.continuous_usage_stats'],
+    ['parallel_tool_calls that is not a boolean', { parallel_tool_calls: 'yes' }, 'parallel_tool_calls'],
+    ['a seed that is not an integer', { seed: 1.5 }, 'seed'],
+    ['a penalty the CPU engine cannot apply', { model: 'tiny-chat', presence_penalty: 1 }, 'presence_penalty'],
+    ['logprobs the CPU engine cannot report', { model: 'tiny-chat', logprobs: true }, 'logprobs'],
     ['an unknown quantization', { quantization: 'int8' }, 'quantization'],
     ['a tool whose parameters are not a JSON Schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', required: 'x' } } }] }, 'tools[0].function.parameters'],
     ['a tool message answering nothing', { messages: [{ role: 'user', content: 'x' }, { role: 'tool', content: 'r', tool_call_id: 'c9' }] }, 'messages[1].tool_call_id'],
   ])('refuses %s with 400 naming %s', async (_name, patch, param) => {
     const error = expectError(await post('/v1/chat/completions', { ...chat, ...patch }), 400, 'invalid_request');
     expect(error.param).toBe(param);
+  });
+
+  it('refuses a __proto__ key in logit_bias before it reaches any object', async () => {
+    const error = expectError(await post('/v1/chat/completions', { ...chat, logit_bias: JSON.parse('{"__proto__": 5}') }), 400, 'invalid_request');
+    expect(error.message).toMatch(/__proto__|prototype/i);
   });
 
   it('refuses an embedding model with 400 and an unknown model with 404 model_not_found', async () => {
@@ -102,6 +122,22 @@ describe('sandbox keys', () => {
     expect(text).toBe(whole.choices[0].message.content);
     expect(chunks.at(-2).choices[0].finish_reason).toBe('length');
     expect(chunks.at(-1)).toMatchObject({ choices: [], usage: whole.usage });
+  });
+
+  it('answer with deterministic log probabilities when asked, whole and streamed', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const body = { ...chat, logprobs: true, top_logprobs: 3, max_tokens: 5 };
+    const whole = (await post('/v1/chat/completions', body, key)).body.choices[0];
+    expect(whole.logprobs.content.map((t: any) => t.token).join('')).toBe(whole.message.content);
+    for (const t of whole.logprobs.content) {
+      expect(t.top_logprobs).toHaveLength(3);
+      expect(t.top_logprobs[0]).toEqual({ token: t.token, logprob: t.logprob, bytes: [...Buffer.from(t.token)] });
+      expect(t.top_logprobs[1].logprob).toBeLessThan(t.logprob);
+    }
+    const res = await post('/v1/chat/completions', { ...body, stream: true }, key);
+    const chunks = new SseParser().push(res.text).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    expect(chunks.flatMap((c) => c.choices.flatMap((ch: any) => ch.logprobs?.content ?? []))).toEqual(whole.logprobs.content);
+    expect((await post('/v1/chat/completions', chat, key)).body.choices[0].logprobs).toBeNull();
   });
 
   it('answer embeddings with unit vectors of the model dimension, base64 equal to float', async () => {

@@ -3,6 +3,7 @@
 // tool calls relayed whole and streamed, a failing replica retried elsewhere and ejected,
 // a broken stream reported in the stream, a client that leaves cancelling the replica's
 // work, embeddings batched across replicas in input order.
+import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import type { LiveReplica } from '../src/inference/replica-source.js';
@@ -82,10 +83,55 @@ describe('relaying replicas', () => {
     const res = await post('/v1/chat/completions', { ...chat, quantization: 'int4', top_k: 5 });
     expect(res.status, res.text).toBe(200);
     expect(res.body).toMatchObject({ object: 'chat.completion', model: 'llama-3.1-8b-instruct', pool: 'na', choices: [{ message: { content: `Hello from ${up!.name}` }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } });
-    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, top_k: 5 });
+    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 1, top_k: 5 });
     const usage = (await cp.request('GET', '/v1/usage?limit=1', { key })).body.data[0];
     expect(usage).toMatchObject({ model: 'llama-3.1-8b-instruct', quantization: 'int4', pool: 'na', prompt_tokens: 5, completion_tokens: 3, sandbox: false });
     expect(usage.cost_usd).toBeCloseTo((5 * 0.1 + 3 * 0.1) / 1e6, 12);
+  });
+
+  it("fills in the spec's sampling defaults, so vLLM samples as the CPU engine does", async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    await post('/v1/chat/completions', chat);
+    await post('/v1/chat/completions', { ...chat, top_p: 0.5 });
+    await post('/v1/chat/completions', { ...chat, temperature: 0, top_k: 40, max_completion_tokens: 9 });
+    expect(up!.requests.map((r) => r.body)).toEqual([
+      { model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 1, top_k: 0 },
+      { model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 0.5, top_k: 0 },
+      { model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0, top_p: 1, top_k: 40, max_tokens: 9 },
+    ]);
+  });
+
+  it('passes the rest of the chat surface to vLLM as sent, and never n or our extensions', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const surface = {
+      tools,
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      parallel_tool_calls: false,
+      frequency_penalty: 0.4,
+      presence_penalty: -0.3,
+      seed: 1234,
+      logprobs: true,
+      top_logprobs: 2,
+      logit_bias: { '128000': -100 },
+      stop: ['\n\n'],
+    };
+    const res = await post('/v1/chat/completions', { ...chat, ...surface, n: 1, quantization: 'int4', user: 'u-1' });
+    expect(res.status, res.text).toBe(200);
+    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 1, top_k: 0, ...surface });
+  });
+
+  it('relays log probabilities, whole and streamed', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const whole = await post('/v1/chat/completions', { ...chat, logprobs: true, top_logprobs: 2 });
+    const content = whole.body.choices[0].logprobs.content;
+    expect(content.map((t: any) => t.token).join('')).toBe(`Hello from ${up!.name}`);
+    expect(content[0]).toEqual({ token: 'Hello', logprob: -0.25, bytes: [...Buffer.from('Hello')], top_logprobs: [{ token: 'Hello', logprob: -0.25, bytes: [...Buffer.from('Hello')] }, { token: 'Hello1', logprob: -1.25, bytes: [...Buffer.from('Hello1')] }] });
+    const plain = await post('/v1/chat/completions', chat);
+    expect(plain.body.choices[0].logprobs).toBeNull();
+    const streamed = await post('/v1/chat/completions', { ...chat, stream: true, logprobs: true });
+    const chunks = new SseParser().push(streamed.text).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    const tokens = chunks.flatMap((c) => c.choices.flatMap((ch: any) => ch.logprobs?.content ?? []));
+    expect(tokens.map((t: any) => t.token).join('')).toBe(`Hello from ${up!.name}`);
   });
 
   it('relays tool calls from an engine that makes them, whole and streamed', async () => {
@@ -223,5 +269,54 @@ describe('relaying replicas', () => {
     const error = expectError(await post('/v1/embeddings', { model: 'nomic-embed-text-v1.5', input }), 400, 'invalid_request');
     expect(error.param).toBe('input[70]');
     expect(error.message).toContain('input[70]');
+  });
+});
+
+describe('the official openai SDK', () => {
+  const client = () => new OpenAI({ apiKey: key, baseURL: `${cp.baseUrl}/v1`, maxRetries: 0 });
+  const messages = [{ role: 'user' as const, content: 'weather in Oslo?' }];
+  const sdkTools = [{ type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+
+  it('sends the chat surface through the control plane to the engine, and reads tool calls and logprobs back', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const params = {
+      tool_choice: 'required' as const,
+      parallel_tool_calls: false,
+      frequency_penalty: 0.2,
+      presence_penalty: 0.1,
+      seed: 42,
+      logit_bias: { '100': -50 },
+    };
+    const called = await client().chat.completions.create({ model: 'llama-3.1-8b-instruct', messages, tools: sdkTools, max_completion_tokens: 64, n: 1, ...params });
+    expect(called.choices[0]!.message.tool_calls).toEqual([{ id: 'call_up1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }]);
+    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages, tools: sdkTools, max_tokens: 64, temperature: 0.7, top_p: 1, top_k: 0, ...params });
+
+    const text = await client().chat.completions.create({ model: 'llama-3.1-8b-instruct', messages, logprobs: true, top_logprobs: 1, temperature: 0 });
+    expect(text.choices[0]!.logprobs!.content!.map((t) => t.token).join('')).toBe(text.choices[0]!.message.content);
+    expect(up!.requests[1]!.body).toMatchObject({ logprobs: true, top_logprobs: 1, temperature: 0, top_p: 1, top_k: 0 });
+  });
+
+  it('streams with stream_options.include_usage and logprobs, as the SDK reads them', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const stream = await client().chat.completions.create({ model: 'llama-3.1-8b-instruct', messages, stream: true, stream_options: { include_usage: true }, logprobs: true, seed: 9 });
+    let content = '';
+    const tokens: string[] = [];
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) {
+      content += chunk.choices[0]?.delta.content ?? '';
+      tokens.push(...(chunk.choices[0]?.logprobs?.content ?? []).map((t) => t.token));
+      usage = chunk.usage ?? usage;
+    }
+    expect(content).toBe(`Hello from ${up!.name}`);
+    expect(tokens.join('')).toBe(content);
+    expect(usage).toEqual({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 });
+    expect(up!.requests[0]!.body).toMatchObject({ seed: 9, logprobs: true, stream: true, temperature: 0.7 });
+  });
+
+  it('gets a 400 naming the field for what the model cannot do, as a BadRequestError', async () => {
+    const refused = client().chat.completions.create({ model: 'tiny-chat', messages, frequency_penalty: 1 });
+    await expect(refused).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+    await expect(refused).rejects.toMatchObject({ status: 400, param: 'frequency_penalty' });
+    await expect(client().chat.completions.create({ model: 'llama-3.1-8b-instruct', messages, n: 3 })).rejects.toMatchObject({ status: 400, param: 'n' });
   });
 });

@@ -4,7 +4,7 @@
 // (fail, hang mid-stream, break mid-stream, answer with tool calls) and it records what it
 // was asked. Like vLLM it can require an API key (apiKey: every path but /health answers
 // 401 without `Authorization: Bearer <key>`), and it sends usage on every chunk when asked
-// for stream_options.continuous_usage_stats.
+// for stream_options.continuous_usage_stats, and log probabilities when asked for logprobs.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -68,14 +68,25 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
     close: async () => undefined,
   };
 
-  const chunk = (delta: Record<string, unknown>, finish: string | null, usage?: object) =>
-    `data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) })}\n\n`;
+  const chunk = (delta: Record<string, unknown>, finish: string | null, usage?: object, logprobs?: object) =>
+    `data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, ...(logprobs ? { logprobs } : {}), finish_reason: finish }], ...(usage ? { usage } : {}) })}\n\n`;
+  // As vLLM with logprobs: true: one entry per generated token, top_logprobs alternatives each.
+  const logprobOf = (word: string, top: number) => {
+    const entry = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token)] });
+    return { ...entry(word, -0.25), top_logprobs: Array.from({ length: top }, (_, i) => entry(i === 0 ? word : `${word}${i}`, -0.25 - i)) };
+  };
 
   function chat(body: any, res: ServerResponse): void {
     const toolCall = body.tools?.length
       ? [{ id: 'call_up1', type: 'function', function: { name: body.tools[0].function.name, arguments: '{"city":"Oslo"}' } }]
       : null;
+    const logprobs = body.logprobs === true ? words.map((w) => logprobOf(w, body.top_logprobs ?? 0)) : undefined;
     if (!body.stream) {
+      if (logprobs && !toolCall) {
+        const parsed = JSON.parse(completion);
+        parsed.choices[0].logprobs = { content: logprobs };
+        return send(res, 200, JSON.stringify(parsed));
+      }
       if (!toolCall) return send(res, 200, completion);
       return send(res, 200, JSON.stringify({
         id: 'cmpl-up', object: 'chat.completion', created: 0, model: 'm',
@@ -102,7 +113,7 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
       return; // never ends: the client must give up or go away
     }
     if (toolCall) res.write(chunk({ tool_calls: toolCall.map((c, index) => ({ index, ...c })) }, null, soFar(USAGE.completion_tokens)));
-    else words.forEach((w, i) => res.write(chunk({ content: w }, null, soFar(i + 1))));
+    else words.forEach((w, i) => res.write(chunk({ content: w }, null, soFar(i + 1), logprobs && { content: [logprobs[i]] })));
     res.write(chunk({}, toolCall ? 'tool_calls' : 'stop', soFar(USAGE.completion_tokens)));
     if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [], usage: USAGE })}\n\n`);
     res.end('data: [DONE]\n\n');

@@ -6,11 +6,11 @@
 import { randomBase62, type Clock } from '@svc/shared';
 import { quantizationsByPrice, type CatalogModel, type Pool, type Quantization, type RateCard } from '../models/catalog.js';
 import type { UsageStore } from '../store/usage-store.js';
-import type { ChatCompletionRequest } from './chat-request.js';
+import { SAMPLING_DEFAULTS, type ChatCompletionRequest } from './chat-request.js';
 import { systemFingerprint } from './fingerprint.js';
 import { callReplica, type FailureListener } from './replica-call.js';
 import type { Lease, Router } from './router.js';
-import { SANDBOX_DAILY_TOKEN_CAP, sandboxChat, type SandboxChat } from './sandbox.js';
+import { SANDBOX_DAILY_TOKEN_CAP, sandboxChat, sandboxLogprobs, type SandboxChat } from './sandbox.js';
 import { SSE_DONE, SseParser, sseFrame } from './sse.js';
 import { ReplicaFailure, type UpstreamClient } from './upstream.js';
 import { normaliseUsage, type TokenUsage, type UsageContext, type UsageRecorder } from './usage.js';
@@ -46,6 +46,7 @@ export interface ChatCall {
 
 interface UpstreamChoice {
   index?: number;
+  logprobs?: unknown;
   message?: { content?: string | null; tool_calls?: unknown[] };
   delta?: Record<string, unknown>;
   finish_reason?: string | null;
@@ -91,6 +92,7 @@ export class ChatCompletionService {
           content: c.message?.content ?? null,
           ...(c.message?.tool_calls?.length ? { tool_calls: c.message.tool_calls } : {}),
         },
+        logprobs: c.logprobs ?? null,
         finish_reason: c.finish_reason ?? 'stop',
       })),
       usage,
@@ -139,7 +141,12 @@ export class ChatCompletionService {
           usage = normaliseUsage(chunk.usage) ?? usage;
           if (chunk.choices && chunk.choices.length > 0) {
             deltas += chunk.choices.filter((c) => c.delta?.content || c.delta?.tool_calls).length;
-            const choices = chunk.choices.map((c, i) => ({ index: c.index ?? i, delta: c.delta ?? {}, finish_reason: c.finish_reason ?? null }));
+            const choices = chunk.choices.map((c, i) => ({
+              index: c.index ?? i,
+              delta: c.delta ?? {},
+              ...(c.logprobs != null ? { logprobs: c.logprobs } : {}),
+              finish_reason: c.finish_reason ?? null,
+            }));
             yield sseFrame(JSON.stringify(includeUsage ? { ...envelope, choices, usage: null } : { ...envelope, choices }));
           } else if (usage && includeUsage) {
             yield sseFrame(JSON.stringify({ ...envelope, choices: [], usage }));
@@ -186,6 +193,7 @@ export class ChatCompletionService {
         {
           index: 0,
           message: { role: 'assistant', content: answer.toolCalls ? null : answer.pieces.join(''), ...(answer.toolCalls ? { tool_calls: answer.toolCalls } : {}) },
+          logprobs: call.body.logprobs ? { content: sandboxLogprobs(answer.pieces, call.body.top_logprobs ?? 0) } : null,
           finish_reason: answer.finishReason,
         },
       ],
@@ -204,11 +212,12 @@ export class ChatCompletionService {
       pool,
       system_fingerprint: systemFingerprint(call.model.id, quantization, 'sandbox'),
     };
-    const frame = (delta: Record<string, unknown>, finish: string | null) =>
-      sseFrame(JSON.stringify({ ...envelope, choices: [{ index: 0, delta, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) }));
+    const frame = (delta: Record<string, unknown>, finish: string | null, logprobs?: unknown) =>
+      sseFrame(JSON.stringify({ ...envelope, choices: [{ index: 0, delta, ...(logprobs ? { logprobs } : {}), finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) }));
     const frames = [frame({ role: 'assistant', content: answer.toolCalls ? null : '' }, null)];
     if (answer.toolCalls) frames.push(frame({ tool_calls: answer.toolCalls.map((c, index) => ({ index, ...c })) }, null));
-    for (const piece of answer.pieces) frames.push(frame({ content: piece }, null));
+    const logprobs = call.body.logprobs ? sandboxLogprobs(answer.pieces, call.body.top_logprobs ?? 0) : undefined;
+    answer.pieces.forEach((piece, i) => frames.push(frame({ content: piece }, null, logprobs && { content: [logprobs[i]] })));
     frames.push(frame({}, answer.finishReason));
     if (includeUsage) frames.push(sseFrame(JSON.stringify({ ...envelope, choices: [], usage: answer.usage })));
     frames.push(SSE_DONE);
@@ -222,18 +231,22 @@ export class ChatCompletionService {
 
 const completionId = (): string => `chatcmpl-${randomBase62(24)}`;
 
-/** What the replica gets: the client's request minus our extensions, usage always asked for on streams. */
+/**
+ * What the replica gets: the client's request minus our extensions, the spec's sampling
+ * defaults filled in (so vLLM, whose own defaults differ, answers like the CPU engine),
+ * usage always asked for on streams. `n` is not sent: only 1 is accepted, the engines' default.
+ */
 export function upstreamBody(call: Pick<ChatCall, 'model' | 'body' | 'maxTokens'>, stream: boolean): Record<string, unknown> {
   const { body } = call;
-  const out: Record<string, unknown> = { model: call.model.id, messages: body.messages };
-  if (body.temperature !== undefined) out.temperature = body.temperature;
-  if (body.top_p !== undefined) out.top_p = body.top_p;
-  if (body.top_k !== undefined) out.top_k = body.top_k;
+  const out: Record<string, unknown> = {
+    model: call.model.id,
+    messages: body.messages,
+    temperature: body.temperature ?? SAMPLING_DEFAULTS.temperature,
+    top_p: body.top_p ?? SAMPLING_DEFAULTS.top_p,
+    top_k: body.top_k ?? SAMPLING_DEFAULTS.top_k,
+  };
   if (call.maxTokens !== undefined) out.max_tokens = call.maxTokens;
-  if (body.stop !== undefined) out.stop = body.stop;
-  if (body.seed !== undefined) out.seed = body.seed;
-  if (body.tools !== undefined) out.tools = body.tools;
-  if (body.tool_choice !== undefined) out.tool_choice = body.tool_choice;
+  for (const field of PASSED_THROUGH) if (body[field] !== undefined) out[field] = body[field];
   if (stream) {
     out.stream = true;
     // Usage so far on every chunk (vLLM's continuous_usage_stats, which the CPU engine
@@ -243,3 +256,17 @@ export function upstreamBody(call: Pick<ChatCall, 'model' | 'body' | 'maxTokens'
   }
   return out;
 }
+
+/** Fields the engines take as the client sent them (engine-features.ts keeps each engine to what it honours). */
+const PASSED_THROUGH = [
+  'stop',
+  'seed',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'frequency_penalty',
+  'presence_penalty',
+  'logprobs',
+  'top_logprobs',
+  'logit_bias',
+] as const satisfies ReadonlyArray<keyof ChatCompletionRequest>;

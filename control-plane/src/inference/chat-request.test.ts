@@ -14,6 +14,7 @@ const chatModel: CatalogModel = {
   rate_card_id: 'rc',
   serving: { engine: 'cpu', image: 'engine:1', gpus: 0, weights: {} },
 };
+const gpuModel: CatalogModel = { ...chatModel, id: 'llama', serving: { engine: 'vllm', image: 'vllm:1', gpus: 1, weights: {} } };
 const embeddingModel: CatalogModel = { ...chatModel, id: 'tiny-embed', kind: 'embedding', dimensions: 128 };
 
 const user = { role: 'user' as const, content: 'hi' };
@@ -53,6 +54,16 @@ describe('checkChatRequest', () => {
     ['a tool defined twice', { tools: [weather, weather] }, chatModel, 'tools[1].function.name'],
     ['tool_choice without tools', { tool_choice: 'auto' }, chatModel, 'tool_choice'],
     ['tool_choice naming an unknown tool', { tools: [weather], tool_choice: { type: 'function', function: { name: 'other' } } }, chatModel, 'tool_choice'],
+    ['n above 1', { n: 2 }, gpuModel, 'n'],
+    ['top_logprobs without logprobs', { top_logprobs: 3 }, gpuModel, 'top_logprobs'],
+    ['top_logprobs with logprobs false', { logprobs: false, top_logprobs: 3 }, gpuModel, 'top_logprobs'],
+    ['parallel_tool_calls without tools', { parallel_tool_calls: false }, gpuModel, 'parallel_tool_calls'],
+    ['a frequency penalty on the CPU engine', { frequency_penalty: 0.5 }, chatModel, 'frequency_penalty'],
+    ['a presence penalty on the CPU engine', { presence_penalty: -1 }, chatModel, 'presence_penalty'],
+    ['logprobs on the CPU engine', { logprobs: true }, chatModel, 'logprobs'],
+    ['a logit bias on the CPU engine', { logit_bias: { '42': 5 } }, chatModel, 'logit_bias'],
+    ['a required tool call on the CPU engine', { tools: [weather], tool_choice: 'required' }, chatModel, 'tool_choice'],
+    ['a named tool call on the CPU engine', { tools: [weather], tool_choice: { type: 'function', function: { name: 'weather' } } }, chatModel, 'tool_choice'],
   ])('refuses %s', (_name, body, model, param) => {
     expect(problem(body, model)?.param).toBe(param);
   });
@@ -76,6 +87,31 @@ describe('checkChatRequest', () => {
       tool('e', 'https://json-schema.org/draft/2020-12/schema'),
     ];
     expect(problem({ tools })).toBeNull();
+  });
+
+  it('accepts the whole chat surface on vLLM, and the neutral values SDKs send by default on the CPU engine', () => {
+    const full: Partial<ChatCompletionRequest> = {
+      tools: [weather],
+      tool_choice: 'required',
+      parallel_tool_calls: false,
+      frequency_penalty: 0.5,
+      presence_penalty: -0.5,
+      seed: 7,
+      logprobs: true,
+      top_logprobs: 20,
+      logit_bias: { '1234': -100, '7': 100 },
+      n: 1,
+    };
+    expect(problem(full, gpuModel)).toBeNull();
+    expect(problem({ tools: [weather], tool_choice: { type: 'function', function: { name: 'weather' } } }, gpuModel)).toBeNull();
+    const neutral: Partial<ChatCompletionRequest> = { frequency_penalty: 0, presence_penalty: 0, logprobs: false, logit_bias: {}, n: 1, seed: 3, tools: [weather], tool_choice: 'auto', parallel_tool_calls: true };
+    expect(problem(neutral, chatModel)).toBeNull();
+    expect(problem({ tools: [weather], tool_choice: 'none' }, chatModel)).toBeNull();
+  });
+
+  it('names the engine and the way out when it refuses a field for the engine', () => {
+    expect(problem({ frequency_penalty: 1 })?.message).toBe("this model's engine (cpu) does not support frequency_penalty; send 0 or leave it out");
+    expect(problem({ tools: [weather], tool_choice: 'required' })?.message).toMatch(/use tool_choice "auto" or "none"/);
   });
 
   it('returns the effective token cap, from either name', () => {

@@ -2,12 +2,20 @@
 // every field at the edge and feeds the OpenAPI document, and the checks a schema cannot
 // say (field combinations, references between messages and tools, the model's limits).
 import { Type, type Static } from '@sinclair/typebox';
+import { engineFeatureProblem } from './engine-features.js';
 import { toolSchemaProblem } from './tool-schema.js';
 import { ApiError } from '@svc/shared';
 import { StringEnum } from '../http/schemas.js';
 import { QUANTIZATIONS, type CatalogModel } from '../models/catalog.js';
 
 export const MAX_STOP_SEQUENCES = 4;
+/** OpenAI's bound, and vLLM's default --max-logprobs. */
+export const MAX_TOP_LOGPROBS = 20;
+/** OpenAI refuses larger maps; a bias per token id is meant for a handful of tokens. */
+export const MAX_LOGIT_BIAS_ENTRIES = 300;
+
+/** The spec's sampling defaults (2.1), sent on every request so every engine behaves alike. */
+export const SAMPLING_DEFAULTS = { temperature: 0.7, top_p: 1, top_k: 0 } as const;
 
 const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() }, { additionalProperties: false });
 
@@ -71,7 +79,20 @@ export const ChatCompletionRequest = Type.Object(
     ),
     tools: Type.Optional(Type.Array(Tool, { maxItems: 128 })),
     tool_choice: Type.Optional(ToolChoice),
-    seed: Type.Optional(Type.Integer()),
+    parallel_tool_calls: Type.Optional(Type.Boolean()),
+    seed: Type.Optional(Type.Integer({ minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),
+    frequency_penalty: Type.Optional(Type.Number({ minimum: -2, maximum: 2, description: 'Default 0.' })),
+    presence_penalty: Type.Optional(Type.Number({ minimum: -2, maximum: 2, description: 'Default 0.' })),
+    logprobs: Type.Optional(Type.Boolean()),
+    top_logprobs: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TOP_LOGPROBS, description: 'Needs logprobs: true.' })),
+    logit_bias: Type.Optional(
+      Type.Record(Type.String({ pattern: '^[0-9]{1,9}$' }), Type.Number({ minimum: -100, maximum: 100 }), {
+        additionalProperties: false,
+        maxProperties: MAX_LOGIT_BIAS_ENTRIES,
+        description: 'Token id (a decimal string) to a bias from -100 to 100.',
+      }),
+    ),
+    n: Type.Optional(Type.Integer({ minimum: 1, maximum: 128, description: 'Only 1: one choice per request.' })),
     user: Type.Optional(Type.String({ maxLength: 256 })),
   },
   { additionalProperties: false },
@@ -106,8 +127,15 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
     );
   }
   if (body.stream_options !== undefined && body.stream !== true) fail('stream_options is only allowed with stream: true', 'stream_options');
+  // One choice per request: the relay, the billing and the sandbox are built on one; a
+  // client that wants several sends several requests (with different seeds).
+  if (body.n !== undefined && body.n !== 1) fail('n must be 1: each request returns one choice; send parallel requests for more', 'n');
+  if (body.top_logprobs !== undefined && body.logprobs !== true) fail('top_logprobs needs logprobs: true', 'top_logprobs');
+  if (body.parallel_tool_calls !== undefined && body.tools === undefined) fail('parallel_tool_calls is only allowed with tools', 'parallel_tool_calls');
   checkMessages(body.messages, fail);
   checkTools(body, fail);
+  const unsupported = engineFeatureProblem(body, model.serving.engine);
+  if (unsupported) fail(unsupported.message, unsupported.param);
   return { maxTokens };
 }
 

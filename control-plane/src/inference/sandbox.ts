@@ -146,3 +146,24 @@ function cutPieces(pieces: string[], at: number): string[] {
 }
 
 const usage = (prompt: number, completion: number): TokenUsage => ({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
+
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }>;
+}
+
+/**
+ * Log probabilities for the sandbox's pieces in OpenAI's shape, made up but deterministic:
+ * each piece is the likeliest token, followed by `top` alternatives (the piece first) that
+ * are ever less likely, so a client's parsing of `logprobs.content` can be developed here.
+ */
+export function sandboxLogprobs(pieces: readonly string[], top: number): TokenLogprob[] {
+  const entry = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token, 'utf8')] });
+  return pieces.map((piece, i) => {
+    const logprob = -0.01 - (i % 7) * 0.05;
+    const alternatives = WORDS.filter((w) => ` ${w}` !== piece).slice(0, Math.max(0, top - 1)).map((w, j) => entry(` ${w}`, logprob - 1 - j));
+    return { ...entry(piece, logprob), top_logprobs: top > 0 ? [entry(piece, logprob), ...alternatives] : [] };
+  });
+}

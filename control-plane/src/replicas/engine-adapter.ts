@@ -39,6 +39,17 @@ export interface EngineOptions {
   cpuThreads: number;
 }
 
+/**
+ * vLLM's structured-output (guided decoding) backend, pinned rather than left to "auto"
+ * so one backend enforces every schema (tool_choice "required" or named, response_format)
+ * the same way; llguidance covers the widest JSON Schema and compiles a per-request schema
+ * without a warm-up. The config-group spelling of vLLM >= 0.10.2.
+ */
+export const VLLM_STRUCTURED_OUTPUTS = ['--structured-outputs-config', '{"backend":"guidance"}'];
+
+/** Flags whose value is derived from the catalog, so the catalog's `args` may not repeat them. */
+const DERIVED_FLAGS = ['--max-model-len', '--ctx-size', '--model', '--served-model-name', '--port', '--host'];
+
 const VLLM_QUANTIZATION_FLAGS: Record<Exclude<Quantization, 'int4'>, string[]> = {
   fp16: ['--dtype', 'float16'],
   fp8: ['--quantization', 'fp8'],
@@ -52,6 +63,8 @@ export function modelServerSpec(model: CatalogModel, quantization: Quantization,
   if (!model.quantizations.includes(quantization) || !weights) {
     throw new Error(`model ${model.id} is not offered in ${quantization} (it has ${model.quantizations.join(', ')})`);
   }
+  const repeated = (serving.args ?? []).find((a) => DERIVED_FLAGS.includes(a.split('=')[0]!));
+  if (repeated) throw new Error(`model ${model.id}: serving.args may not set ${repeated}; it is derived from the catalog (context_window, weights, id)`);
   const common = ['--model', weights.path, '--served-model-name', model.id];
   const listen = ['--host', '0.0.0.0', '--port', String(MODEL_SERVER_PORT)];
   let args: string[];
@@ -68,7 +81,11 @@ export function modelServerSpec(model: CatalogModel, quantization: Quantization,
       ...common,
       ...listen,
       ...quantFlags,
-      ...(model.kind === 'embedding' ? ['--task', 'embed'] : []),
+      // The catalog's context_window is what clients are promised (and what max_tokens is
+      // checked against), so it is what the engine is started with: one source of truth.
+      '--max-model-len',
+      String(model.context_window),
+      ...(model.kind === 'embedding' ? ['--task', 'embed'] : VLLM_STRUCTURED_OUTPUTS),
       ...(serving.gpus > 1 ? ['--tensor-parallel-size', String(serving.gpus)] : []),
     ];
   } else {

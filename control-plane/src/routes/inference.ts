@@ -24,6 +24,12 @@ const ToolCall = Type.Object({
   function: Type.Object({ name: Type.String(), arguments: Type.String() }),
 });
 
+const TopLogprob = Type.Object({ token: Type.String(), logprob: Type.Number(), bytes: Type.Union([Type.Array(Type.Integer()), Type.Null()]) });
+const Logprobs = Type.Union(
+  [Type.Object({ content: Type.Union([Type.Array(Type.Object({ ...TopLogprob.properties, top_logprobs: Type.Array(TopLogprob) })), Type.Null()]) }), Type.Null()],
+  { description: 'With logprobs: true, one entry per generated token; otherwise null.' },
+);
+
 const Usage = Type.Object({ prompt_tokens: Type.Integer(), completion_tokens: Type.Integer(), total_tokens: Type.Integer() });
 
 const ChatCompletion = Type.Object(
@@ -38,6 +44,7 @@ const ChatCompletion = Type.Object(
       Type.Object({
         index: Type.Integer(),
         message: Type.Object({ role: Type.Literal('assistant'), content: nullable('string'), tool_calls: Type.Optional(Type.Array(ToolCall)) }),
+        logprobs: Type.Optional(Logprobs),
         finish_reason: Type.String({ description: 'stop, length or tool_calls' }),
       }),
     ),
