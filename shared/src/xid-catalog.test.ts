@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { actionMakesGpuUnhealthy, classifyXid, describeXidClass, parseRecoveryAction, type XidAction } from './xid-catalog.js';
+import { actionMakesGpuUnhealthy, classifyXid, describeXidClass, parseRecoveryAction, recommendedActionOf, type XidAction } from './xid-catalog.js';
 
 describe('classifyXid', () => {
   it.each<[number, XidAction, string]>([
@@ -57,5 +57,15 @@ describe('classifyXid', () => {
     expect(describeXidClass(classifyXid(154, 'changed from 0x0 (None) to 0x2 (Node Reboot Required)'))).toBe(
       'XID 154: GPU recovery action changed; recommended action: reboot the node (RESTART_BM), as the driver reports (NODE_REBOOT)',
     );
+  });
+
+  it.each<[number, string, XidAction]>([
+    [79, 'XID 79: GPU has fallen off the bus', 'RESTART_BM'],
+    [13, 'XID 13', 'RESTART_APP'],
+    [154, 'XID 154: GPU recovery action changed; recommended action: reboot the node (RESTART_BM), as the driver reports (NODE_REBOOT)', 'RESTART_BM'],
+    [48, 'XID 48: double-bit ECC error; recommended action: reset the GPU (RESET_GPU)', 'RESET_GPU'],
+    [48, 'XID 48; recommended action: whatever (NOT_A_BUCKET)', 'RESET_GPU'],
+  ])('the recommended action of a recorded XID %i event: %s', (xid, message, action) => {
+    expect(recommendedActionOf(xid, message)).toBe(action);
   });
 });

@@ -113,3 +113,16 @@ export function describeXidClass(c: XidClass): string {
   const driver = c.driverAction ? `, as the driver reports (${c.driverAction})` : '';
   return `XID ${c.xid}: ${c.meaning}; recommended action: ${XID_ACTION_TEXT[c.action]} (${c.action})${driver}`;
 }
+
+const ACTIONS = Object.keys(XID_ACTION_TEXT) as XidAction[];
+
+/**
+ * The recommended action of a recorded XID event: the bucket the agent wrote into its
+ * message (it knew the driver's text), else the catalog's for the bare number (an older
+ * agent's "XID 79: GPU has fallen off the bus").
+ */
+export function recommendedActionOf(xid: number, message: string): XidAction {
+  const written = /recommended action: [^()]*\(([A-Z_]+)\)/.exec(message)?.[1];
+  const known = ACTIONS.find((a) => a === written);
+  return known ?? classifyXid(xid, message).action;
+}
