@@ -156,11 +156,29 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
     const remarks = `${result.stdout}${result.stderr}`.split('\n').filter((l) => l.trim() !== '');
     // dcgm-exporter's names and labels are what dashboards query; promtool's style lint
     // (lower-case "_total" on counters, snake_case labels) is knowingly not followed.
+    // svc_gpu_healthy shares the labels so that it joins with the DCGM series.
     const allowed = [
       /^DCGM_FI_DEV_ECC_[SD]BE_VOL_TOTAL counter metrics should have "_total" suffix$/,
-      /^DCGM_FI_DEV_\w+ label names should be written in 'snake_case' not 'camelCase'$/,
+      /^(DCGM_FI_DEV_\w+|svc_gpu_healthy) label names should be written in 'snake_case' not 'camelCase'$/,
     ];
     for (const remark of remarks) expect(allowed.some((a) => a.test(remark.trim())), remark).toBe(true);
+  });
+
+  it('the shipped GPU alert rules pass promtool check rules, and each fires on its scripted fault (promtool test rules)', () => {
+    const alerts = new URL('../control-plane/alerts/', import.meta.url).pathname;
+    const check = spawnSync('promtool', ['check', 'rules', 'gpu-alerts.yml'], { cwd: alerts, encoding: 'utf8' });
+    expect(check.status, check.stdout + check.stderr).toBe(0);
+    expect(check.stdout).toContain('SUCCESS: 4 rules found');
+    const tests = spawnSync('promtool', ['test', 'rules', 'gpu-alerts.test.yml'], { cwd: alerts, encoding: 'utf8' });
+    expect(tests.status, tests.stdout + tests.stderr).toBe(0);
+  });
+
+  it('svc_gpu_healthy, which GpuUnhealthy reads, is 0 for a GPU the agent took out of service', async () => {
+    await eventually(async () => {
+      const all = samples(await scrape());
+      const healthy = (gpu: number) => all.find((s) => s.name === 'svc_gpu_healthy' && s.labels.gpu === String(gpu))?.value;
+      return healthy(2) === 0 && healthy(6) === 1 && healthy(0) === 1 ? true : undefined;
+    }, 10_000, 'GPU 2 (XID 48) unhealthy, GPU 6 (XID 13) healthy');
   });
 
   it('is not on the public API port, and the listener answers anything else in the error envelope', async () => {

@@ -52,11 +52,12 @@ describe('dcgm-exporter metrics', () => {
       DCGM_FI_DEV_FB_USED: 2048,
       DCGM_FI_DEV_ECC_SBE_VOL_TOTAL: 12,
       DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: 1,
+      svc_gpu_healthy: 1,
     });
   });
 
   it.each<[string, Record<string, unknown> | null, string[]]>([
-    ['no sample yet: only the last XID (0)', null, ['DCGM_FI_DEV_XID_ERRORS']],
+    ['no sample yet: only the last XID (0) and the health verdict', null, ['DCGM_FI_DEV_XID_ERRORS', 'svc_gpu_healthy']],
     ['unsupported ECC and power are left out, not 0', { ...FULL, ecc_corrected: undefined, ecc_uncorrected: undefined, power_usage_w: undefined }, DCGM_SERIES.map((s) => s.name).filter((n) => !/ECC|POWER/.test(n))],
     ['no memory total: no FB_FREE, FB_USED stays', { ...FULL, memory_total_bytes: undefined }, DCGM_SERIES.map((s) => s.name).filter((n) => n !== 'DCGM_FI_DEV_FB_FREE')],
     ['a value that is not a number is left out', { ...FULL, temperature_c: 'hot' }, DCGM_SERIES.map((s) => s.name).filter((n) => n !== 'DCGM_FI_DEV_GPU_TEMP')],

@@ -59,6 +59,9 @@ export const DCGM_SERIES: readonly Series[] = [
   // The agent reports NVML's volatile ECC counts (since the last driver load or GPU reset).
   { name: 'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL', type: 'counter', help: 'Total number of single-bit volatile ECC errors.', value: (s) => num(s.ecc_corrected) },
   { name: 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL', type: 'counter', help: 'Total number of double-bit volatile ECC errors.', value: (s) => num(s.ecc_uncorrected) },
+  // Ours, not dcgm-exporter's: the agent's health verdict (XID class, ECC, thermal), which
+  // the "GPU unhealthy" alert reads; dcgm-exporter has no such field.
+  { name: 'svc_gpu_healthy', type: 'gauge', help: "1 when the node agent's health policy holds the GPU healthy, 0 when not.", value: (_s, gpu) => (gpu.healthy ? 1 : 0) },
 ];
 
 /** dcgm-exporter's labels for one GPU, plus our node id and pool. */
