@@ -102,7 +102,7 @@ describe('node agent end to end', () => {
     await eventually(async () => (await show('gpu-a')).gpus.find((g) => g.uuid === uuid(5))?.sample?.temperature_c === 66, 3 * REPORT_INTERVAL_MS, 'the new temperature');
   });
 
-  it('XID 79 makes the GPU unhealthy within one report interval; XID 13 changes nothing; an operator reset clears it', async () => {
+  it('XID 79 makes the GPU unhealthy within one report interval; XID 13 changes nothing but the timeline; an operator reset clears it', async () => {
     gpuState.injectXid(0, 13);
     gpuState.injectXid(2, 79);
     const injected = Date.now();
@@ -119,9 +119,13 @@ describe('node agent end to end', () => {
     const gpu2 = shown.gpus.find((g) => g.uuid === uuid(2))!;
     expect(gpu2.healthy).toBe(false);
     expect(gpu2.health_reason).toMatch(/XID 79/);
-    expect(shown.gpus.filter((g) => !g.healthy).map((g) => g.uuid)).toEqual([uuid(2)]); // XID 13 on GPU 0: ignored
-    expect(shown.timeline.filter((e) => e.xid === 13)).toEqual([]);
-    expect(shown.timeline).toContainEqual(expect.objectContaining({ kind: 'xid', gpu_uuid: uuid(2), xid: 79, healthy: false }));
+    expect(shown.gpus.filter((g) => !g.healthy).map((g) => g.uuid)).toEqual([uuid(2)]); // XID 13 on GPU 0: the application's fault
+    expect(shown.timeline).toContainEqual(
+      expect.objectContaining({ kind: 'xid', gpu_uuid: uuid(0), xid: 13, healthy: true, recommended_action: 'RESTART_APP' }),
+    );
+    expect(shown.timeline).toContainEqual(
+      expect.objectContaining({ kind: 'xid', gpu_uuid: uuid(2), xid: 79, healthy: false, recommended_action: 'RESTART_BM' }),
+    );
 
     const reset = await svcctlJson<{ state: string }>(dataDir, 'nodes', 'gpu', 'reset-health', nodeId, uuid(2));
     expect(reset.state).toBe('succeeded');

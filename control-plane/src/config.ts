@@ -14,6 +14,18 @@ export const controlPlaneSettings = {
   httpHost: setting('SVC_HTTP_HOST', Type.String({ minLength: 1 }), '127.0.0.1', 'Address the public HTTP API listens on.'),
   httpPort: setting('SVC_HTTP_PORT', Port, 8080, 'Port of the public HTTP API (0 picks a free port).'),
   grpcPort: setting('SVC_GRPC_PORT', Port, 7070, 'Port of the gRPC endpoint node agents dial.'),
+  operatorMetricsPort: setting(
+    'SVC_OPERATOR_METRICS_PORT',
+    Port,
+    0,
+    "Port of the operators' GPU metrics listener (GET /metrics, dcgm-exporter series, no authentication); 0 leaves it off.",
+  ),
+  operatorMetricsHost: setting(
+    'SVC_OPERATOR_METRICS_HOST',
+    Type.String({ minLength: 1 }),
+    '127.0.0.1',
+    "Address the operators' GPU metrics listener binds; keep it on loopback or a management network, never the public one.",
+  ),
   grpcHost: setting(
     'SVC_GRPC_HOST',
     Type.String({ minLength: 1 }),

@@ -8,6 +8,7 @@ import { instanceGatewayHooks } from './instances/gateway-hooks.js';
 import { replicaGatewayHooks } from './replicas/gateway-hooks.js';
 import { loadControlPlaneConfig, type ControlPlaneConfig } from './config.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
+import { startOperatorMetricsServer, type OperatorMetricsServer } from './nodes/operator-metrics-server.js';
 
 export async function startControlPlane(config: ControlPlaneConfig) {
   let app: Awaited<ReturnType<typeof buildApp>> | undefined;
@@ -36,6 +37,23 @@ export async function startControlPlane(config: ControlPlaneConfig) {
   }
   // preClose runs before every onClose hook: the gateway flushes telemetry before the store closes.
   app.addHook('preClose', async () => gateway.close());
+  let operatorMetrics: OperatorMetricsServer | undefined;
+  if (config.operatorMetricsPort !== 0) {
+    try {
+      operatorMetrics = await startOperatorMetricsServer({
+        host: config.operatorMetricsHost,
+        port: config.operatorMetricsPort,
+        store: store.nodes,
+        log: app.log.child({ component: 'operator-metrics' }),
+      });
+    } catch (err) {
+      await app.close();
+      throw err;
+    }
+    const listener = operatorMetrics;
+    // Closed first, so a scrape does not read a store being closed.
+    app.addHook('preClose', async () => listener.close());
+  }
   await app.listen({ host: config.httpHost, port: config.httpPort });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.httpPort;
@@ -53,7 +71,7 @@ export async function startControlPlane(config: ControlPlaneConfig) {
       ].join('\n'),
     );
   }
-  return { app, store, baseUrl, gateway, grpcPort };
+  return { app, store, baseUrl, gateway, grpcPort, operatorMetricsUrl: operatorMetrics?.url };
 }
 
 async function main(): Promise<void> {

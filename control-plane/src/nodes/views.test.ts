@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { GpuRecord } from '../store/node-store.js';
-import { averageUtilization, formatAgo, formatGiB, gpuView, shortUuid } from './views.js';
+import type { GpuRecord, StoredHealthEvent } from '../store/node-store.js';
+import { averageUtilization, formatAgo, formatGiB, gpuView, shortUuid, timelineView } from './views.js';
 
 const gpu = (sample: Record<string, unknown> | null): GpuRecord => ({
   uuid: 'GPU-12345678-aaaa-bbbb',
@@ -15,6 +15,15 @@ const gpu = (sample: Record<string, unknown> | null): GpuRecord => ({
 });
 
 describe('node views', () => {
+  it("gives XID timeline rows NVIDIA's recommended action, and other rows none", () => {
+    const row = (kind: StoredHealthEvent['kind'], xid: number | null, message: string): StoredHealthEvent => ({
+      seq: 1, nodeId: 'node_1', gpuUuid: 'GPU-1', gpuIndex: 0, kind, xid, healthy: false, message, at: 0,
+    });
+    expect(timelineView(row('xid', 48, 'XID 48: double-bit ECC error; recommended action: reset the GPU (RESET_GPU)')).recommended_action).toBe('RESET_GPU');
+    expect(timelineView(row('xid', 79, 'XID 79')).recommended_action).toBe('RESTART_BM'); // an older agent's message
+    expect(timelineView(row('thermal', null, '95 °C')).recommended_action).toBeNull();
+  });
+
   it('says how long ago in the largest sensible unit', () => {
     expect(formatAgo(null, 0)).toBe('never');
     expect(formatAgo(0, 5_000)).toBe('5s ago');

@@ -1,6 +1,6 @@
 // How nodes look to operators: JSON views (snake_case, RFC 3339 times) for `--json`, and
 // the small formatters the tables use. Pure functions of records and a time.
-import { toRfc3339 } from '@svc/shared';
+import { recommendedActionOf, toRfc3339 } from '@svc/shared';
 import type { GpuRecord, NodeCommandRecord, NodeRecord, StoredHealthEvent } from '../store/node-store.js';
 import { isSchedulable, statusLabel } from './node-status.js';
 
@@ -89,6 +89,8 @@ export function timelineView(event: StoredHealthEvent) {
     gpu_uuid: event.gpuUuid,
     gpu_index: event.gpuIndex,
     xid: event.xid,
+    /** NVIDIA's resolution bucket for XID events (RESET_GPU, RESTART_BM, ...); null otherwise. */
+    recommended_action: event.kind === 'xid' && event.xid !== null ? recommendedActionOf(event.xid, event.message) : null,
     healthy: event.healthy,
     message: event.message,
   };

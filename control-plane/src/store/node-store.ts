@@ -145,6 +145,8 @@ export interface NodeStore {
   /** Persists a health event and, for GPU events, the GPU's new health, atomically. */
   recordHealthEvent(event: HealthEventRecord): Promise<StoredHealthEvent>;
   listHealthEvents(nodeId: string, limit: number): Promise<StoredHealthEvent[]>;
+  /** The latest XID of every GPU that ever reported one, by GPU UUID. */
+  lastXidByGpu(): Promise<Map<string, number>>;
 
   createCommand(command: NodeCommandRecord): Promise<void>;
   getCommand(id: string): Promise<NodeCommandRecord | undefined>;

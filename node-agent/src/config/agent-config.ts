@@ -70,7 +70,7 @@ export const agentSettings = {
     'SVC_GPU_IGNORED_XIDS',
     Type.String({ pattern: '^$|^\\s*\\d+\\s*(,\\s*\\d+\\s*)*$' }),
     DEFAULT_IGNORED_XIDS,
-    'Comma-separated XIDs that do not make a GPU unhealthy (application errors).',
+    'Comma-separated XIDs that never make a GPU unhealthy, on top of the XID catalog (whose application-level XIDs never do).',
   ),
   maxGpuTemperatureC: setting(
     'SVC_GPU_MAX_TEMPERATURE_C',

@@ -12,7 +12,7 @@ import {
 
 const policy: HealthPolicy = { ignoredXids: new Set([13, 31, 43, 45, 68, 109]), maxTemperatureC: 90, temperatureHysteresisC: 5 };
 
-const xid = (n: number): HealthObservation => ({ type: 'xid', xid: n, description: `XID ${n}` });
+const xid = (n: number, message?: string): HealthObservation => ({ type: 'xid', xid: n, message });
 const sample = (s: { t?: number; vol?: number; agg?: number }): HealthObservation => ({
   type: 'sample',
   temperatureC: s.t,
@@ -34,13 +34,24 @@ function run(observations: HealthObservation[]): { state: GpuHealthState; kinds:
 
 const U = (kind: HealthChangeKind) => `${kind}:unhealthy`;
 const RECOVERED = 'RECOVERED:healthy';
+/** An application-level XID: on the timeline, health unchanged. */
+const APP = (healthy: boolean) => `XID:${healthy ? 'healthy' : 'unhealthy'}`;
 
 describe('observeHealth', () => {
   it.each<[string, HealthObservation[], boolean, string[]]>([
     ['a fresh GPU is healthy', [], true, []],
     ['critical XID 79 makes it unhealthy', [xid(79)], false, [U('XID')]],
-    ['ignored XID 13 changes nothing', [xid(13)], true, []],
-    ['every default-ignored XID changes nothing', [xid(13), xid(31), xid(43), xid(45), xid(68), xid(109)], true, []],
+    ['application-level XID 13 changes nothing but the timeline', [xid(13)], true, [APP(true)]],
+    ['every application-level XID keeps the GPU healthy', [xid(13), xid(31), xid(43), xid(45), xid(68), xid(94), xid(109)], true, Array(7).fill(APP(true))],
+    ['XID 13 in a loop is on the timeline once', [xid(13), xid(13), xid(13)], true, [APP(true)]],
+    ['alternating application XIDs are each on the timeline once', [xid(13), xid(31), xid(13), xid(31)], true, [APP(true), APP(true)]],
+    ['XID 13 on an unhealthy GPU keeps it unhealthy', [xid(79), xid(13)], false, [U('XID'), APP(false)]],
+    ['after a recovery, XID 13 is news again', [xid(13), xid(79), { type: 'operator_reset' }, xid(13)], true, [APP(true), U('XID'), RECOVERED, APP(true)]],
+    ['reset class XID 48 makes it unhealthy', [xid(48)], false, [U('XID')]],
+    ['reset class XID 95 makes it unhealthy', [xid(95)], false, [U('XID')]],
+    ['an XID the catalog does not know makes it unhealthy', [xid(250)], false, [U('XID')]],
+    ['XID 154 reporting no recovery action keeps it healthy', [xid(154, 'GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)')], true, [APP(true)]],
+    ['XID 154 reporting a node reboot makes it unhealthy', [xid(154, 'GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)')], false, [U('XID')]],
     ['the same XID again is not a new change', [xid(79), xid(79)], false, [U('XID')]],
     ['a different critical XID is a new change', [xid(79), xid(48)], false, [U('XID'), U('XID')]],
     ['an XID stays after ordinary samples', [xid(79), sample({ t: 40, vol: 0 }), sample({ t: 40, vol: 0 })], false, [U('XID')]],
@@ -71,10 +82,13 @@ describe('observeHealth', () => {
   });
 
   it('honours a configured ignored set', () => {
+    // The catalog decides first: an empty ignored set does not make XID 13 critical.
     const strict: HealthPolicy = { ...policy, ignoredXids: new Set() };
-    expect(observeHealth(INITIAL_GPU_HEALTH, xid(13), strict).changes).toHaveLength(1);
+    expect(isHealthy(observeHealth(INITIAL_GPU_HEALTH, xid(13), strict).state)).toBe(true);
     const lenient: HealthPolicy = { ...policy, ignoredXids: new Set([79]) };
-    expect(observeHealth(INITIAL_GPU_HEALTH, xid(79), lenient).changes).toEqual([]);
+    const ignored = observeHealth(INITIAL_GPU_HEALTH, xid(79), lenient);
+    expect(isHealthy(ignored.state)).toBe(true);
+    expect(ignored.changes.map((c) => c.healthy)).toEqual([true]);
   });
 
   it('says why a GPU is unhealthy, and nothing when healthy', () => {
@@ -83,8 +97,12 @@ describe('observeHealth', () => {
     expect(healthReason(state)).toBe('critical XID 79; 3 new uncorrectable ECC errors; too hot (95 °C)');
   });
 
-  it('carries the XID number and its description on the change', () => {
-    const { changes } = observeHealth(INITIAL_GPU_HEALTH, { type: 'xid', xid: 79, description: 'XID 79: GPU has fallen off the bus' }, policy);
-    expect(changes).toEqual([{ kind: 'XID', healthy: false, xid: 79, message: 'XID 79: GPU has fallen off the bus' }]);
+  it("carries the XID number, NVIDIA's meaning and the recommended action on the change", () => {
+    const { changes } = observeHealth(INITIAL_GPU_HEALTH, xid(79), policy);
+    expect(changes).toEqual([
+      { kind: 'XID', healthy: false, xid: 79, message: 'XID 79: GPU has fallen off the bus; recommended action: reboot the node (RESTART_BM)' },
+    ]);
+    const app = observeHealth(INITIAL_GPU_HEALTH, xid(13), policy).changes[0];
+    expect(app?.message).toBe('XID 13: graphics engine exception; recommended action: restart the application (the GPU is fine) (RESTART_APP)');
   });
 });

@@ -1,6 +1,8 @@
 // The GPU health policy, as a pure function: (state, observation) -> (state, changes).
 // A GPU is unhealthy while any condition holds:
-//   - xid:     a critical XID (not in the ignored set) was reported;      sticky until reset
+//   - xid:     a critical XID was reported: NVIDIA's XID catalog (shared/src/xid-catalog.ts)
+//              recommends resetting the GPU, rebooting the node, checking the hardware or
+//              contacting support, and the XID is not in the ignored set;  sticky until reset
 //   - ecc:     the uncorrectable ECC count grew since the previous sample
 //              (or NVML pushed a double-bit ECC event);                   sticky until reset
 //   - thermal: temperature >= max; clears at max - hysteresis or below.
@@ -9,6 +11,11 @@
 // not be read (fallen off the bus, then reset), and on an operator's ResetGpuHealth.
 // Unlike NVIDIA's device plugin, a GPU recovers. Every change of health, and every new
 // condition on an already unhealthy GPU, is a HealthChange the agent pushes at once.
+// Application-level XIDs (catalog IGNORE / RESTART_APP, or in the ignored set) change
+// nothing but the timeline: a HealthChange that keeps the GPU's health. Each such XID is
+// reported once per GPU until the GPU's health next changes, because a tenant's program
+// can raise XID 13/31/43 in a loop and must not flood the control plane's timeline.
+import { actionMakesGpuUnhealthy, classifyXid, describeXidClass } from '@svc/shared';
 
 export interface HealthPolicy {
   ignoredXids: ReadonlySet<number>;
@@ -39,6 +46,8 @@ export interface GpuHealthState {
   lastEccAggregate: number | undefined;
   /** The last read failed; the next successful read counts as a GPU reset. */
   unreadable: boolean;
+  /** Application-level XIDs already on the timeline since the last health change. */
+  reportedAppXids: readonly number[];
 }
 
 export const INITIAL_GPU_HEALTH: GpuHealthState = {
@@ -48,11 +57,12 @@ export const INITIAL_GPU_HEALTH: GpuHealthState = {
   lastEccVolatile: undefined,
   lastEccAggregate: undefined,
   unreadable: false,
+  reportedAppXids: [],
 };
 
 export type HealthObservation =
-  /** From the NVML event watch. */
-  | { type: 'xid'; xid: number; description: string }
+  /** From the NVML event watch; `message` is the driver's text where there is one (XID 154 carries its recovery action). */
+  | { type: 'xid'; xid: number; message?: string }
   /** NVML's double-bit (uncorrectable) ECC event. */
   | { type: 'ecc_uncorrectable_event' }
   /** A telemetry sample; absent values are unsupported and leave their condition alone. */
@@ -85,12 +95,24 @@ export function observeHealth(state: GpuHealthState, observation: HealthObservat
   const changes: HealthChange[] = [];
   let next = state;
   let recoveredBy: string | undefined;
+  /** The only change is an application-level XID on the timeline. */
+  let timelineOnly = false;
 
   switch (observation.type) {
     case 'xid': {
-      if (policy.ignoredXids.has(observation.xid) || state.xid === observation.xid) break;
-      next = { ...state, xid: observation.xid };
-      changes.push({ kind: 'XID', healthy: false, xid: observation.xid, message: observation.description });
+      const xidClass = classifyXid(observation.xid, observation.message);
+      const message = describeXidClass(xidClass);
+      const critical = actionMakesGpuUnhealthy(xidClass.action) && !policy.ignoredXids.has(observation.xid);
+      if (critical) {
+        if (state.xid === observation.xid) break;
+        next = { ...state, xid: observation.xid };
+        changes.push({ kind: 'XID', healthy: false, xid: observation.xid, message });
+      } else {
+        if (state.reportedAppXids.includes(observation.xid)) break;
+        next = { ...state, reportedAppXids: [...state.reportedAppXids, observation.xid] };
+        changes.push({ kind: 'XID', healthy: wasHealthy, xid: observation.xid, message });
+        timelineOnly = true;
+      }
       break;
     }
     case 'ecc_uncorrectable_event': {
@@ -120,6 +142,10 @@ export function observeHealth(state: GpuHealthState, observation: HealthObservat
   // healthy after being unhealthy has recovered.
   if (!wasHealthy && isHealthy(next)) {
     changes.push({ kind: 'RECOVERED', healthy: true, message: recoveredBy ?? 'condition cleared' });
+  }
+  // A health change starts a new incident: its application-level XIDs are news again.
+  if (changes.length > 0 && !timelineOnly) {
+    next = { ...next, reportedAppXids: [] };
   }
   return { state: next, changes };
 }

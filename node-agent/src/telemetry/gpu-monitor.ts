@@ -15,7 +15,6 @@ import {
   type HealthObservation,
   type HealthPolicy,
 } from '../health/health-policy.js';
-import { describeXid } from '../health/xid-names.js';
 import { toGpuSample, unreadableGpuSample } from './gpu-sample.js';
 
 /** The telemetry message of one report (AgentMessage.telemetry). */
@@ -129,7 +128,7 @@ export class GpuMonitor {
     this.options.log.info({ event }, 'NVML event');
     const gpu = this.track(event.index, event.uuid, this.gpus.get(event.uuid)?.name ?? '');
     if (event.type === 'xid' && event.xid !== undefined) {
-      this.observe(gpu, { type: 'xid', xid: event.xid, description: describeXid(event.xid) });
+      this.observe(gpu, { type: 'xid', xid: event.xid });
     } else if (event.type === 'ecc_double') {
       this.observe(gpu, { type: 'ecc_uncorrectable_event' });
     }

@@ -87,6 +87,19 @@ describe('SqliteNodeStore', () => {
     expect((await store.nodes.listHealthEvents('node_1', 10)).map((e) => e.kind)).toEqual(['node_down', 'thermal']);
   });
 
+  it('knows the latest XID of every GPU (DCGM_FI_DEV_XID_ERRORS)', async () => {
+    await store.nodes.createToken(token('ntk_a', 'a'));
+    await store.nodes.enroll(Buffer.from('a'), 10, node('node_1'), Buffer.from('s'));
+    const xid = (gpuUuid: string, n: number, at: number) =>
+      store.nodes.recordHealthEvent({ nodeId: 'node_1', gpuUuid, gpuIndex: 0, kind: 'xid', xid: n, healthy: n === 13, message: `XID ${n}`, at });
+    expect(await store.nodes.lastXidByGpu()).toEqual(new Map());
+    await xid('GPU-a', 79, 1);
+    await xid('GPU-b', 13, 2);
+    await xid('GPU-a', 48, 3);
+    await store.nodes.recordHealthEvent({ nodeId: 'node_1', gpuUuid: 'GPU-a', gpuIndex: 0, kind: 'recovered', xid: null, healthy: true, message: 'reset', at: 4 });
+    expect(await store.nodes.lastXidByGpu()).toEqual(new Map([['GPU-a', 48], ['GPU-b', 13]]));
+  });
+
   it('claims GPUs all or nothing and releases them by owner', async () => {
     expect(await store.nodes.claimGpus('node_1', ['GPU-a', 'GPU-b'], 'inst_1', 1)).toBe(true);
     expect(await store.nodes.claimGpus('node_1', ['GPU-c', 'GPU-b'], 'inst_2', 2)).toBe(false);

@@ -300,6 +300,14 @@ export class SqliteNodeStore implements NodeStore {
     return rows.map(toHealthEvent);
   }
 
+  async lastXidByGpu(): Promise<Map<string, number>> {
+    // SQLite takes the bare column (xid) from the row holding MAX(seq): the latest per GPU.
+    const rows = this.db
+      .prepare("SELECT gpu_uuid, xid, MAX(seq) AS seq FROM node_health_events WHERE kind = 'xid' AND gpu_uuid IS NOT NULL AND xid IS NOT NULL GROUP BY gpu_uuid")
+      .all() as Array<{ gpu_uuid: string; xid: number }>;
+    return new Map(rows.map((r) => [r.gpu_uuid, r.xid]));
+  }
+
   async createCommand(command: NodeCommandRecord): Promise<void> {
     this.db
       .prepare(

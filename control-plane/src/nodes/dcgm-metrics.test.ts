@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import type { GpuRecord } from '../store/node-store.js';
+import { DCGM_SERIES, dcgmLabels, renderDcgmMetrics } from './dcgm-metrics.js';
+
+const node = { id: 'node_1', hostname: 'gpu-1', pool: 'na' as const };
+const gpu = (index: number, sample: Record<string, unknown> | null): GpuRecord => ({
+  uuid: `GPU-${index}`,
+  nodeId: 'node_1',
+  index,
+  name: 'NVIDIA A100-SXM4-80GB',
+  memoryTotalBytes: null,
+  healthy: true,
+  healthReason: '',
+  sample,
+  sampledAt: 0,
+});
+const FULL = {
+  memory_total_bytes: String(80 * 2 ** 30),
+  memory_used_bytes: String(2 * 2 ** 30 + 5),
+  utilization_gpu_percent: 42,
+  utilization_memory_percent: 7,
+  temperature_c: 55,
+  power_usage_w: 312.5,
+  sm_clock_mhz: 1410,
+  memory_clock_mhz: 1593,
+  ecc_corrected: '12',
+  ecc_uncorrected: '1',
+};
+
+/** name -> value of GPU 0's series. */
+async function values(sample: Record<string, unknown> | null, lastXid = new Map<string, number>()): Promise<Record<string, number>> {
+  const text = await renderDcgmMetrics([{ node, gpus: [gpu(0, sample)], lastXid }]);
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const m = /^(\w+)\{.*\} (\S+)$/.exec(line);
+    if (m) out[m[1]!] = Number(m[2]);
+  }
+  return out;
+}
+
+describe('dcgm-exporter metrics', () => {
+  it('converts a sample to dcgm-exporter units: MiB, W, MHz, %, counts', async () => {
+    expect(await values(FULL, new Map([['GPU-0', 79]]))).toEqual({
+      DCGM_FI_DEV_SM_CLOCK: 1410,
+      DCGM_FI_DEV_MEM_CLOCK: 1593,
+      DCGM_FI_DEV_GPU_TEMP: 55,
+      DCGM_FI_DEV_POWER_USAGE: 312.5,
+      DCGM_FI_DEV_GPU_UTIL: 42,
+      DCGM_FI_DEV_MEM_COPY_UTIL: 7,
+      DCGM_FI_DEV_XID_ERRORS: 79,
+      DCGM_FI_DEV_FB_FREE: 80 * 1024 - 2048 - 1, // 5 bytes over 2 GiB used: free rounds down
+      DCGM_FI_DEV_FB_USED: 2048,
+      DCGM_FI_DEV_ECC_SBE_VOL_TOTAL: 12,
+      DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: 1,
+      svc_gpu_healthy: 1,
+    });
+  });
+
+  it.each<[string, Record<string, unknown> | null, string[]]>([
+    ['no sample yet: only the last XID (0) and the health verdict', null, ['DCGM_FI_DEV_XID_ERRORS', 'svc_gpu_healthy']],
+    ['unsupported ECC and power are left out, not 0', { ...FULL, ecc_corrected: undefined, ecc_uncorrected: undefined, power_usage_w: undefined }, DCGM_SERIES.map((s) => s.name).filter((n) => !/ECC|POWER/.test(n))],
+    ['no memory total: no FB_FREE, FB_USED stays', { ...FULL, memory_total_bytes: undefined }, DCGM_SERIES.map((s) => s.name).filter((n) => n !== 'DCGM_FI_DEV_FB_FREE')],
+    ['a value that is not a number is left out', { ...FULL, temperature_c: 'hot' }, DCGM_SERIES.map((s) => s.name).filter((n) => n !== 'DCGM_FI_DEV_GPU_TEMP')],
+  ])('%s', async (_name, sample, names) => {
+    expect(Object.keys(await values(sample)).sort()).toEqual([...names].sort());
+  });
+
+  it("labels as dcgm-exporter does, plus our node and pool", () => {
+    expect(dcgmLabels(node, gpu(3, null))).toEqual({
+      gpu: '3',
+      UUID: 'GPU-3',
+      device: 'nvidia3',
+      modelName: 'NVIDIA A100-SXM4-80GB',
+      Hostname: 'gpu-1',
+      node: 'node_1',
+      pool: 'na',
+    });
+  });
+
+  it('escapes label values, so a hostile hostname cannot forge a series', async () => {
+    const text = await renderDcgmMetrics([
+      { node: { ...node, hostname: 'x"} 1\nDCGM_FI_DEV_GPU_TEMP{gpu="9"' }, gpus: [gpu(0, FULL)], lastXid: new Map() },
+    ]);
+    expect(text).not.toMatch(/^DCGM_FI_DEV_GPU_TEMP\{gpu="9"/m);
+    expect(text).toContain('Hostname="x\\"} 1\\nDCGM_FI_DEV_GPU_TEMP{gpu=\\"9\\""');
+  });
+
+  it('orders series by node and GPU index, whatever order they come in', async () => {
+    const text = await renderDcgmMetrics([
+      { node: { ...node, id: 'node_2' }, gpus: [gpu(1, FULL), gpu(0, FULL)], lastXid: new Map() },
+      { node, gpus: [gpu(0, FULL)], lastXid: new Map() },
+    ]);
+    const util = text.split('\n').filter((l) => l.startsWith('DCGM_FI_DEV_GPU_UTIL{'));
+    expect(util.map((l) => /node="(\w+)"/.exec(l)![1] + ':' + /gpu="(\d)"/.exec(l)![1])).toEqual(['node_1:0', 'node_2:0', 'node_2:1']);
+  });
+});

@@ -1,0 +1,73 @@
+// The operators' GPU metrics listener: GET /metrics with the dcgm-exporter series of every
+// reachable node's GPUs. A listener of its own, never on the public API port: customers
+// must not see nodes, GPUs or other tenants' hardware, and this endpoint has no
+// authentication, so it belongs on loopback or a management network
+// (SVC_OPERATOR_METRICS_HOST / SVC_OPERATOR_METRICS_PORT; port 0 leaves it off).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '@svc/shared';
+import type { NodeStore } from '../store/node-store.js';
+import { renderDcgmMetrics, type DcgmNodeInput } from './dcgm-metrics.js';
+
+export interface OperatorMetricsServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** The nodes worth exporting: reachable and not forgotten. A silent node's last values would lie; its series go stale instead. */
+export async function collectDcgmInput(store: Pick<NodeStore, 'listNodes' | 'listGpus' | 'lastXidByGpu'>): Promise<DcgmNodeInput[]> {
+  const [nodes, gpus, lastXid] = await Promise.all([store.listNodes(), store.listGpus(), store.lastXidByGpu()]);
+  const byNode = new Map<string, DcgmNodeInput['gpus']>();
+  for (const gpu of gpus) byNode.set(gpu.nodeId, [...(byNode.get(gpu.nodeId) ?? []), gpu]);
+  return nodes
+    .filter((n) => n.status === 'ready' && !n.forgottenAt)
+    .map((node) => ({ node, gpus: byNode.get(node.id) ?? [], lastXid }));
+}
+
+function sendError(res: ServerResponse, status: number, type: string, message: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
+  res.end(JSON.stringify({ error: { type, message } }));
+}
+
+export async function startOperatorMetricsServer(options: {
+  host: string;
+  port: number;
+  store: Pick<NodeStore, 'listNodes' | 'listGpus' | 'lastXidByGpu'>;
+  log: Pick<Logger, 'info' | 'error'>;
+}): Promise<OperatorMetricsServer> {
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== '/metrics') return sendError(res, 404, 'not_found', `no route ${path}; this listener serves GET /metrics`);
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      return sendError(res, 405, 'method_not_allowed', `${req.method} /metrics is not allowed; use GET`, { allow: 'GET, HEAD' });
+    }
+    try {
+      const text = await renderDcgmMetrics(await collectDcgmInput(options.store));
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      res.end(req.method === 'HEAD' ? undefined : text);
+    } catch (err) {
+      options.log.error({ err }, 'operator metrics: could not read the fleet');
+      sendError(res, 503, 'service_unavailable', 'could not read the fleet from the store; retry');
+    }
+  };
+  const server: Server = createServer((req, res) => void handle(req, res));
+  // Scrapers send no body; a slow or idle client is not held long.
+  server.requestTimeout = 10_000;
+  server.headersTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const { address, port } = server.address() as AddressInfo;
+  const host = address.includes(':') ? `[${address}]` : address;
+  const url = `http://${host}:${port}/metrics`;
+  options.log.info({ url }, 'operator GPU metrics listening');
+  return {
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
