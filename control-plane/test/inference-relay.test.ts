@@ -70,7 +70,7 @@ const post = (path: string, body: unknown, headers: Record<string, string> = {})
 async function usageOf(requestId: string): Promise<any> {
   let record: any;
   await expect.poll(async () => {
-    const page = (await cp.request('GET', '/v1/usage?limit=20', { key })).body.data as any[];
+    const page = (await cp.request('GET', '/v1/usage?limit=100', { key })).body.data as any[];
     record = page.find((r) => r.request_id === requestId);
     return record !== undefined;
   }, { timeout: 5000 }).toBe(true);
