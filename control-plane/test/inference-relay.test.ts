@@ -77,6 +77,26 @@ async function usageOf(requestId: string): Promise<any> {
   return record;
 }
 
+/** A streamed chat the client reads until `seen` arrives, then abandons (closes the connection). */
+async function streamCutAfter(seen: string): Promise<Response> {
+  const aborter = new AbortController();
+  const res = await fetch(`${cp.baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ ...chat, stream: true }),
+    signal: aborter.signal,
+  });
+  const reader = res.body!.getReader();
+  let text = '';
+  while (!text.includes(seen)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the stream ended before "${seen}": ${text}`);
+    text += new TextDecoder().decode(value);
+  }
+  aborter.abort();
+  return res;
+}
+
 describe('relaying replicas', () => {
   it('answers with our pool and fingerprint, asks the replica for no extension fields, and records usage', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
@@ -201,17 +221,7 @@ describe('relaying replicas', () => {
   it('a client that goes away mid-stream cancels the replica request', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     up!.mode = 'hang-stream';
-    const aborter = new AbortController();
-    const res = await fetch(`${cp.baseUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ ...chat, stream: true }),
-      signal: aborter.signal,
-    });
-    const reader = res.body!.getReader();
-    const first = new TextDecoder().decode((await reader.read()).value);
-    expect(first).toContain('chat.completion.chunk');
-    aborter.abort();
+    const res = await streamCutAfter('chat.completion.chunk');
     await expect.poll(() => up!.abandonedStreams, { timeout: 5000 }).toBe(1);
     await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
   });
@@ -221,17 +231,7 @@ describe('relaying replicas', () => {
     const full = await post('/v1/chat/completions', { ...chat, stream: true });
     const fullUsage = await usageOf(full.headers.get('x-request-id')!);
     up!.mode = 'hang-stream';
-    const aborter = new AbortController();
-    const res = await fetch(`${cp.baseUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ ...chat, stream: true }),
-      signal: aborter.signal,
-    });
-    const reader = res.body!.getReader();
-    let seen = '';
-    while (!seen.includes('Hello')) seen += new TextDecoder().decode((await reader.read()).value);
-    aborter.abort();
+    const res = await streamCutAfter('Hello');
     const cut = await usageOf(res.headers.get('x-request-id')!);
     expect(cut.prompt_tokens).toBeGreaterThan(0);
     expect(cut.prompt_tokens).toBe(fullUsage.prompt_tokens);
