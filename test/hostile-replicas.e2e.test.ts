@@ -3,25 +3,20 @@
 // the project's CPU engine image. A replica's published port is found (a port scan would
 // find it too) and called directly; the replica's key is looked for in every API answer;
 // a stream is cut right after its first content chunk to dodge the bill.
-import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Docker from 'dockerode';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/src/config.js';
+import type { ControlPlaneConfig } from '../control-plane/src/config.js';
 import { replicaApiKey } from '../control-plane/src/replicas/engine-adapter.js';
 import type { ReplicaRecord } from '../control-plane/src/replicas/replica-record.js';
-import { startControlPlane } from '../control-plane/src/server.js';
-import { eventually, freePort, removeNodeContainers, spawnAgent, svcctlJson, whileAgentStarts, type AgentProcess } from './support/node-agent-process.js';
+import { eventually, svcctlJson } from './support/node-agent-process.js';
+import { startReplicaStack, type ReplicaStack } from './support/replica-stack.js';
 
 const docker = new Docker();
-const dir = mkdtempSync(join(tmpdir(), 'hostile-replicas-e2e-'));
+let stack: ReplicaStack;
 let config: ControlPlaneConfig;
-let cp: Awaited<ReturnType<typeof startControlPlane>>;
-let agent: AgentProcess;
-let nodeId: string;
+let cp: ReplicaStack['cp'];
 /** The tenant's own keys: an ordinary live key, and an admin key of its organization. */
 let liveKey: string;
 let adminKey: string;
@@ -34,43 +29,23 @@ const direct = (replica: ReplicaRecord, path: string, init: RequestInit = {}) =>
 const json = (body: unknown): RequestInit => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 beforeAll(async () => {
-  config = defaultControlPlaneConfig({
-    dataDir: join(dir, 'cp'),
-    httpPort: 0,
-    grpcPort: await freePort(),
-    reportIntervalMs: 500,
-    nodeDeadlineMs: 20_000,
-    replicas: 'tiny-chat:int4:na=1,tiny-embed:int4:na=1',
-    replicaReconcileMs: 200,
-    replicaStopGraceMs: 1_000,
-    logLevel: 'warn',
-  });
-  cp = await startControlPlane(config);
-  const orgId = (await cp.app.services.orgs.ensureDefaultOrg()).org.id;
-  liveKey = (await cp.app.services.keys.create({ orgId })).value;
-  adminKey = (await cp.app.services.keys.create({ orgId, admin: true })).value;
-  agent = spawnAgent({
-    SVC_CONTROL_PLANE: `127.0.0.1:${config.grpcPort}`,
-    SVC_AGENT_DATA_DIR: join(dir, 'agent'),
-    SVC_AGENT_HOSTNAME: 'hostile-replicas-e2e',
-    SVC_NVML_LIBRARY: join(dir, 'no-nvml.so'),
-    SVC_NODE_TOKEN: (await cp.app.services.enrollment.createToken()).value,
-    SVC_REPLICA_HEALTH_INTERVAL_MS: '200',
-  });
-  nodeId = await whileAgentStarts(agent, async () => (await cp.app.services.nodes.list())[0]?.node.id, 100_000, 'the agent to enroll');
   // Generous waits: the host may be shared with other test runs (load far above its cores).
-  await eventually(() => cp.app.services.replicaDirectory.ready().length === 2, 180_000, 'both replicas running');
+  stack = await startReplicaStack({
+    name: 'hostile-replicas-e2e',
+    replicas: 'tiny-chat:int4:na=1,tiny-embed:int4:na=1',
+    ready: 2,
+    enrollTimeoutMs: 100_000,
+    readyTimeoutMs: 180_000,
+  });
+  ({ cp, config } = stack);
+  liveKey = (await cp.app.services.keys.create({ orgId: stack.orgId })).value;
+  adminKey = (await cp.app.services.keys.create({ orgId: stack.orgId, admin: true })).value;
   const records = await cp.app.services.replicas.list({ includeEnded: false, limit: 10 });
   chatReplica = records.find((r) => r.model === 'tiny-chat')!;
   embedReplica = records.find((r) => r.model === 'tiny-embed')!;
 }, 300_000);
 
-afterAll(async () => {
-  if (agent && agent.child.exitCode === null) agent.child.kill('SIGKILL');
-  if (nodeId) await removeNodeContainers(docker, nodeId);
-  await cp?.app.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => stack?.close());
 
 /** The usage record of one request, once written (a cut stream records it when the relay ends). */
 async function usageOf(requestId: string): Promise<Record<string, number>> {

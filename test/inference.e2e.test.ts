@@ -3,25 +3,18 @@
 // engine image (pulled from the loopback registry) with the tiny GGUF models, real HTTP
 // all the way. The tiny chat model continues the alphabet from the prompt's last letter
 // (cpu-engine/README.md), so every quantization has one exact expected answer.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Docker from 'dockerode';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/src/config.js';
-import { startControlPlane } from '../control-plane/src/server.js';
-import { eventually, freePort, whileAgentStarts, spawnAgent, type AgentProcess, removeNodeContainers } from './support/node-agent-process.js';
+import { eventually } from './support/node-agent-process.js';
+import { startReplicaStack, type ReplicaStack } from './support/replica-stack.js';
 
 const docker = new Docker();
-const dir = mkdtempSync(join(tmpdir(), 'inference-e2e-'));
 const SANDBOX_DAILY_TOKENS = 300;
 /** tiny-chat in every variant in na (int4 twice), and one int4 replica wanted in eu, where no node runs. */
 const REPLICAS = 'tiny-chat:fp16:na=1,tiny-chat:fp8:na=1,tiny-chat:int4:na=2,tiny-chat:int4:eu=1,tiny-embed:int4:na=1';
-let config: ControlPlaneConfig;
-let cp: Awaited<ReturnType<typeof startControlPlane>>;
-let agent: AgentProcess;
-let nodeId: string;
+let stack: ReplicaStack;
+let cp: ReplicaStack['cp'];
 let orgId: string;
 let client: OpenAI;
 let liveKey: string;
@@ -33,40 +26,20 @@ const ask = (content: string) => [{ role: 'user' as const, content }];
 const ALPHABET_AFTER_C = 'defghijklmnopqrstuvwxyz';
 
 beforeAll(async () => {
-  config = defaultControlPlaneConfig({
-    dataDir: join(dir, 'cp'),
-    httpPort: 0,
-    grpcPort: await freePort(),
-    reportIntervalMs: 500,
-    nodeDeadlineMs: 20_000,
+  stack = await startReplicaStack({
+    name: 'inference-e2e',
     replicas: REPLICAS,
-    replicaReconcileMs: 200,
-    replicaStopGraceMs: 1_000,
-    sandboxDailyTokens: SANDBOX_DAILY_TOKENS,
-    logLevel: 'warn',
+    ready: 5,
+    enrollTimeoutMs: 60_000,
+    readyTimeoutMs: 90_000,
+    config: { sandboxDailyTokens: SANDBOX_DAILY_TOKENS },
   });
-  cp = await startControlPlane(config);
-  orgId = (await cp.app.services.orgs.ensureDefaultOrg()).org.id;
+  ({ cp, orgId } = stack);
   liveKey = (await cp.app.services.keys.create({ orgId })).value;
   client = sdk(liveKey);
-  agent = spawnAgent({
-    SVC_CONTROL_PLANE: `127.0.0.1:${config.grpcPort}`,
-    SVC_AGENT_DATA_DIR: join(dir, 'agent'),
-    SVC_AGENT_HOSTNAME: 'inference-e2e',
-    SVC_NVML_LIBRARY: join(dir, 'no-nvml.so'),
-    SVC_NODE_TOKEN: (await cp.app.services.enrollment.createToken()).value,
-    SVC_REPLICA_HEALTH_INTERVAL_MS: '200',
-  });
-  nodeId = await whileAgentStarts(agent, async () => (await cp.app.services.nodes.list())[0]?.node.id, 60_000, 'the agent to enroll');
-  await eventually(() => cp.app.services.replicaDirectory.ready().length === 5, 90_000, 'five replicas running in na');
 }, 120_000);
 
-afterAll(async () => {
-  if (agent && agent.child.exitCode === null) agent.child.kill('SIGKILL');
-  if (nodeId) await removeNodeContainers(docker, nodeId);
-  await cp?.app.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => stack?.close());
 
 describe('chat completions through the official SDK', () => {
   it('answers with the exact text in every quantization, each with its own fingerprint', async () => {
