@@ -8,12 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import Docker from 'dockerode';
-import { buildFakeNvml, FakeNvmlStateFile } from 'node-nvml-bindings';
 import { buildServices } from '../../control-plane/src/app.js';
 import { loadControlPlaneConfig } from '../../control-plane/src/config.js';
 import { DATABASE_FILE, openSqliteStore } from '../../control-plane/src/store/sqlite/sqlite-store.js';
 import { spawnControlPlane, type ControlPlaneProcess } from './control-plane-process.js';
-import { eventually, freePort, removeNodeContainers, spawnAgent, type AgentProcess } from './node-agent-process.js';
+import { fakeGpuNode } from './fake-gpu-node.js';
+import { eventually, freePort, removeNodeContainers, type AgentProcess } from './node-agent-process.js';
 
 export interface CrashStack {
   dir: string;
@@ -36,8 +36,7 @@ export async function startCrashStack(options: { name: string; gpus: number; env
   const dir = mkdtempSync(join(tmpdir(), `${options.name}-`));
   const dataDir = join(dir, 'cp');
   const docker = new Docker();
-  const libraryPath = await buildFakeNvml();
-  const gpuState = new FakeNvmlStateFile(join(dir, 'gpus.state'), { gpus: Array.from({ length: options.gpus }, () => ({})) });
+  const node = await fakeGpuNode(dir, options.name, options.gpus);
   const grpcPort = await freePort();
   const env = {
     SVC_DATA_DIR: dataDir,
@@ -65,15 +64,7 @@ export async function startCrashStack(options: { name: string; gpus: number; env
   }
 
   const cp = await spawnControlPlane(env);
-  const agent = spawnAgent({
-    SVC_CONTROL_PLANE: `127.0.0.1:${grpcPort}`,
-    SVC_AGENT_DATA_DIR: join(dir, 'agent'),
-    SVC_AGENT_HOSTNAME: `${options.name}-host`,
-    SVC_NVML_LIBRARY: libraryPath,
-    SVC_NODE_TOKEN: token,
-    SVC_PUBLIC_HOST: '127.0.0.1',
-    ...gpuState.env(),
-  });
+  const agent = node.spawn(grpcPort, token);
   const processes: ControlPlaneProcess[] = [cp];
 
   const stack: CrashStack = {

@@ -5,10 +5,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
-import { buildFakeNvml, FakeNvmlStateFile } from 'node-nvml-bindings';
 import { defaultControlPlaneConfig } from '../../control-plane/src/config.js';
 import { startControlPlane } from '../../control-plane/src/server.js';
-import { eventually, freePort, removeNodeContainers, spawnAgent, type AgentProcess } from './node-agent-process.js';
+import { fakeGpuNode } from './fake-gpu-node.js';
+import { eventually, freePort, removeNodeContainers, type AgentProcess } from './node-agent-process.js';
 
 export interface ApiAnswer {
   status: number;
@@ -32,8 +32,7 @@ export interface InstanceStack {
 export async function startInstanceStack(options: { name: string; gpus: number; graceMs?: number; agentEnv?: Record<string, string>; skuCatalog?: string }): Promise<InstanceStack> {
   const dir = mkdtempSync(join(tmpdir(), `${options.name}-`));
   const docker = new Docker();
-  const libraryPath = await buildFakeNvml();
-  const gpuState = new FakeNvmlStateFile(join(dir, 'gpus.state'), { gpus: Array.from({ length: options.gpus }, () => ({})) });
+  const node = await fakeGpuNode(dir, options.name, options.gpus);
   const config = defaultControlPlaneConfig({
     dataDir: join(dir, 'cp'),
     httpPort: 0,
@@ -51,16 +50,7 @@ export async function startInstanceStack(options: { name: string; gpus: number; 
   const key = (await cp.app.services.keys.create({ orgId: org.id, scopes: ['compute:write', 'compute:read'] })).value;
   const agents: AgentProcess[] = [];
   const spawn = (token: string): AgentProcess => {
-    const a = spawnAgent({
-      SVC_CONTROL_PLANE: `127.0.0.1:${config.grpcPort}`,
-      SVC_AGENT_DATA_DIR: join(dir, 'agent'),
-      SVC_AGENT_HOSTNAME: `${options.name}-host`,
-      SVC_NVML_LIBRARY: libraryPath,
-      SVC_NODE_TOKEN: token,
-      SVC_PUBLIC_HOST: '127.0.0.1',
-      ...gpuState.env(),
-      ...options.agentEnv,
-    });
+    const a = node.spawn(config.grpcPort, token, options.agentEnv);
     agents.push(a);
     return a;
   };
