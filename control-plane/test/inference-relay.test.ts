@@ -66,7 +66,11 @@ const chat = { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', conten
 const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
 const post = (path: string, body: unknown, headers: Record<string, string> = {}) => cp.request('POST', path, { key, body, headers });
 
-/** The usage record of one request, once written (a cut stream records it when the relay ends). */
+/**
+ * The usage record of one request, once written (a cut stream records it when the relay ends).
+ * This suite's clock stands still, so every record has one created_at and the list orders
+ * them by id: the record is looked for in a page that holds all of the suite's.
+ */
 async function usageOf(requestId: string): Promise<any> {
   let record: any;
   await expect.poll(async () => {
