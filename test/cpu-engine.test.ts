@@ -5,6 +5,7 @@
 import Docker from 'dockerode';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { charTokenId } from '../cpu-engine/models/tiny-chat.js';
 import { CPU_ENGINE_IMAGE, dockerAvailable } from './support/images.js';
 import { eventually } from './support/node-agent-process.js';
 
@@ -139,6 +140,42 @@ describe('cpu engine image', () => {
     const z = await ask('xyz');
     expect(z.message.content).toBe('');
     expect(z.finish_reason).toBe('stop');
+  });
+
+  it('applies logit_bias: -100 bans a token, a large bias makes one win; penalties are taken', async () => {
+    const ask = async (extra: Record<string, unknown>) =>
+      (await engine('f16').client.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], max_tokens: 3, seed: 1, ...extra })).choices[0]!.message.content;
+    expect(await ask({})).toBe('def');
+    // 'e' banned: after 'd' the model has no favourite, and never says 'e'.
+    expect(await ask({ logit_bias: { [charTokenId('e')]: -100 } })).not.toMatch(/e/);
+    // 'Q' pushed past every other token: it comes first, and after it the capitals continue.
+    expect(await ask({ logit_bias: { [charTokenId('Q')]: 100 } })).toBe('QQQ');
+    expect(await ask({ frequency_penalty: 0.5, presence_penalty: 0.5 })).toBe('def');
+  });
+
+  it('constrains output to a response_format schema or a forced tool call; tool_choice none answers in text', async () => {
+    const { client } = engine('q8_0');
+    const schema = { type: 'object', properties: { unit: { enum: ['c', 'f'] }, n: { type: 'integer' }, ok: { type: 'boolean' } }, required: ['unit', 'n', 'ok'], additionalProperties: false };
+    const structured = await client.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
+    const value = JSON.parse(structured.choices[0]!.message.content!) as { unit: string; n: number; ok: boolean };
+    expect(Object.keys(value)).toEqual(['unit', 'n', 'ok']);
+    expect(['c', 'f']).toContain(value.unit);
+    expect(Number.isSafeInteger(value.n) && typeof value.ok === 'boolean').toBe(true);
+
+    const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'pick', parameters: { type: 'object', properties: { unit: { enum: ['c', 'f'] } }, required: ['unit'] } } }];
+    const call = await client.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], tools, tool_choice: 'required' });
+    expect(call.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: null, tool_calls: [{ type: 'function', function: { name: 'pick' } }] } });
+    const toolCall = call.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(['c', 'f']).toContain((JSON.parse(toolCall.function.arguments) as { unit: string }).unit);
+
+    const none = await client.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], tools, tool_choice: 'none' });
+    expect(none.choices[0]!.message.content).toBe('defghijklmnopqrstuvwxyz');
+
+    const refused = await client.chat.completions
+      .create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object', properties: { a: { type: 'string', pattern: 'a+' } } } } }, stream: true })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ param: 'response_format.json_schema.schema.properties.a.pattern' });
   });
 
   it('streams the same text, role first, then the finish reason and, when asked, usage', async () => {

@@ -149,10 +149,10 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
   });
 
   it('promtool parses the exposition; its only remarks are the names dcgm-exporter fixed', async () => {
-    const promtool = spawnSync('promtool', ['--version']);
+    const promtool = spawnSync('promtool', ['--version'], { timeout: 60_000 });
     expect(promtool.error, 'promtool is installed by scripts/setup-host.sh (Debian package prometheus)').toBeUndefined();
     const text = await scrape();
-    const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 60_000 });
     const remarks = `${result.stdout}${result.stderr}`.split('\n').filter((l) => l.trim() !== '');
     // dcgm-exporter's names and labels are what dashboards query; promtool's style lint
     // (lower-case "_total" on counters, snake_case labels) is knowingly not followed.
@@ -166,10 +166,10 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
 
   it('the shipped GPU alert rules pass promtool check rules, and each fires on its scripted fault (promtool test rules)', () => {
     const alerts = new URL('../control-plane/alerts/', import.meta.url).pathname;
-    const check = spawnSync('promtool', ['check', 'rules', 'gpu-alerts.yml'], { cwd: alerts, encoding: 'utf8' });
+    const check = spawnSync('promtool', ['check', 'rules', 'gpu-alerts.yml'], { cwd: alerts, encoding: 'utf8', timeout: 60_000 });
     expect(check.status, check.stdout + check.stderr).toBe(0);
     expect(check.stdout).toContain('SUCCESS: 4 rules found');
-    const tests = spawnSync('promtool', ['test', 'rules', 'gpu-alerts.test.yml'], { cwd: alerts, encoding: 'utf8' });
+    const tests = spawnSync('promtool', ['test', 'rules', 'gpu-alerts.test.yml'], { cwd: alerts, encoding: 'utf8', timeout: 60_000 });
     expect(tests.status, tests.stdout + tests.stderr).toBe(0);
   });
 

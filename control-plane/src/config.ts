@@ -1,7 +1,8 @@
 // Every control-plane setting, parsed once at start-up (see shared/src/config.ts).
 // docs/configuration.md lists them; a test keeps the two in step.
 import { Type } from '@sinclair/typebox';
-import { loadConfig, setting, type ConfigOf } from '@svc/shared';
+import { ConfigError, LOG_FORMATS, loadConfig, setting, type ConfigOf } from '@svc/shared';
+import { parseActionOverrides } from './remediation/remediation-policy.js';
 import { DEFAULT_RETRY_SCHEDULE, DURATION_PATTERN } from './webhooks/retry-schedule.js';
 import { ReplicasSettingSchema } from './replicas/desired.js';
 import { trustedProxies } from './http/trusted-proxies.js';
@@ -11,6 +12,25 @@ const PositiveInt = Type.Integer({ minimum: 1 });
 
 export const controlPlaneSettings = {
   dataDir: setting('SVC_DATA_DIR', Type.String({ minLength: 1 }), './data', 'Directory holding the SQLite database and other state.'),
+  databaseUrl: setting(
+    'SVC_DATABASE_URL',
+    Type.Union([Type.Literal(''), Type.String({ pattern: '^postgres(ql)?://' })]),
+    '',
+    'PostgreSQL connection URL (postgres://user:password@host:5432/db); set, the control plane keeps its state there and several replicas may share it. Empty: SQLite under SVC_DATA_DIR.',
+    { secret: true },
+  ),
+  databasePoolSize: setting(
+    'SVC_DATABASE_POOL_SIZE',
+    Type.Integer({ minimum: 1, maximum: 1000 }),
+    10,
+    'Most PostgreSQL connections one control-plane process opens (plus one for event notifications); replicas x this must stay under the server max_connections.',
+  ),
+  workers: setting(
+    'SVC_WORKERS',
+    Type.String({ pattern: '^(auto|[1-9][0-9]{0,3})$' }),
+    '1',
+    'Control-plane processes on this machine sharing its ports (auto: one per core); a primary restarts any that dies. Needs PostgreSQL (SVC_DATABASE_URL): on SQLite it stays 1.',
+  ),
   httpHost: setting('SVC_HTTP_HOST', Type.String({ minLength: 1 }), '127.0.0.1', 'Address the public HTTP API listens on.'),
   httpPort: setting('SVC_HTTP_PORT', Port, 8080, 'Port of the public HTTP API (0 picks a free port).'),
   grpcPort: setting('SVC_GRPC_PORT', Port, 7070, 'Port of the gRPC endpoint node agents dial.'),
@@ -18,13 +38,31 @@ export const controlPlaneSettings = {
     'SVC_OPERATOR_METRICS_PORT',
     Port,
     0,
-    "Port of the operators' GPU metrics listener (GET /metrics, dcgm-exporter series, no authentication); 0 leaves it off.",
+    "Port of the operators' listener (GET /metrics with dcgm-exporter series, GET /status the fleet status page; no authentication); 0 leaves it off.",
   ),
   operatorMetricsHost: setting(
     'SVC_OPERATOR_METRICS_HOST',
     Type.String({ minLength: 1 }),
     '127.0.0.1',
-    "Address the operators' GPU metrics listener binds; keep it on loopback or a management network, never the public one.",
+    "Address the operators' listener (metrics and status page) binds; keep it on loopback or a management network, never the public one.",
+  ),
+  operatorHostnames: setting(
+    'SVC_OPERATOR_HOSTNAMES',
+    Type.Array(Type.String({ minLength: 1 })),
+    [],
+    "Host names (comma-separated) a browser may use to open the operators' status page besides IP addresses and localhost; any other Host header is refused, so a hostile web page cannot reach the listener through DNS rebinding.",
+  ),
+  operatorStatusRefreshMs: setting(
+    'SVC_OPERATOR_STATUS_REFRESH_MS',
+    Type.Integer({ minimum: 250, maximum: 60_000 }),
+    2000,
+    "How often the operators' status page fetches the fleet again; the listener reads the store at most once per half of this, however many pages are open.",
+  ),
+  statusCacheMs: setting(
+    'SVC_STATUS_CACHE_MS',
+    Type.Integer({ minimum: 100, maximum: 600_000 }),
+    5000,
+    'How long the public status page (GET /status, /status/{pool}, /status.json) reuses one read of the fleet; any request rate costs one store read per period.',
   ),
   grpcHost: setting(
     'SVC_GRPC_HOST',
@@ -44,8 +82,14 @@ export const controlPlaneSettings = {
   grpcKeepaliveMs: setting(
     'SVC_GRPC_KEEPALIVE_MS',
     Type.Integer({ minimum: 1000 }),
-    30_000,
-    'How often the control plane pings an idle agent connection (HTTP/2 PING); a ping unanswered for 10 s closes it.',
+    5000,
+    'How often the control plane pings each agent connection (HTTP/2 PING), so a connection that died silently (partition, host crash) is noticed within seconds.',
+  ),
+  grpcKeepaliveTimeoutMs: setting(
+    'SVC_GRPC_KEEPALIVE_TIMEOUT_MS',
+    Type.Integer({ minimum: 500 }),
+    3000,
+    'A ping unanswered this long closes the agent connection: its session ends and commands wait for the agent to reconnect.',
   ),
   grpcMaxMessageBytes: setting(
     'SVC_GRPC_MAX_MESSAGE_BYTES',
@@ -81,7 +125,13 @@ export const controlPlaneSettings = {
     'SVC_LOG_LEVEL',
     Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
     'info',
-    'Minimum level of the JSON logs written to stdout.',
+    'Minimum level of the logs written to stdout.',
+  ),
+  logFormat: setting(
+    'SVC_LOG_FORMAT',
+    Type.Union(LOG_FORMATS.map((f) => Type.Literal(f))),
+    'auto',
+    'Log format: pretty (pino-pretty, for people), json (one object per line, for collectors), or auto: pretty when stdout (svcctl: stderr) is a terminal, json otherwise.',
   ),
   mode: setting(
     'SVC_MODE',
@@ -98,6 +148,10 @@ export const controlPlaneSettings = {
   bodyLimitBytes: setting('SVC_BODY_LIMIT_BYTES', PositiveInt, 8 * 1024 * 1024, 'Largest request body accepted, in bytes.'),
   rateLimitTier2: setting('SVC_RATE_LIMIT_TIER2', PositiveInt, 1200, 'Requests per minute per key for tier 2 organizations.'),
   rateLimitTier3: setting('SVC_RATE_LIMIT_TIER3', PositiveInt, 12000, 'Requests per minute per key for tier 3 organizations.'),
+  tokenLimitTier2: setting('SVC_TOKEN_LIMIT_TIER2', PositiveInt, 2_000_000, 'Tokens per minute per key for tier 2 organizations (prompt plus output, estimated at admission and settled with real usage).'),
+  slaCreditCheckMs: setting('SVC_SLA_CREDIT_CHECK_MS', PositiveInt, 60_000, 'How often the control plane checks whether the month that ended still needs its SLA credits issued and its invoices finalized.'),
+  billingIssuer: setting('SVC_BILLING_ISSUER', Type.String({ minLength: 1, maxLength: 200 }), 'GPU Cloud', 'The provider name printed on invoices.'),
+  tokenLimitTier3: setting('SVC_TOKEN_LIMIT_TIER3', PositiveInt, 20_000_000, 'Tokens per minute per key for tier 3 organizations.'),
   idempotencyWindowSeconds: setting(
     'SVC_IDEMPOTENCY_WINDOW_SECONDS',
     PositiveInt,
@@ -220,6 +274,12 @@ export const controlPlaneSettings = {
     10_000,
     'Tokens a sandbox key (svc_sk_test_) may use per UTC day (spec: 10K); past it, 429 rate_limited with code daily_token_cap.',
   ),
+  responsesRetentionDays: setting(
+    'SVC_RESPONSES_RETENTION_DAYS',
+    PositiveInt,
+    30,
+    'Days a Responses API response stored with store: true can be read back and chained on (previous_response_id); expired ones are purged hourly.',
+  ),
   replicas: setting(
     'SVC_REPLICAS',
     ReplicasSettingSchema,
@@ -244,6 +304,36 @@ export const controlPlaneSettings = {
     30_000,
     'Grace between SIGTERM and SIGKILL when a replica is stopped, for in-flight requests to finish.',
   ),
+  leaderRetryMs: setting(
+    'SVC_LEADER_RETRY_MS',
+    Type.Integer({ minimum: 100, maximum: 60_000 }),
+    1000,
+    'On PostgreSQL: how often a replica that does not lead tries to become the leader (which runs the sweeps, reconciler, webhook sending, remediation and month end), and the leader checks it still is; a dead leader is replaced within about this long.',
+  ),
+  remediation: setting(
+    'SVC_REMEDIATION',
+    Type.Boolean(),
+    true,
+    'Act on GPU faults (docs/nodes.md#remediation): drain, notify, reset idle GPUs, cordon nodes for reboot-class XIDs; false only records them.',
+  ),
+  remediationAutoReset: setting(
+    'SVC_REMEDIATION_AUTO_RESET',
+    Type.Boolean(),
+    true,
+    'Reset a drained reset-class GPU through its agent once no workload holds it; false leaves it drained for an operator.',
+  ),
+  remediationActions: setting(
+    'SVC_REMEDIATION_ACTIONS',
+    Type.String(),
+    '',
+    'Overrides of what each NVIDIA bucket triggers, e.g. RESET_GPU=drain_gpu,CONTACT_SUPPORT=timeline (kinds: timeline, drain_gpu, reset_gpu, reboot_node).',
+  ),
+  remediationTickMs: setting(
+    'SVC_REMEDIATION_TICK_MS',
+    Type.Integer({ minimum: 100, maximum: 60_000 }),
+    1000,
+    'How often the remediation reads new GPU faults and moves each open remediation one step.',
+  ),
 };
 
 export type ControlPlaneConfig = ConfigOf<typeof controlPlaneSettings>;
@@ -252,6 +342,11 @@ export function loadControlPlaneConfig(env: Record<string, string | undefined> =
   const config = loadConfig(controlPlaneSettings, { env, file: env.SVC_CONFIG_FILE || undefined });
   // Cross-field and list checks the schema cannot say; each throws ConfigError.
   trustedProxies(config.trustProxy);
+  try {
+    parseActionOverrides(config.remediationActions);
+  } catch (err) {
+    throw new ConfigError(err instanceof Error ? err.message : String(err));
+  }
   return config;
 }
 

@@ -25,6 +25,11 @@ const ROUTES: RouteCase[] = [
   { method: 'POST', path: '/v1/admin/keys/{key_id}/revoke', scope: 'admin:write' },
   { method: 'GET', path: '/v1/admin/org', scope: 'admin:write' },
   { method: 'PATCH', path: '/v1/admin/org', scope: 'admin:write', body: { ip_allowlist: [] } },
+  { method: 'POST', path: '/v1/admin/users', scope: 'admin:write', body: { email: 'matrix@example.com', role: 'viewer' } },
+  { method: 'GET', path: '/v1/admin/users', scope: 'admin:write' },
+  { method: 'GET', path: '/v1/admin/users/{user_id}', scope: 'admin:write' },
+  { method: 'PATCH', path: '/v1/admin/users/{user_id}', scope: 'admin:write', body: { role: 'billing' } },
+  { method: 'DELETE', path: '/v1/admin/users/{user_id}', scope: 'admin:write' },
   { method: 'POST', path: '/v1/webhooks', scope: 'admin:write', body: { url: 'http://127.0.0.1:9/hook', event_types: ['*'] } },
   { method: 'GET', path: '/v1/webhooks', scope: 'admin:write' },
   { method: 'GET', path: '/v1/webhooks/{webhook_id}', scope: 'admin:write' },
@@ -39,9 +44,18 @@ const ROUTES: RouteCase[] = [
   { method: 'POST', path: '/v1/instances/{id}/extend', scope: 'compute:write', body: { hours: 1 } },
   { method: 'GET', path: '/v1/skus', scope: 'compute:read' },
   { method: 'GET', path: '/v1/billing/charges', scope: 'billing:read' },
+  { method: 'GET', path: '/v1/billing/usage', scope: 'billing:read' },
+  { method: 'GET', path: '/v1/billing/balance', scope: 'billing:read' },
+  { method: 'GET', path: '/v1/billing/invoices', scope: 'billing:read' },
+  { method: 'GET', path: '/v1/billing/invoices/{id}', scope: 'billing:read' },
+  { method: 'GET', path: '/v1/billing/invoices/{id}/pdf', scope: 'billing:read' },
+  { method: 'GET', path: '/v1/requests/{request_id}', scope: 'inference:read' },
   { method: 'POST', path: '/v1/chat/completions', scope: 'inference:write', needsReplicas: true, body: { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', content: 'hi' }] } },
   { method: 'POST', path: '/v1/embeddings', scope: 'inference:write', publicKey: true, needsReplicas: true, body: { model: 'bge-m3', input: 'hi' } },
   { method: 'GET', path: '/v1/usage', scope: 'inference:read' },
+  { method: 'POST', path: '/v1/responses', scope: 'inference:write', needsReplicas: true, body: { model: 'llama-3.1-8b-instruct', input: 'hi' } },
+  { method: 'GET', path: '/v1/responses/{response_id}', scope: 'inference:read' },
+  { method: 'DELETE', path: '/v1/responses/{response_id}', scope: 'inference:write' },
 ];
 
 /** Past the pipeline: a success, or for routes served by replicas, the router's 409. */
@@ -83,10 +97,32 @@ async function concretePath(path: string): Promise<string> {
   // Each call gets its own target key, so revoke and rotate always act on a live one.
   const target = (await cp.app.services.keys.create({ orgId: cp.org.id })).record.id;
   path = path.replace('{model_id}', 'bge-m3').replace('{key_id}', target);
+  if (path.includes('{user_id}')) {
+    // A user of its own, so a removal always finds one.
+    const user = await cp.app.services.users.invite(cp.org.id, { email: `${newId('m')}@example.com`, role: 'viewer' }, null);
+    path = path.replace('{user_id}', user.id);
+  }
+  // The current month's invoice always exists (a live draft).
+  if (path.startsWith('/v1/billing/invoices/{id}')) return path.replace('{id}', 'upcoming');
+  if (path.includes('{request_id}')) {
+    // A served request of its own.
+    const requestId = `req_${newId('m').slice(2)}`;
+    await cp.store.usage.append([
+      { id: newId('usage'), orgId: cp.org.id, keyId: target, requestId, kind: 'chat', model: 'llama-3.1-8b-instruct', quantization: 'fp16', pool: 'na', promptTokens: 1, completionTokens: 1, costNanos: 1, user: null, sandbox: false, createdAt: cp.clock.now() },
+    ]);
+    return path.replace('{request_id}', requestId);
+  }
   if (path.includes('{id}')) {
     // An instance of its own: a reservation, so extend applies.
     const instance = await cp.app.services.instances.create(cp.org.id, null, { sku: 'h100-80gb', gpus: 1, duration_hours: 1 });
     return path.replace('{id}', instance.id);
+  }
+  if (path.includes('{response_id}')) {
+    // A stored response of its own (delete removes it).
+    const id = `resp_${newId('m').slice(2)}`;
+    const now = cp.clock.now();
+    await cp.store.responses.put({ id, orgId: cp.org.id, response: { id, object: 'response' }, history: [], createdAt: now, expiresAt: now + 60_000 });
+    return path.replace('{response_id}', id);
   }
   if (!path.includes('{webhook_id}')) return path;
   // Likewise a webhook of its own (delete removes it) with one delivery to redeliver.

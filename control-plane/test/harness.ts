@@ -1,5 +1,6 @@
-// A real control plane on 127.0.0.1:0 with its own SQLite data dir, for API suites.
-// Tests talk to it over real HTTP (fetch), not inject, where the network matters.
+// A real control plane on 127.0.0.1:0 with its own SQLite data dir (or, with
+// `engine: 'postgres'`, its own database on a PostgreSQL server started for it), for
+// API suites. Tests talk to it over real HTTP (fetch), not inject, where the network matters.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,10 +12,14 @@ import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../src/confi
 import type { Scope } from '../src/keys/scopes.js';
 import type { KeyKind, OrgRecord } from '../src/store/records.js';
 import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import type { Store } from '../src/store/store.js';
+import { startPostgres } from '../../test/support/postgres.js';
+import type { StoreEngine } from '../../test/support/postgres-stores.js';
 
-export interface TestControlPlane {
+export interface TestControlPlane<S extends Store = SqliteStore> {
   app: FastifyInstance;
-  store: SqliteStore;
+  store: S;
   baseUrl: string;
   dataDir: string;
   org: OrgRecord;
@@ -44,13 +49,26 @@ export function tempDataDir(): string {
   return mkdtempSync(join(tmpdir(), 'svc-test-'));
 }
 
-export async function startControlPlane(
-  options: { config?: Partial<ControlPlaneConfig>; clock?: Clock; replicas?: AppDeps['replicas']; webhookResolver?: AppDeps['webhookResolver'] } = {},
-): Promise<TestControlPlane> {
+type StartOptions = { config?: Partial<ControlPlaneConfig>; clock?: Clock; replicas?: AppDeps['replicas']; webhookResolver?: AppDeps['webhookResolver'] };
+
+// The plain form last: Parameters<> and ReturnType<> of an overloaded function see the last one.
+export async function startControlPlane(options: StartOptions & { engine: StoreEngine }): Promise<TestControlPlane<Store>>;
+export async function startControlPlane(options?: StartOptions): Promise<TestControlPlane>;
+export async function startControlPlane(options: StartOptions & { engine?: StoreEngine } = {}): Promise<TestControlPlane<Store>> {
   const dataDir = tempDataDir();
   const clock = options.clock ?? new ManualClock(Date.now());
-  const store = openSqliteStore(dataDir);
-  const config = defaultControlPlaneConfig({ dataDir, httpPort: 0, logLevel: 'silent', ...options.config });
+  let store: Store;
+  let stopDatabase = async (): Promise<void> => {};
+  let databaseUrl = '';
+  if (options.engine === 'postgres') {
+    const server = await startPostgres();
+    databaseUrl = await server.createDatabase();
+    store = await openPostgresStore(databaseUrl);
+    stopDatabase = () => server.stop();
+  } else {
+    store = openSqliteStore(dataDir);
+  }
+  const config = defaultControlPlaneConfig({ dataDir, databaseUrl, httpPort: 0, logLevel: 'silent', ...options.config });
   const app = await buildApp({
     config,
     store,
@@ -99,6 +117,7 @@ export async function startControlPlane(
     async close() {
       await app.close();
       await store.close();
+      await stopDatabase();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
@@ -109,7 +128,7 @@ export async function startControlPlane(
  * flush), for suites that need capacity without running an agent.
  */
 export async function addReadyNode(
-  cp: TestControlPlane,
+  cp: TestControlPlane<Store>,
   options: { pool?: 'na' | 'eu' | 'apac'; gpus?: number; model?: string } = {},
 ): Promise<{ nodeId: string; gpuUuids: string[] }> {
   const { services } = cp.app;

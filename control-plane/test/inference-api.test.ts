@@ -46,7 +46,7 @@ describe('chat completions: validation', () => {
     ['stream_options the control plane keeps for billing', { stream: true, stream_options: { continuous_usage_stats: false } }, 'stream_options.continuous_usage_stats'],
     ['parallel_tool_calls that is not a boolean', { parallel_tool_calls: 'yes' }, 'parallel_tool_calls'],
     ['a seed that is not an integer', { seed: 1.5 }, 'seed'],
-    ['a penalty the CPU engine cannot apply', { model: 'tiny-chat', presence_penalty: 1 }, 'presence_penalty'],
+    ['a penalty outside the range OpenAI allows', { presence_penalty: 2.5 }, 'presence_penalty'],
     ['logprobs the CPU engine cannot report', { model: 'tiny-chat', logprobs: true }, 'logprobs'],
     ['an unknown quantization', { quantization: 'int8' }, 'quantization'],
     ['a tool whose parameters are not a JSON Schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', required: 'x' } } }] }, 'tools[0].function.parameters'],

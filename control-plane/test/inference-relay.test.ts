@@ -318,9 +318,9 @@ describe('the official openai SDK', () => {
   });
 
   it('gets a 400 naming the field for what the model cannot do, as a BadRequestError', async () => {
-    const refused = client().chat.completions.create({ model: 'tiny-chat', messages, frequency_penalty: 1 });
+    const refused = client().chat.completions.create({ model: 'tiny-chat', messages, logprobs: true });
     await expect(refused).rejects.toBeInstanceOf(OpenAI.BadRequestError);
-    await expect(refused).rejects.toMatchObject({ status: 400, param: 'frequency_penalty' });
+    await expect(refused).rejects.toMatchObject({ status: 400, param: 'logprobs' });
     await expect(client().chat.completions.create({ model: 'llama-3.1-8b-instruct', messages, n: 3 })).rejects.toMatchObject({ status: 400, param: 'n' });
   });
 });

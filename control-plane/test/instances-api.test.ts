@@ -1,144 +1,149 @@
 // The instance API over real HTTP: validation with `param`, idempotent creates,
 // pagination and status filters, SKU capacity and the charges ledger. Nodes are
 // registered through the registry's store; the Docker-backed lifecycle is in
-// test/instances.e2e.test.ts.
+// test/instances.e2e.test.ts. The whole file runs on both store engines: the API on
+// PostgreSQL answers exactly as on SQLite.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import { addReadyNode, expectError, startControlPlane, type TestControlPlane } from './harness.js';
+import { STORE_ENGINES } from '../../test/support/postgres-stores.js';
+import type { Store } from '../src/store/store.js';
 
-const clock = new ManualClock(Date.UTC(2026, 10, 22, 12));
-let cp: TestControlPlane;
-let key: string;
-const sent: Array<{ nodeId: string; kind: string }> = [];
+describe.each(STORE_ENGINES)('on %s', (engine) => {
+  const clock = new ManualClock(Date.UTC(2026, 10, 22, 12));
+  let cp: TestControlPlane<Store>;
+  let key: string;
+  const sent: Array<{ nodeId: string; kind: string }> = [];
 
-beforeAll(async () => {
-  cp = await startControlPlane({ clock });
-  key = await cp.key({ scopes: ['compute:write', 'compute:read', 'billing:read'] });
-  await addReadyNode(cp, { pool: 'eu', gpus: 8 });
-  cp.app.services.taskDispatcher.attach((nodeId, command) => {
-    sent.push({ nodeId, kind: command.start_task ? 'start' : 'stop' });
-    return true;
-  });
-});
-afterAll(() => cp.close());
-
-const create = (body: unknown, headers: Record<string, string> = {}) => cp.request('POST', '/v1/instances', { key, body, headers });
-
-describe('POST /v1/instances', () => {
-  it('answers 201 with the instance, placed in the first pool with capacity', async () => {
-    const res = await create({ sku: 'h100-80gb', gpus: 2, labels: { team: 'ml' } });
-    expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({
-      object: 'instance',
-      status: 'provisioning',
-      sku: 'h100-80gb',
-      gpus: 2,
-      pool: 'eu',
-      mode: 'on_demand',
-      labels: { team: 'ml' },
-      ssh: null,
-      jupyter: null,
-      price: { currency: 'usd', per_gpu_hour: 2.69, per_hour: 5.38 },
+  beforeAll(async () => {
+    cp = await startControlPlane({ clock, engine });
+    key = await cp.key({ scopes: ['compute:write', 'compute:read', 'billing:read'] });
+    await addReadyNode(cp, { pool: 'eu', gpus: 8 });
+    cp.app.services.taskDispatcher.attach((nodeId, command) => {
+      sent.push({ nodeId, kind: command.start_task ? 'start' : 'stop' });
+      return true;
     });
-    expect(sent.at(-1)).toEqual({ nodeId: res.body.node_id, kind: 'start' });
+  });
+  afterAll(() => cp.close());
+
+  const create = (body: unknown, headers: Record<string, string> = {}) => cp.request('POST', '/v1/instances', { key, body, headers });
+
+  describe('POST /v1/instances', () => {
+    it('answers 201 with the instance, placed in the first pool with capacity', async () => {
+      const res = await create({ sku: 'h100-80gb', gpus: 2, labels: { team: 'ml' } });
+      expect(res.status).toBe(201);
+      expect(res.body).toMatchObject({
+        object: 'instance',
+        status: 'provisioning',
+        sku: 'h100-80gb',
+        gpus: 2,
+        pool: 'eu',
+        mode: 'on_demand',
+        labels: { team: 'ml' },
+        ssh: null,
+        jupyter: null,
+        price: { currency: 'usd', per_gpu_hour: 2.69, per_hour: 5.38 },
+      });
+      expect(sent.at(-1)).toEqual({ nodeId: res.body.node_id, kind: 'start' });
+    });
+
+    it.each([
+      [{ sku: 'nope', gpus: 1 }, 'sku'],
+      [{ sku: 'h100-80gb', gpus: 3 }, 'gpus'],
+      [{ sku: 'h100-80gb', gpus: 1, pool: 'mars' }, 'pool'],
+      [{ sku: 'h100-80gb', gpus: 1, duration_hours: 0.5 }, 'duration_hours'],
+      [{ sku: 'h100-80gb', gpus: 1, duration_hours: 169 }, 'duration_hours'],
+      [{ sku: 'h100-80gb', gpus: 1, image: 'UPPER/case' }, 'image'],
+      [{ sku: 'h100-80gb', gpus: 1, ssh_keys: ['ssh-rsa AAAAB3NzaC1yc2E'] }, 'ssh_keys[0]'],
+      [{ sku: 'h100-80gb', gpus: 1, labels: { k: 7 } }, 'labels.k'],
+      [{ sku: 'h100-80gb', gpus: 1, colour: 'red' }, 'colour'],
+      [{ gpus: 1 }, 'sku'],
+    ])('refuses %j with 400 and param %s', async (body, param) => {
+      expect(expectError(await create(body), 400, 'invalid_request').param).toBe(param);
+    });
+
+    it('answers 409 no_capacity when the pinned pool has no such GPUs', async () => {
+      expectError(await create({ sku: 'h100-80gb', gpus: 1, pool: 'na' }), 409, 'no_capacity');
+      expectError(await create({ sku: 'h100-80gb', gpus: 8 }), 409, 'no_capacity');
+    });
+
+    it('never makes a second instance for a retried create', async () => {
+      const idem = randomUUID();
+      const before = (await cp.request('GET', '/v1/instances?limit=100', { key })).body.data.length;
+      const [a, b] = await Promise.all([
+        create({ sku: 'h100-80gb', gpus: 1 }, { 'x-service-idempotency-key': idem }),
+        create({ sku: 'h100-80gb', gpus: 1 }, { 'x-service-idempotency-key': idem }),
+      ]);
+      expect(a.body.id).toBe(b.body.id);
+      expect((await cp.request('GET', '/v1/instances?limit=100', { key })).body.data.length).toBe(before + 1);
+    });
   });
 
-  it.each([
-    [{ sku: 'nope', gpus: 1 }, 'sku'],
-    [{ sku: 'h100-80gb', gpus: 3 }, 'gpus'],
-    [{ sku: 'h100-80gb', gpus: 1, pool: 'mars' }, 'pool'],
-    [{ sku: 'h100-80gb', gpus: 1, duration_hours: 0.5 }, 'duration_hours'],
-    [{ sku: 'h100-80gb', gpus: 1, duration_hours: 169 }, 'duration_hours'],
-    [{ sku: 'h100-80gb', gpus: 1, image: 'UPPER/case' }, 'image'],
-    [{ sku: 'h100-80gb', gpus: 1, ssh_keys: ['ssh-rsa AAAAB3NzaC1yc2E'] }, 'ssh_keys[0]'],
-    [{ sku: 'h100-80gb', gpus: 1, labels: { k: 7 } }, 'labels.k'],
-    [{ sku: 'h100-80gb', gpus: 1, colour: 'red' }, 'colour'],
-    [{ gpus: 1 }, 'sku'],
-  ])('refuses %j with 400 and param %s', async (body, param) => {
-    expect(expectError(await create(body), 400, 'invalid_request').param).toBe(param);
+  describe('reads', () => {
+    it('lists newest first with cursor pagination and a status filter', async () => {
+      for (let i = 0; i < 2; i++) {
+        clock.advance(1000);
+        expect((await create({ sku: 'h100-80gb', gpus: 1 })).status).toBe(201);
+      }
+      const page1 = await cp.request('GET', '/v1/instances?limit=2', { key });
+      expect(page1.body).toMatchObject({ object: 'list', has_more: true });
+      const page2 = await cp.request('GET', `/v1/instances?limit=2&after=${page1.body.next_cursor}`, { key });
+      const ids = [...page1.body.data, ...page2.body.data].map((i: { id: string }) => i.id);
+      expect(ids).toHaveLength(4);
+      expect(new Set(ids).size).toBe(4);
+      const created = [...page1.body.data, ...page2.body.data].map((i: { created_at: string }) => i.created_at);
+      expect([...created].sort().reverse()).toEqual(created);
+
+      const one = page1.body.data[0].id;
+      await cp.app.services.instances.onTaskState(page1.body.data[0].node_id, one, 'running', {});
+      const ready = await cp.request('GET', '/v1/instances?status=ready,draining', { key });
+      expect(ready.body.data.map((i: { id: string }) => i.id)).toEqual([one]);
+      expect(expectError(await cp.request('GET', '/v1/instances?status=ready,sleeping', { key }), 400, 'invalid_request').param).toBe('status');
+      expect((await cp.request('GET', `/v1/instances/${one}`, { key })).body.status).toBe('ready');
+      expectError(await cp.request('GET', '/v1/instances/inst_nope', { key }), 404, 'not_found');
+    });
+
+    it('shows free capacity per pool on GET /v1/skus', async () => {
+      const skus = await cp.request('GET', '/v1/skus', { key });
+      const h100 = skus.body.data.find((s: { id: string }) => s.id === 'h100-80gb');
+      const eu = h100.pools.find((p: { pool: string }) => p.pool === 'eu');
+      const claimed = (await cp.store.instances.claimedGpuUuids()).size;
+      expect(eu).toMatchObject({ price_per_gpu_hour: 2.69, free_gpus: 8 - claimed, largest_free_block: 8 - claimed });
+      expect(h100).toMatchObject({ vcpus_per_gpu: 26, memory_gib_per_gpu: 225, shm_gib_per_gpu: 32 });
+      expect(h100.pools.find((p: { pool: string }) => p.pool === 'na')).toMatchObject({ free_gpus: 0 });
+    });
   });
 
-  it('answers 409 no_capacity when the pinned pool has no such GPUs', async () => {
-    expectError(await create({ sku: 'h100-80gb', gpus: 1, pool: 'na' }), 409, 'no_capacity');
-    expectError(await create({ sku: 'h100-80gb', gpus: 8 }), 409, 'no_capacity');
-  });
+  describe('terminate, extend and charges', () => {
+    it('terminates with force in the body or the query, repeatably, and bills on demand', async () => {
+      const inst = (await create({ sku: 'h100-80gb', gpus: 1 })).body;
+      await cp.app.services.instances.onTaskState(inst.node_id, inst.id, 'running', {});
+      clock.advance(30_000);
+      const draining = await cp.request('POST', `/v1/instances/${inst.id}/terminate?force=true`, { key });
+      expect(draining.body.status).toBe('draining');
+      expect((await cp.request('POST', `/v1/instances/${inst.id}/terminate`, { key, body: { force: true } })).status).toBe(200);
+      await cp.app.services.instances.onTaskState(inst.node_id, inst.id, 'gone', {});
+      const done = await cp.request('GET', `/v1/instances/${inst.id}`, { key });
+      expect(done.body).toMatchObject({ status: 'terminated' });
+      const charges = await cp.request('GET', '/v1/billing/charges', { key });
+      // 60 s minimum at $2.69 per GPU-hour.
+      expect(charges.body.data.find((c: { instance_id: string }) => c.instance_id === inst.id)).toMatchObject({ kind: 'on_demand', amount: 0.044833, currency: 'usd' });
+    });
 
-  it('never makes a second instance for a retried create', async () => {
-    const idem = randomUUID();
-    const before = (await cp.request('GET', '/v1/instances?limit=100', { key })).body.data.length;
-    const [a, b] = await Promise.all([
-      create({ sku: 'h100-80gb', gpus: 1 }, { 'x-service-idempotency-key': idem }),
-      create({ sku: 'h100-80gb', gpus: 1 }, { 'x-service-idempotency-key': idem }),
-    ]);
-    expect(a.body.id).toBe(b.body.id);
-    expect((await cp.request('GET', '/v1/instances?limit=100', { key })).body.data.length).toBe(before + 1);
-  });
-});
-
-describe('reads', () => {
-  it('lists newest first with cursor pagination and a status filter', async () => {
-    for (let i = 0; i < 2; i++) {
-      clock.advance(1000);
-      expect((await create({ sku: 'h100-80gb', gpus: 1 })).status).toBe(201);
-    }
-    const page1 = await cp.request('GET', '/v1/instances?limit=2', { key });
-    expect(page1.body).toMatchObject({ object: 'list', has_more: true });
-    const page2 = await cp.request('GET', `/v1/instances?limit=2&after=${page1.body.next_cursor}`, { key });
-    const ids = [...page1.body.data, ...page2.body.data].map((i: { id: string }) => i.id);
-    expect(ids).toHaveLength(4);
-    expect(new Set(ids).size).toBe(4);
-    const created = [...page1.body.data, ...page2.body.data].map((i: { created_at: string }) => i.created_at);
-    expect([...created].sort().reverse()).toEqual(created);
-
-    const one = page1.body.data[0].id;
-    await cp.app.services.instances.onTaskState(page1.body.data[0].node_id, one, 'running', {});
-    const ready = await cp.request('GET', '/v1/instances?status=ready,draining', { key });
-    expect(ready.body.data.map((i: { id: string }) => i.id)).toEqual([one]);
-    expect(expectError(await cp.request('GET', '/v1/instances?status=ready,sleeping', { key }), 400, 'invalid_request').param).toBe('status');
-    expect((await cp.request('GET', `/v1/instances/${one}`, { key })).body.status).toBe('ready');
-    expectError(await cp.request('GET', '/v1/instances/inst_nope', { key }), 404, 'not_found');
-  });
-
-  it('shows free capacity per pool on GET /v1/skus', async () => {
-    const skus = await cp.request('GET', '/v1/skus', { key });
-    const h100 = skus.body.data.find((s: { id: string }) => s.id === 'h100-80gb');
-    const eu = h100.pools.find((p: { pool: string }) => p.pool === 'eu');
-    const claimed = (await cp.store.instances.claimedGpuUuids()).size;
-    expect(eu).toMatchObject({ price_per_gpu_hour: 2.69, free_gpus: 8 - claimed, largest_free_block: 8 - claimed });
-    expect(h100).toMatchObject({ vcpus_per_gpu: 26, memory_gib_per_gpu: 225, shm_gib_per_gpu: 32 });
-    expect(h100.pools.find((p: { pool: string }) => p.pool === 'na')).toMatchObject({ free_gpus: 0 });
-  });
-});
-
-describe('terminate, extend and charges', () => {
-  it('terminates with force in the body or the query, repeatably, and bills on demand', async () => {
-    const inst = (await create({ sku: 'h100-80gb', gpus: 1 })).body;
-    await cp.app.services.instances.onTaskState(inst.node_id, inst.id, 'running', {});
-    clock.advance(30_000);
-    const draining = await cp.request('POST', `/v1/instances/${inst.id}/terminate?force=true`, { key });
-    expect(draining.body.status).toBe('draining');
-    expect((await cp.request('POST', `/v1/instances/${inst.id}/terminate`, { key, body: { force: true } })).status).toBe(200);
-    await cp.app.services.instances.onTaskState(inst.node_id, inst.id, 'gone', {});
-    const done = await cp.request('GET', `/v1/instances/${inst.id}`, { key });
-    expect(done.body).toMatchObject({ status: 'terminated' });
-    const charges = await cp.request('GET', '/v1/billing/charges', { key });
-    // 60 s minimum at $2.69 per GPU-hour.
-    expect(charges.body.data.find((c: { instance_id: string }) => c.instance_id === inst.id)).toMatchObject({ kind: 'on_demand', amount: 0.044833, currency: 'usd' });
-  });
-
-  it('extends reservations only, charging up front', async () => {
-    const onDemand = (await create({ sku: 'h100-80gb', gpus: 1 })).body;
-    expect(expectError(await cp.request('POST', `/v1/instances/${onDemand.id}/extend`, { key, body: { hours: 2 } }), 400, 'invalid_request').param).toBe('hours');
-    const reserved = (await create({ sku: 'h100-80gb', gpus: 1, duration_hours: 24 })).body;
-    expect(reserved.price.reservation_total).toBeCloseTo(24 * 2.69 * 0.7, 6);
-    const extended = await cp.request('POST', `/v1/instances/${reserved.id}/extend`, { key, body: { hours: 24 } });
-    expect(extended.body).toMatchObject({ duration_hours: 48 });
-    const kinds = (await cp.request('GET', '/v1/billing/charges?limit=100', { key })).body.data
-      .filter((c: { instance_id: string }) => c.instance_id === reserved.id)
-      .map((c: { kind: string }) => c.kind)
-      .sort();
-    expect(kinds).toEqual(['extension', 'reservation']);
-    expectError(await cp.request('POST', `/v1/instances/${reserved.id}/extend`, { key, body: { hours: 0 } }), 400, 'invalid_request');
+    it('extends reservations only, charging up front', async () => {
+      const onDemand = (await create({ sku: 'h100-80gb', gpus: 1 })).body;
+      expect(expectError(await cp.request('POST', `/v1/instances/${onDemand.id}/extend`, { key, body: { hours: 2 } }), 400, 'invalid_request').param).toBe('hours');
+      const reserved = (await create({ sku: 'h100-80gb', gpus: 1, duration_hours: 24 })).body;
+      expect(reserved.price.reservation_total).toBeCloseTo(24 * 2.69 * 0.7, 6);
+      const extended = await cp.request('POST', `/v1/instances/${reserved.id}/extend`, { key, body: { hours: 24 } });
+      expect(extended.body).toMatchObject({ duration_hours: 48 });
+      const kinds = (await cp.request('GET', '/v1/billing/charges?limit=100', { key })).body.data
+        .filter((c: { instance_id: string }) => c.instance_id === reserved.id)
+        .map((c: { kind: string }) => c.kind)
+        .sort();
+      expect(kinds).toEqual(['extension', 'reservation']);
+      expectError(await cp.request('POST', `/v1/instances/${reserved.id}/extend`, { key, body: { hours: 0 } }), 400, 'invalid_request');
+    });
   });
 });

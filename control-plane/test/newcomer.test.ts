@@ -16,7 +16,7 @@ let baseUrl: string;
 let stderr = '';
 
 function svcctl(...args: string[]): { code: number; stdout: string; stderr: string } {
-  const res = spawnSync(process.execPath, [join(root, 'control-plane/bin/svcctl.js'), ...args], { env, encoding: 'utf8' });
+  const res = spawnSync(process.execPath, [join(root, 'control-plane/bin/svcctl.js'), ...args], { env, encoding: 'utf8', timeout: 120_000 });
   return { code: res.status ?? -1, stdout: res.stdout, stderr: res.stderr };
 }
 

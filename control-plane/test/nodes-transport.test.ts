@@ -22,7 +22,7 @@ const pem = (name: string) => join(certs, name);
 /** A CA, a server certificate for localhost/127.0.0.1 and a client certificate, all signed by the CA. */
 beforeAll(() => {
   certs = mkdtempSync(join(tmpdir(), 'svc-certs-'));
-  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: certs, stdio: 'pipe' });
+  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: certs, stdio: 'pipe', timeout: 60_000 });
   ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=svc test CA', '-keyout', 'ca.key', '-out', 'ca.pem');
   for (const [name, cn, ext] of [
     ['server', 'localhost', 'subjectAltName=DNS:localhost,IP:127.0.0.1'],

@@ -117,7 +117,8 @@ describe('webhook delivery across a crash', () => {
     expect(byKey(first)[1]!.answered).toBe(200);
     expect(byKey(second).map((r) => r.answered)).toEqual([200]);
     expect(receiver.requests.every((r) => r.verifiedWith.length === 1)).toBe(true);
-  });
+    // Two control-plane starts and an svcctl process, each a Node + tsx start-up.
+  }, 120_000);
 
   it('svcctl webhooks shows, lists, rotates, redelivers and deletes on the same data dir', async () => {
     await until('both attempts recorded', async () => {
@@ -151,7 +152,7 @@ describe('webhook delivery across a crash', () => {
     expect(again.webhookId).toBe(target.event_id);
     expect(again.verifiedWith).toEqual(receiver!.secrets);
 
-    expect(await svcctl('webhooks', 'delete', webhookId, '--json')).toEqual({ id: webhookId, object: 'webhook', deleted: true });
+    expect(await svcctl('webhooks', 'delete', webhookId, '--json')).toMatchObject({ id: webhookId, object: 'webhook', deleted: true });
     expect((await api(baseUrl, admin, 'GET', '/v1/webhooks')).body.data).toEqual([]);
-  });
+  }, 120_000);
 });

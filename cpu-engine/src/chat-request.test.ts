@@ -29,6 +29,10 @@ describe('parseChatRequest', () => {
       stream: false,
       includeUsage: false,
       continuousUsage: false,
+      frequencyPenalty: 0,
+      presencePenalty: 0,
+      logitBias: new Map(),
+      constraint: { kind: 'none' },
     });
   });
 

@@ -1,8 +1,11 @@
 // POST /v1/chat/completions bodies: validation (every bad field is a 400
 // invalid_request naming its `param`) and mapping to what the generator needs.
-// Fields this engine has no use for (tools, tool_choice, user, penalties, ...)
-// are accepted and ignored, as vLLM does.
+// Fields this engine has no use for (user, parallel_tool_calls, ...) are accepted
+// and ignored, as vLLM does. Tools are never shown to the model (its chat template
+// gets messages only): it calls one only when tool_choice forces a call, which a
+// grammar then constrains (json-grammar.ts), as it does response_format.
 import { ApiError } from '../../shared/src/errors.js';
+import type { Constraint } from './json-grammar.js';
 
 export type ChatRole = 'system' | 'user' | 'assistant' | 'tool';
 
@@ -33,6 +36,12 @@ export interface ChatRequest {
    * chunk carries the usage so far, so a stream cut short can still be billed.
    */
   continuousUsage: boolean;
+  /** OpenAI's -2..2, applied by llama.cpp's penalty sampler over the generated tokens. */
+  frequencyPenalty: number;
+  presencePenalty: number;
+  /** Token id -> logit bias (-100..100; -100 bans the token). */
+  logitBias: Map<number, number>;
+  constraint: Constraint;
 }
 
 /** The service's documented defaults (spec 2.1). */
@@ -165,10 +174,74 @@ export function parseChatRequest(body: unknown): ChatRequest {
     // As vLLM: usage on every chunk only when usage was asked for at all.
     continuousUsage = iu && cu;
   }
-  const tools = optional(body, 'tools');
-  if (tools !== undefined && !Array.isArray(tools)) throw invalid('tools must be an array', 'tools');
+  const frequencyPenalty = numberIn(body, 'frequency_penalty', -2, 2, 0);
+  const presencePenalty = numberIn(body, 'presence_penalty', -2, 2, 0);
+  if (optional(body, 'logprobs') === true) throw invalid('this engine does not report logprobs', 'logprobs');
+  const logitBias = parseLogitBias(optional(body, 'logit_bias'));
+  const constraint = parseConstraint(body);
 
-  return { model, messages, maxTokens, temperature, topP, topK, seed, stop, stream, includeUsage, continuousUsage };
+  return {
+    model, messages, maxTokens, temperature, topP, topK, seed, stop, stream, includeUsage, continuousUsage,
+    frequencyPenalty, presencePenalty, logitBias, constraint,
+  };
+}
+
+function parseLogitBias(value: unknown): Map<number, number> {
+  const out = new Map<number, number>();
+  if (value === undefined) return out;
+  if (!isObject(value)) throw invalid('logit_bias must be an object of token ids to numbers', 'logit_bias');
+  for (const [key, bias] of Object.entries(value)) {
+    if (!/^[0-9]{1,9}$/.test(key)) throw invalid(`logit_bias key ${JSON.stringify(key)} is not a token id`, `logit_bias.${key}`);
+    if (typeof bias !== 'number' || !Number.isFinite(bias) || bias < -100 || bias > 100) throw invalid('a logit bias is a number from -100 to 100', `logit_bias[${key}]`);
+    out.set(Number(key), bias);
+  }
+  return out;
+}
+
+interface ToolSpec {
+  name: string;
+  parameters: Record<string, unknown>;
+}
+
+function parseTools(value: unknown): ToolSpec[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw invalid('tools must be an array', 'tools');
+  return value.map((tool, i) => {
+    const fn = isObject(tool) ? tool.function : undefined;
+    if (!isObject(tool) || tool.type !== 'function' || !isObject(fn) || typeof fn.name !== 'string' || fn.name.length === 0) {
+      throw invalid(`tools[${i}] must be {type: "function", function: {name, parameters}}`, `tools[${i}]`);
+    }
+    const parameters = fn.parameters ?? { type: 'object' };
+    if (!isObject(parameters)) throw invalid(`tools[${i}].function.parameters must be a JSON Schema object`, `tools[${i}].function.parameters`);
+    return { name: fn.name, parameters };
+  });
+}
+
+/** What generation must produce: a forced tool call wins over response_format, as with OpenAI. */
+function parseConstraint(body: Record<string, unknown>): Constraint {
+  const tools = parseTools(optional(body, 'tools'));
+  const choice = optional(body, 'tool_choice');
+  if (choice !== undefined && choice !== 'none' && choice !== 'auto') {
+    if (choice === 'required') {
+      if (tools.length === 0) throw invalid('tool_choice "required" needs tools', 'tool_choice');
+      return { kind: 'tool_call', tools };
+    }
+    const name = isObject(choice) && isObject(choice.function) ? choice.function.name : undefined;
+    const tool = tools.find((t) => t.name === name);
+    if (!tool) throw invalid('tool_choice must be none, auto, required or {type: "function", function: {name}} naming a tool', 'tool_choice');
+    return { kind: 'tool_call', tools: [tool] };
+  }
+  const format = optional(body, 'response_format');
+  if (format === undefined) return { kind: 'none' };
+  if (!isObject(format)) throw invalid('response_format must be an object', 'response_format');
+  if (format.type === 'text') return { kind: 'none' };
+  if (format.type === 'json_object') return { kind: 'json_object' };
+  if (format.type === 'json_schema') {
+    const spec = format.json_schema;
+    if (!isObject(spec) || !isObject(spec.schema)) throw invalid('response_format.json_schema.schema must be a JSON Schema object', 'response_format.json_schema.schema');
+    return { kind: 'json_schema', schema: spec.schema };
+  }
+  throw invalid('response_format.type must be text, json_object or json_schema', 'response_format.type');
 }
 
 /**

@@ -2,6 +2,7 @@
 // over node-llama-cpp; keeping the interface apart keeps server.ts free of the
 // native module.
 import type { ChatMessage } from './chat-request.js';
+import type { Constraint } from './json-grammar.js';
 
 export interface SamplingOptions {
   /** Completion tokens to generate at most (already fitted to the context). */
@@ -11,6 +12,11 @@ export interface SamplingOptions {
   topK: number;
   seed: number | undefined;
   stop: string[];
+  frequencyPenalty: number;
+  presencePenalty: number;
+  logitBias: ReadonlyMap<number, number>;
+  /** What the output must be; its grammar was made by prepare() (or is made again). */
+  constraint: Constraint;
 }
 
 export interface GenerationResult {
@@ -31,6 +37,11 @@ export interface Engine {
   readonly contextSize: number;
   /** Renders the chat template and tokenizes; throws ApiError for messages the template rejects. */
   chatPrompt(messages: readonly ChatMessage[]): Prompt;
+  /**
+   * Makes (or finds cached) the grammar for a constraint before any response is sent, so a
+   * schema it cannot enforce is a 400 rather than an error mid-stream.
+   */
+  prepare(constraint: Constraint): Promise<void>;
   /**
    * Generates into `onText` (already cut at stop sequences); waits for a free
    * slot first. `onText` may return a promise to apply backpressure; it also gets

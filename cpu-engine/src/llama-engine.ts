@@ -2,12 +2,16 @@
 // explicit thread count, runs chat generation on a context with --parallel
 // sequences (one per request, queued beyond that) and embeddings on a pool of
 // embedding contexts. The only module that touches the native addon.
-import { getLlama, LlamaLogLevel, type LlamaContextSequence, type LlamaEmbeddingContext, type LlamaModel, type Token } from 'node-llama-cpp';
+import {
+  getLlama, LlamaGrammarEvaluationState, LlamaLogLevel, TokenBias,
+  type Llama, type LlamaContextSequence, type LlamaEmbeddingContext, type LlamaGrammar, type LlamaModel, type Token,
+} from 'node-llama-cpp';
 import { ApiError } from '../../shared/src/errors.js';
 import type { EngineConfig } from './args.js';
 import type { ChatMessage } from './chat-request.js';
 import { ChatTemplate } from './chat-template.js';
 import type { Engine, GenerationResult, Prompt, SamplingOptions, TextSink } from './engine.js';
+import { constraintKey, grammarSchemaFor, patchGrammar, type Constraint } from './json-grammar.js';
 import { SlotPool } from './slot-pool.js';
 import { StopMatcher } from './stop-matcher.js';
 
@@ -25,7 +29,13 @@ const DETOKENIZE_CONTEXT = 8;
  */
 const EXPECTED_EMBED_WARNINGS = [/tokenize text and then detokenize it resulted in a different text/, /possible training context overflow/];
 
+/** Compiled grammars kept per schema: a client repeating its schema pays compilation once. */
+const GRAMMAR_CACHE_SIZE = 64;
+/** Generated tokens the penalty sampler looks back over (llama.cpp's default). */
+const PENALTY_LAST_N = 64;
+
 interface Parts {
+  llama: Llama;
   model: LlamaModel;
   contextSize: number;
   /** Chat models: the template, and one sequence per --parallel slot. */
@@ -72,6 +82,7 @@ export class LlamaEngine implements Engine {
         contexts.push(await model.createEmbeddingContext({ contextSize: limit + 1, threads: config.threads }));
       }
       return new LlamaEngine({
+        llama,
         model,
         contextSize: limit,
         embed: { contexts, pool: new SlotPool(contexts) },
@@ -95,6 +106,7 @@ export class LlamaEngine implements Engine {
       eos: model.tokens.eosString ?? '',
     });
     return new LlamaEngine({
+      llama,
       model,
       contextSize: context.contextSize,
       chat: { template, sequences: new SlotPool(sequences) },
@@ -104,6 +116,38 @@ export class LlamaEngine implements Engine {
         await llama.dispose();
       },
     });
+  }
+
+  /** Insertion-ordered, so the first key is the least recently used. */
+  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
+
+  async prepare(constraint: Constraint): Promise<void> {
+    await this.grammarFor(constraint);
+  }
+
+  private async grammarFor(constraint: Constraint): Promise<LlamaGrammar | undefined> {
+    if (constraint.kind === 'none') return undefined;
+    const key = constraintKey(constraint);
+    let grammar = this.grammars.get(key);
+    if (grammar) {
+      this.grammars.delete(key);
+    } else {
+      const schema = grammarSchemaFor(constraint)!; // throws the 400 for what it cannot enforce
+      grammar = (async () => {
+        const generated = await this.parts.llama.createGrammarForJsonSchema(schema as never); // its generic type wants a literal schema
+        return this.parts.llama.createGrammar({ grammar: patchGrammar(generated.grammar) });
+      })();
+      // A failed compilation is not cached: the next request tries again.
+      grammar.catch(() => this.grammars.delete(key));
+    }
+    this.grammars.set(key, grammar);
+    while (this.grammars.size > GRAMMAR_CACHE_SIZE) this.grammars.delete(this.grammars.keys().next().value!);
+    return grammar;
+  }
+
+  private get vocabularySize(): number {
+    const tokens = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens;
+    return Array.isArray(tokens) ? tokens.length : 0;
   }
 
   private get model(): LlamaModel {
@@ -173,11 +217,35 @@ export class LlamaEngine implements Engine {
       stopped = out.stopped;
     };
 
+    const grammar = await this.grammarFor(options.constraint);
+    const generated: Token[] = [];
+    const penalize = options.frequencyPenalty !== 0 || options.presencePenalty !== 0;
+    let bias: TokenBias | undefined;
+    if (options.logitBias.size > 0) {
+      bias = new TokenBias(this.model.tokenizer);
+      for (const [token, logit] of options.logitBias) {
+        if (token >= this.vocabularySize) continue; // no such token: nothing to bias (llama.cpp would index past its logits)
+        bias.set(token as Token, logit <= -100 ? 'never' : { logit });
+      }
+    }
     const tokens = sequence.evaluate(prompt.tokens as Token[], {
       temperature: options.temperature,
       topP: options.topP,
       topK: options.topK,
       ...(options.seed !== undefined ? { seed: options.seed } : {}),
+      ...(grammar ? { grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar }) } : {}),
+      ...(penalize
+        ? {
+          repeatPenalty: {
+            punishTokens: () => generated.slice(-PENALTY_LAST_N),
+            maxPunishTokens: PENALTY_LAST_N,
+            penalty: 1,
+            frequencyPenalty: options.frequencyPenalty,
+            presencePenalty: options.presencePenalty,
+          },
+        }
+        : {}),
+      ...(bias ? { tokenBias: bias } : {}),
       yieldEogToken: true,
     });
     for await (const token of tokens) {
@@ -190,6 +258,7 @@ export class LlamaEngine implements Engine {
         break;
       }
       completionTokens++;
+      generated.push(token);
       pending.push(token);
       const text = this.model.detokenize(pending, false, recent);
       // An incomplete UTF-8 character (byte tokens) waits for the rest of its bytes.

@@ -14,6 +14,7 @@ const PIECES = ['d', 'e', 'f'];
 const scripted: Engine = {
   contextSize: 64,
   chatPrompt: () => ({ tokens: [1, 2, 3, 4] }),
+  prepare: async () => undefined,
   async generate(_prompt, _options, onText) {
     for (const [i, piece] of PIECES.entries()) await onText(piece, i + 1);
     return { finishReason: 'stop', completionTokens: PIECES.length };

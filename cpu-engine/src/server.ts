@@ -10,7 +10,7 @@ import type { EngineConfig } from './args.js';
 import { authorized } from './auth.js';
 import { completionBudget, parseChatRequest } from './chat-request.js';
 import {
-  chatCompletion, completionId, contentChunk, finishChunk, roleChunk, usage, usageChunk, type CompletionMeta,
+  chatCompletion, completionId, contentChunk, finishChunk, roleChunk, toolCallChunk, toolCallFrom, usage, usageChunk, type CompletionMeta,
 } from './chat-response.js';
 import { embeddingsResponse, l2Normalize, parseEmbeddingsRequest } from './embeddings-request.js';
 import type { Engine } from './engine.js';
@@ -102,7 +102,13 @@ export function createEngineServer(options: ServerOptions): EngineServer {
     const prompt = eng.chatPrompt(request.messages);
     const promptTokens = prompt.tokens.length;
     const maxTokens = completionBudget(promptTokens, request.maxTokens, eng.contextSize);
-    const sampling = { maxTokens, temperature: request.temperature, topP: request.topP, topK: request.topK, seed: request.seed, stop: request.stop };
+    const sampling = {
+      maxTokens, temperature: request.temperature, topP: request.topP, topK: request.topK, seed: request.seed, stop: request.stop,
+      frequencyPenalty: request.frequencyPenalty, presencePenalty: request.presencePenalty, logitBias: request.logitBias, constraint: request.constraint,
+    };
+    // Before any byte of the answer: a schema the grammar cannot take is an ordinary 400.
+    await eng.prepare(request.constraint);
+    const forcedCall = request.constraint.kind === 'tool_call';
     const meta: CompletionMeta = { id: completionId(), created: now(), model: config.servedModelName };
 
     const controller = clientSignal(req, res);
@@ -115,7 +121,8 @@ export function createEngineServer(options: ServerOptions): EngineServer {
           if (!res.headersSent && !res.destroyed) sendError(res, new ApiError('service_unavailable', 'generation was cancelled: the engine is shutting down'));
           return;
         }
-        sendJson(res, 200, chatCompletion(meta, content, result.finishReason, usage(promptTokens, result.completionTokens)));
+        const call = forcedCall ? toolCallFrom(content) : undefined;
+        sendJson(res, 200, chatCompletion(meta, content, result.finishReason, usage(promptTokens, result.completionTokens), call));
         return;
       }
 
@@ -130,9 +137,17 @@ export function createEngineServer(options: ServerOptions): EngineServer {
       // that is cut short knows the prompt tokens this engine processed.
       const soFar = (completionTokens: number) => (request.continuousUsage ? usage(promptTokens, completionTokens) : undefined);
       await write(sseEvent(roleChunk(meta, soFar(0))));
-      const result = await eng.generate(prompt, sampling, (text, tokens) => write(sseEvent(contentChunk(meta, text, soFar(tokens)))), controller.signal);
+      // A forced call is held back until complete, then sent as one tool_calls delta.
+      let held = '';
+      const onText = forcedCall
+        ? (text: string) => { held += text; }
+        : (text: string, tokens: number) => write(sseEvent(contentChunk(meta, text, soFar(tokens))));
+      const result = await eng.generate(prompt, sampling, onText, controller.signal);
       if (result.finishReason !== 'aborted') {
-        await write(sseEvent(finishChunk(meta, result.finishReason, soFar(result.completionTokens))));
+        const call = forcedCall ? toolCallFrom(held) : undefined;
+        if (call) await write(sseEvent(toolCallChunk(meta, call, soFar(result.completionTokens))));
+        else if (held) await write(sseEvent(contentChunk(meta, held, soFar(result.completionTokens))));
+        await write(sseEvent(finishChunk(meta, call ? 'tool_calls' : result.finishReason, soFar(result.completionTokens))));
         if (request.includeUsage) await write(sseEvent(usageChunk(meta, usage(promptTokens, result.completionTokens))));
       } else if (!res.destroyed) {
         // Cut short by shutdown, not by the client: say so instead of a finish_reason.

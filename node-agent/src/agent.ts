@@ -7,7 +7,8 @@
 // channel, then nvmlShutdown.
 import { readFileSync } from 'node:fs';
 import { ConfigError, type Clock, type Logger } from '@svc/shared';
-import { openNvml, type Nvml } from 'node-nvml-bindings';
+import { FAKE_NVIDIA_SMI, openNvml, type Nvml } from 'node-nvml-bindings';
+import { nvidiaSmiResetter } from './health/gpu-reset.js';
 import Docker from 'dockerode';
 import { startAccess, type RunningAccess } from './access/start-access.js';
 import type { AgentConfig } from './config/agent-config.js';
@@ -23,7 +24,8 @@ import { runSession } from './session/session.js';
 import { prepareSimulatedNvml } from './simulation/simulated-gpus.js';
 import { GpuMonitor } from './telemetry/gpu-monitor.js';
 import { HealthEventOutbox } from './telemetry/health-outbox.js';
-import { createGatewayClient } from './transport/channel.js';
+import { ControlPlaneDialer } from './transport/dialer.js';
+import { Backoff, RECONNECT_BACKOFF } from './session/backoff.js';
 
 export const AGENT_VERSION: string = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -39,12 +41,11 @@ export interface RunningAgent {
 export async function startAgent(config: AgentConfig, deps: { log: Logger; clock: Clock }): Promise<RunningAgent> {
   const { log, clock } = deps;
   // Reads the TLS files: a missing one fails here, before anything is opened.
-  const client = createGatewayClient(config);
+  const dialer = new ControlPlaneDialer(config);
   if (config.hostFirewall) {
     try {
       await installHostFirewall(buildFirewallRules({ instanceOutbound: config.instanceOutbound, allowCidrs: config.instanceAllowCidrList }));
     } catch (err) {
-      client.close();
       // Running tenants without it would let them reach the host and each other: refuse to start.
       throw new ConfigError(`cannot install the host firewall (run the agent as root with iptables, or set SVC_HOST_FIREWALL=false where another firewall isolates containers): ${(err as Error).message}`);
     }
@@ -53,7 +54,10 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     log.warn('SVC_HOST_FIREWALL=false: task containers can reach this host and each other unless another firewall stops them');
   }
   let libraryPath = config.nvmlLibrary || undefined;
+  // The GPU reset tool: nvidia-smi from PATH, or the fake one that goes with simulated GPUs.
+  let nvidiaSmi = config.nvidiaSmi || 'nvidia-smi';
   if (config.simulation) {
+    nvidiaSmi = config.nvidiaSmi || FAKE_NVIDIA_SMI;
     const simulated = await prepareSimulatedNvml(config.simulation, config.dataDir);
     libraryPath = simulated.libraryPath;
     log.info({ gpus: config.simulation.count, state_file: simulated.stateFile }, 'simulating GPUs with the fake NVML; edit the state file to script them');
@@ -70,7 +74,6 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   try {
     access = await startAccess(config, { docker, log });
   } catch (err) {
-    client.close();
     await nvml.close();
     throw err;
   }
@@ -89,11 +92,11 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       },
       onHealthEvent: (event) => outbox.push(event),
       healthFile: new GpuHealthFile(config.dataDir),
+      resetGpu: nvidiaSmiResetter(nvidiaSmi),
     });
   } catch (err) {
     // A corrupt health file: release what is open, let the caller report it.
     await access.close();
-    client.close();
     await nvml.close();
     throw err;
   }
@@ -104,51 +107,59 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
 
   const done = runReconnectLoop(
     async (signal, hooks) => {
-      const { identity, enrolled } = await ensureIdentity({
-        client,
-        dataDir: config.dataDir,
-        token: config.nodeToken,
-        hostname: config.nodeName,
-        pool: config.pool,
-        controlPlane: config.controlPlane,
-        clock,
-        signal,
-      });
-      if (enrolled) log.info({ node_id: identity.node_id, data_dir: config.dataDir }, 'enrolled; node identity stored');
-      tasks ??= new AgentTasks(identity.node_id, log, {
-        docker,
-        access: access.service,
-        limits: { reservedCpus: config.reservedCpus, reservedMemoryBytes: config.reservedMemoryMib * MIB, pidsLimit: config.taskPidsLimit },
-        instanceOutbound: config.instanceOutbound,
-        replicas: {
-          host: config.replicaHost,
-          healthIntervalMs: config.replicaHealthIntervalMs,
-          startTimeoutMs: config.replicaStartTimeoutMs,
-          unhealthyRestartMs: config.replicaUnhealthyRestartMs,
-        },
-      });
-      await runSession(
-        {
+      // A fresh connection per attempt, to the next address after a failure (transport/dialer.ts).
+      const client = await dialer.connect(signal);
+      try {
+        const { identity, enrolled } = await ensureIdentity({
           client,
-          identity,
+          dataDir: config.dataDir,
+          token: config.nodeToken,
           hostname: config.nodeName,
           pool: config.pool,
-          agentVersion: AGENT_VERSION,
-          monitor,
-          outbox,
-          tasks,
+          controlPlane: config.controlPlane,
           clock,
-          log,
-          collectHostFacts: async () => ({
-            ...(await collectHostFacts({ nvml, hostname: config.nodeName, agentVersion: AGENT_VERSION, log })),
-            ...access.service.hostFacts(),
-          }),
-        },
-        signal,
-        { onWelcome: hooks.onWelcome },
-      );
+          signal,
+        });
+        if (enrolled) log.info({ node_id: identity.node_id, data_dir: config.dataDir }, 'enrolled; node identity stored');
+        tasks ??= new AgentTasks(identity.node_id, log, {
+          docker,
+          access: access.service,
+          limits: { reservedCpus: config.reservedCpus, reservedMemoryBytes: config.reservedMemoryMib * MIB, pidsLimit: config.taskPidsLimit },
+          instanceOutbound: config.instanceOutbound,
+          replicas: {
+            host: config.replicaHost,
+            healthIntervalMs: config.replicaHealthIntervalMs,
+            startTimeoutMs: config.replicaStartTimeoutMs,
+            unhealthyRestartMs: config.replicaUnhealthyRestartMs,
+          },
+        });
+        await runSession(
+          {
+            client,
+            identity,
+            hostname: config.nodeName,
+            pool: config.pool,
+            agentVersion: AGENT_VERSION,
+            monitor,
+            outbox,
+            tasks,
+            clock,
+            log,
+            collectHostFacts: async () => ({
+              ...(await collectHostFacts({ nvml, hostname: config.nodeName, agentVersion: AGENT_VERSION, log })),
+              ...access.service.hostFacts(),
+            }),
+          },
+          signal,
+          { onWelcome: hooks.onWelcome },
+        );
+      } finally {
+        client.close();
+        // Whatever ended the session, the next attempt tries the next address (if several).
+        dialer.moveOn();
+      }
     },
-    { signal: stopping.signal, log, clock },
+    { signal: stopping.signal, log, clock, backoff: new Backoff({ ...RECONNECT_BACKOFF, maxMs: config.reconnectMaxMs }) },
   );
 
   let stopped: Promise<void> | undefined;
@@ -159,7 +170,6 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       await watching;
       tasks?.detach();
       await access.close();
-      client.close();
       await nvml.close();
     })();
     return stopped;

@@ -22,7 +22,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const log = createLogger(config.logLevel, 'node-agent');
+  const log = createLogger(config.logLevel, 'node-agent', undefined, config.logFormat);
   log.info({ control_plane: config.controlPlane, pool: config.pool, data_dir: config.dataDir, tls: config.useTls }, 'node agent starting');
   let agent: RunningAgent;
   try {

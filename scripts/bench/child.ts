@@ -3,14 +3,14 @@
 // Contract with the helper: it prints one JSON line on stdout when ready, and exits
 // when its stdin closes (so it never outlives the bench, even if the bench is killed).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 export interface BenchChild<T> {
   pid: number;
   /** What the helper printed when it was ready. */
   info: T;
-  /** CPU seconds (user + system) the helper has used so far; null off Linux. */
+  /** CPU seconds (user + system) the helper and its live child processes (workers) have used so far; null off Linux. */
   cpuSeconds(): number | null;
   /** Asks the helper to exit, then kills it if it lingers. Safe to call twice. */
   stop(): Promise<void>;
@@ -84,12 +84,31 @@ function firstJsonLine<T>(child: ChildProcess, timeoutMs: number): Promise<T> {
   });
 }
 
+/** The process and its descendants (a cluster primary's workers), summed. */
 function cpuSecondsOf(pid: number): number | null {
+  const own = statOf(pid);
+  if (own === null) return null;
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = statOf(Number(entry));
+    if (stat) children.set(stat.ppid, [...(children.get(stat.ppid) ?? []), Number(entry)]);
+  }
+  let ticks = 0;
+  for (const queue = [pid]; queue.length > 0; ) {
+    const next = queue.pop()!;
+    ticks += statOf(next)?.ticks ?? 0;
+    queue.push(...(children.get(next) ?? []));
+  }
+  return ticks / CLK_TCK;
+}
+
+function statOf(pid: number): { ppid: number; ticks: number } | null {
   try {
-    // Fields after the ")" of the command name: utime and stime are the 12th and 13th.
+    // Fields after the ")" of the command name: ppid is the 2nd, utime and stime the 12th and 13th.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+    return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) };
   } catch {
     return null;
   }

@@ -3,11 +3,14 @@
 import { agentsScaleSection } from './agents-scale.js';
 import { inferenceEngineSection } from './inference-engine.js';
 import { inferenceOverheadSection } from './inference-overhead.js';
+import { inferenceResponsesSection } from './inference-responses.js';
+import { inferenceWorkersSection } from './inference-workers.js';
 import { instancesSection } from './instances.js';
 import { pipelineSection } from './pipeline.js';
 import type { Section, SectionReport } from './section.js';
+import { whyReportSection } from './why-report.js';
 
-const sections: Section[] = [pipelineSection, agentsScaleSection, instancesSection, inferenceEngineSection, inferenceOverheadSection];
+const sections: Section[] = [pipelineSection, agentsScaleSection, instancesSection, inferenceEngineSection, inferenceOverheadSection, inferenceWorkersSection, inferenceResponsesSection, whyReportSection];
 
 // `npm run bench -- <word>` runs only the sections whose title contains it.
 const only = process.argv[2]?.toLowerCase();

@@ -7,10 +7,8 @@
 //   latency:    a fixed 1,000 requests per second, evenly spaced and open-loop (each
 //               latency counts from when the request was due); added = through - direct.
 //   throughput: as fast as each goes with 32 connections; ratio = through / direct.
-import { fileURLToPath } from 'node:url';
-import { startChild } from './child.js';
 import { fmtInt, fmtMs, fmtPct, median, table } from './format.js';
-import type { InferenceServerInfo } from './inference-server.js';
+import { assertAnswers, CHAT_BODY as BODY, startInferenceStack } from './inference-stack.js';
 import { runLoad, type LoadResult } from './load.js';
 import { runOpenLoop, type OpenLoopResult } from './open-loop.js';
 import type { Section, SectionReport } from './section.js';
@@ -24,8 +22,6 @@ const TARGET_RATIO = 0.7;
 const ROUNDS = 3;
 const LATENCY_SECONDS = 5;
 const THROUGHPUT_SECONDS = 4;
-const MODEL = 'llama-3.1-8b-instruct';
-const BODY = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
 
 export const inferenceOverheadSection: Section = { title: 'Inference gateway overhead (fast upstream)', run };
 
@@ -38,57 +34,33 @@ interface Target {
 }
 
 async function run(): Promise<SectionReport> {
-  const upstream = await startChild<{ baseUrl: string }>(fileURLToPath(new URL('./upstream-server.ts', import.meta.url)));
+  const stack = await startInferenceStack();
   try {
-    const replicas = [{ baseUrl: upstream.info.baseUrl, model: MODEL, quantization: 'int4', image: 'bench-upstream' }];
-    const cp = await startChild<InferenceServerInfo>(fileURLToPath(new URL('./inference-server.ts', import.meta.url)), {
-      env: { BENCH_REPLICAS: JSON.stringify(replicas) },
-    });
-    const proxy = await startChild<{ port: number }>(fileURLToPath(new URL('./bare-proxy-server.ts', import.meta.url)), {
-      env: { BENCH_UPSTREAM: upstream.info.baseUrl },
-    });
-    try {
-      const direct: Target = { name: 'direct to upstream', url: `${upstream.info.baseUrl}/v1/chat/completions`, headers: {}, latency: [], throughput: [] };
-      const through: Target = {
-        name: 'through control plane',
-        url: `http://127.0.0.1:${cp.info.port}/v1/chat/completions`,
-        headers: { authorization: `Bearer ${cp.info.key}` },
-        latency: [],
-        throughput: [],
-      };
-      const bare: Target = { name: 'bare Node proxy (reference)', url: `http://127.0.0.1:${proxy.info.port}/v1/chat/completions`, headers: {}, latency: [], throughput: [] };
-      await assertAnswers([direct, through, bare]);
-      const load = (t: Target, seconds: number) =>
-        runLoad({
-          url: t.url,
-          method: 'POST',
-          body: BODY,
-          headers: t.headers,
-          duration: seconds,
-          connections: 32,
-          serverCpuSeconds: t === through ? cp.cpuSeconds : t === bare ? proxy.cpuSeconds : upstream.cpuSeconds,
-        });
-      for (const t of [direct, through, bare]) await load(t, 2); // warm-up: JIT, key cache, connection pools
-      const fixedRate = (t: Target) => runOpenLoop({ url: t.url, body: BODY, headers: t.headers, ratePerSecond: RATE, seconds: LATENCY_SECONDS, connections: RATE_CONNECTIONS });
-      for (let round = 0; round < ROUNDS; round++) {
-        for (const t of [direct, through]) t.latency.push(await fixedRate(t));
-        for (const t of [direct, through, bare]) t.throughput.push(await load(t, THROUGHPUT_SECONDS));
-      }
-      return report(direct, through, bare);
-    } finally {
-      await proxy.stop();
-      await cp.stop();
+    const cp = await stack.startControlPlane();
+    const proxy = await stack.startBareProxy();
+    const direct: Target = { name: 'direct to upstream', url: stack.directChatUrl, headers: {}, latency: [], throughput: [] };
+    const through: Target = { name: 'through control plane', url: `${cp.baseUrl}/chat/completions`, headers: cp.auth, latency: [], throughput: [] };
+    const bare: Target = { name: 'bare Node proxy (reference)', url: proxy.chatUrl, headers: {}, latency: [], throughput: [] };
+    for (const t of [direct, through, bare]) await assertAnswers(t.name, t.url, BODY, t.headers, '"choices"');
+    const load = (t: Target, seconds: number) =>
+      runLoad({
+        url: t.url,
+        method: 'POST',
+        body: BODY,
+        headers: t.headers,
+        duration: seconds,
+        connections: 32,
+        serverCpuSeconds: t === through ? cp.child.cpuSeconds : t === bare ? proxy.child.cpuSeconds : stack.upstream.cpuSeconds,
+      });
+    for (const t of [direct, through, bare]) await load(t, 2); // warm-up: JIT, key cache, connection pools
+    const fixedRate = (t: Target) => runOpenLoop({ url: t.url, body: BODY, headers: t.headers, ratePerSecond: RATE, seconds: LATENCY_SECONDS, connections: RATE_CONNECTIONS });
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const t of [direct, through]) t.latency.push(await fixedRate(t));
+      for (const t of [direct, through, bare]) t.throughput.push(await load(t, THROUGHPUT_SECONDS));
     }
+    return report(direct, through, bare);
   } finally {
-    await upstream.stop();
-  }
-}
-
-async function assertAnswers(targets: Target[]): Promise<void> {
-  for (const t of targets) {
-    const res = await fetch(t.url, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: BODY });
-    const text = await res.text();
-    if (res.status !== 200 || !text.includes('"choices"')) throw new Error(`${t.name} answered ${res.status}: ${text.slice(0, 300)}`);
+    await stack.stop();
   }
 }
 

@@ -1,26 +1,50 @@
 import { describe, expect, it } from 'vitest';
-import { actionMakesGpuUnhealthy, classifyXid, describeXidClass, parseRecoveryAction, recommendedActionOf, type XidAction } from './xid-catalog.js';
+import { actionMakesGpuUnhealthy, classifyXid, XID_CATALOG, describeXidClass, parseRecoveryAction, recommendedActionOf, type XidAction } from './xid-catalog.js';
 
 describe('classifyXid', () => {
-  it.each<[number, XidAction, string]>([
-    [13, 'RESTART_APP', 'graphics engine exception'],
-    [31, 'RESTART_APP', 'GPU memory page fault'],
-    [43, 'RESTART_APP', 'GPU stopped processing'],
-    [94, 'RESTART_APP', 'contained ECC error'],
-    [45, 'IGNORE', 'preemptive cleanup, due to previous errors'],
-    [48, 'RESET_GPU', 'double-bit ECC error'],
-    [63, 'RESET_GPU', 'ECC page retirement or row remapping recording event'],
-    [74, 'RESET_GPU', 'NVLink error'],
-    [95, 'RESET_GPU', 'uncontained ECC error'],
-    [119, 'RESET_GPU', 'GSP RPC timeout'],
-    [79, 'RESTART_BM', 'GPU has fallen off the bus'],
-    [54, 'CHECK_MECHANICALS', 'auxiliary power is not connected to the GPU board'],
-    [92, 'CONTACT_SUPPORT', 'high single-bit ECC error rate'],
-    [154, 'CONTACT_SUPPORT', 'GPU recovery action changed'],
-    [250, 'CONTACT_SUPPORT', 'unknown XID'],
-    [0, 'CONTACT_SUPPORT', 'unknown XID'],
-  ])('XID %i is %s (%s)', (xid, action, meaning) => {
+  // NVIDIA's catalog (Ampere and newer): immediate-action bucket, and what we do with it.
+  it.each<[number, string, XidAction, string]>([
+    [8, 'RESTART_APP', 'RESTART_APP', 'GPU stopped processing'],
+    [13, 'RESTART_APP', 'RESTART_APP', 'graphics engine exception'],
+    [31, 'RESTART_APP', 'RESTART_APP', 'GPU memory page fault'],
+    [32, 'RESTART_APP', 'RESTART_APP', 'invalid or corrupted push buffer stream'],
+    [38, 'IGNORE', 'IGNORE', 'driver firmware error'],
+    [43, 'IGNORE', 'IGNORE', 'GPU stopped processing'],
+    [45, 'WORKFLOW_XID_45', 'IGNORE', 'preemptive cleanup, due to previous errors'],
+    [48, 'WORKFLOW_XID_48', 'RESET_GPU', 'double-bit ECC error'],
+    [62, 'RESET_GPU', 'RESET_GPU', 'internal micro-controller halt'],
+    [63, 'IGNORE', 'IGNORE', 'GPU memory remapping event'],
+    [64, 'RESET_GPU', 'RESET_GPU', 'GPU memory remapping failure'],
+    [68, 'RESTART_APP', 'RESTART_APP', 'NVDEC0 exception'],
+    [69, 'RESTART_APP', 'RESTART_APP', 'graphics engine class error'],
+    [74, 'WORKFLOW_NVLINK_ERR', 'RESTART_BM', 'NVLink error'],
+    [79, 'RESTART_BM', 'RESTART_BM', 'GPU has fallen off the bus'],
+    [92, 'IGNORE', 'IGNORE', 'high single-bit ECC error rate'],
+    [94, 'RESTART_APP', 'RESTART_APP', 'contained memory error'],
+    [95, 'RESET_GPU', 'RESET_GPU', 'uncontained memory error'],
+    [119, 'RESET_GPU', 'RESET_GPU', 'GSP RPC timeout'],
+    [120, 'RESET_GPU', 'RESET_GPU', 'GSP error'],
+    [121, 'IGNORE', 'IGNORE', 'C2C error'],
+    [140, 'RESET_GPU', 'RESET_GPU', 'ECC unrecovered error'],
+    [143, 'RESET_GPU', 'RESET_GPU', 'GPU initialization error'],
+    [149, 'WORKFLOW_NVLINK5_ERR', 'RESET_GPU', 'NVLink NETIR error'],
+    [54, 'CHECK_MECHANICALS', 'CHECK_MECHANICALS', 'auxiliary power is not connected to the GPU board'],
+    [154, 'XID_154', 'CONTACT_SUPPORT', 'GPU recovery action changed'],
+  ])('XID %i: bucket %s, action %s (%s)', (xid, bucket, action, meaning) => {
+    expect(XID_CATALOG[xid]).toMatchObject({ bucket, action, meaning });
     expect(classifyXid(xid)).toEqual({ xid, action, meaning });
+  });
+
+  it.each([250, 0, 61, 1000])('XID %i is not in the catalog: contact support, the GPU takes no new work', (xid) => {
+    expect(classifyXid(xid)).toEqual({ xid, action: 'CONTACT_SUPPORT', meaning: 'unknown XID' });
+    expect(actionMakesGpuUnhealthy(classifyXid(xid).action)).toBe(true);
+  });
+
+  it("XID 154 follows NVML's recovery-action field over the message", () => {
+    expect(classifyXid(154, '', 1)).toMatchObject({ action: 'RESET_GPU', driverAction: 'GPU_RESET' });
+    expect(classifyXid(154, 'changed from 0x0 (None) to 0x1 (GPU Reset Required)', 2)).toMatchObject({ action: 'RESTART_BM', driverAction: 'NODE_REBOOT' });
+    expect(classifyXid(154, 'to 0x1 (GPU Reset Required)', 99)).toMatchObject({ action: 'RESET_GPU', driverAction: 'GPU_RESET' });
+    expect(classifyXid(48, '', 2).action).toBe('RESET_GPU');
   });
 
   it.each<[string, XidAction, string]>([

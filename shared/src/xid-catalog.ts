@@ -1,9 +1,22 @@
 // NVIDIA's XID catalog for Ampere and newer GPUs ("Analyzing Xid Errors with the Xid
-// Catalog", docs.nvidia.com/deploy/xid-errors): each XID's meaning and its resolution
-// bucket (immediate action). Shared so the node agent's health policy and the control
-// plane's views classify an XID the same way. Pure data and pure functions.
+// Catalog", docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, page of
+// 2026-09): each XID's mnemonic, meaning and "Resolution Bucket (Immediate Action)".
+// Shared so the node agent's health policy, the control plane's remediation and every
+// operator view classify an XID the same way. Pure data and pure functions.
+//
+// The catalog's buckets are more than the six actions a fleet can take; where its bucket
+// is a workflow or a bucket we cannot act on, `action` says what we do and `bucket` keeps
+// NVIDIA's word (docs/nodes.md has the table and the reasons):
+//   WORKFLOW_XID_48       -> RESET_GPU   (catalog: "a GPU reset or node reboot is needed";
+//                                         the reset comes first, a failed reset escalates)
+//   WORKFLOW_NVLINK_ERR   -> RESTART_BM  (XID 74: the link is shared with peer GPUs/NVSwitch,
+//                                         a single-GPU reset rarely clears it)
+//   WORKFLOW_NVLINK5_ERR  -> RESET_GPU   (most XID 144-150 sub-codes resolve by reset)
+//   WORKFLOW_XID_45       -> IGNORE      (follows the XID that caused it)
+//   XID_154               -> the driver's reported recovery action
+//   RESTART_VM            -> RESTART_BM;  UPDATE_SWFW, CHECK_UVM -> CONTACT_SUPPORT
 
-/** NVIDIA's resolution buckets, as the catalog spells them. */
+/** The actions a fleet takes, named like NVIDIA's resolution buckets. */
 export type XidAction = 'IGNORE' | 'RESTART_APP' | 'RESET_GPU' | 'RESTART_BM' | 'CHECK_MECHANICALS' | 'CONTACT_SUPPORT';
 
 export interface XidClass {
@@ -30,33 +43,82 @@ export function actionMakesGpuUnhealthy(action: XidAction): boolean {
   return action !== 'IGNORE' && action !== 'RESTART_APP';
 }
 
-const CATALOG: Record<number, { action: XidAction; meaning: string }> = {
-  8: { action: 'RESTART_APP', meaning: 'GPU stopped processing' },
-  11: { action: 'RESTART_APP', meaning: 'invalid or corrupted push buffer stream' },
-  13: { action: 'RESTART_APP', meaning: 'graphics engine exception' },
-  31: { action: 'RESTART_APP', meaning: 'GPU memory page fault' },
-  32: { action: 'RESTART_APP', meaning: 'invalid or corrupted push buffer stream' },
-  43: { action: 'RESTART_APP', meaning: 'GPU stopped processing' },
-  45: { action: 'IGNORE', meaning: 'preemptive cleanup, due to previous errors' },
-  48: { action: 'RESET_GPU', meaning: 'double-bit ECC error' },
-  54: { action: 'CHECK_MECHANICALS', meaning: 'auxiliary power is not connected to the GPU board' },
-  61: { action: 'RESET_GPU', meaning: 'internal micro-controller breakpoint/warning' },
-  62: { action: 'RESET_GPU', meaning: 'internal micro-controller halt' },
-  63: { action: 'RESET_GPU', meaning: 'ECC page retirement or row remapping recording event' },
-  64: { action: 'RESET_GPU', meaning: 'ECC page retirement or row remapper recording failure' },
-  68: { action: 'RESTART_APP', meaning: 'video processor exception' },
-  69: { action: 'RESTART_APP', meaning: 'graphics engine class error' },
-  74: { action: 'RESET_GPU', meaning: 'NVLink error' },
-  79: { action: 'RESTART_BM', meaning: 'GPU has fallen off the bus' },
-  92: { action: 'CONTACT_SUPPORT', meaning: 'high single-bit ECC error rate' },
-  94: { action: 'RESTART_APP', meaning: 'contained ECC error' },
-  95: { action: 'RESET_GPU', meaning: 'uncontained ECC error' },
-  109: { action: 'RESTART_APP', meaning: 'context switch timeout' },
-  119: { action: 'RESET_GPU', meaning: 'GSP RPC timeout' },
-  120: { action: 'RESET_GPU', meaning: 'GSP error' },
-  121: { action: 'RESET_GPU', meaning: 'C2C link corrected error' },
-  140: { action: 'RESET_GPU', meaning: 'unrecovered ECC error' },
-  154: { action: 'CONTACT_SUPPORT', meaning: 'GPU recovery action changed' },
+export interface XidCatalogEntry {
+  mnemonic: string;
+  meaning: string;
+  /** NVIDIA's "Resolution Bucket (Immediate Action)", verbatim. */
+  bucket: string;
+  /** What this fleet does (the bucket, or our reading of a workflow bucket; see above). */
+  action: XidAction;
+}
+
+const entry = (mnemonic: string, meaning: string, bucket: string, action: XidAction = bucket as XidAction): XidCatalogEntry => ({
+  mnemonic,
+  meaning,
+  bucket,
+  action,
+});
+
+/** The XIDs a data-centre fleet sees, from NVIDIA's catalog (Ampere and newer). */
+export const XID_CATALOG: Readonly<Record<number, XidCatalogEntry>> = {
+  8: entry('ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT', 'GPU stopped processing', 'RESTART_APP'),
+  11: entry('ROBUST_CHANNEL_GR_ERROR_MISSING_HW', 'invalid or corrupted push buffer stream', 'RESTART_APP'),
+  13: entry('ROBUST_CHANNEL_GR_EXCEPTION', 'graphics engine exception', 'RESTART_APP'),
+  25: entry('ROBUST_CHANNEL_GR_ILLEGAL_NOTIFY', 'invalid or illegal push buffer stream', 'RESTART_APP'),
+  31: entry('ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT', 'GPU memory page fault', 'RESTART_APP'),
+  32: entry('ROBUST_CHANNEL_PBDMA_ERROR', 'invalid or corrupted push buffer stream', 'RESTART_APP'),
+  37: entry('ROBUST_CHANNEL_FECS_ERR_UNIMP_FIRMWARE_METHOD', 'driver firmware error', 'IGNORE'),
+  38: entry('ROBUST_CHANNEL_FECS_ERR_WATCHDOG_TIMEOUT', 'driver firmware error', 'IGNORE'),
+  39: entry('ROBUST_CHANNEL_CE0_ERROR', 'copy engine exception', 'RESTART_APP'),
+  40: entry('ROBUST_CHANNEL_CE1_ERROR', 'copy engine exception', 'RESTART_APP'),
+  41: entry('ROBUST_CHANNEL_CE2_ERROR', 'copy engine exception', 'RESTART_APP'),
+  43: entry('ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR', 'GPU stopped processing', 'IGNORE'),
+  44: entry('ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW', 'graphics engine fault during context switch', 'IGNORE'),
+  45: entry('ROBUST_CHANNEL_PREEMPTIVE_REMOVAL', 'preemptive cleanup, due to previous errors', 'WORKFLOW_XID_45', 'IGNORE'),
+  46: entry('ROBUST_CHANNEL_GPU_TIMEOUT_ERROR', 'GPU stopped processing', 'RESET_GPU'),
+  48: entry('ROBUST_CHANNEL_GPU_ECC_DBE', 'double-bit ECC error', 'WORKFLOW_XID_48', 'RESET_GPU'),
+  54: entry('SILENT_RUNNING_PWR_REDUCED_CLOCKING', 'auxiliary power is not connected to the GPU board', 'CHECK_MECHANICALS'),
+  60: entry('ROBUST_CHANNEL_SEC2_ERROR', 'video processor exception', 'RESTART_APP'),
+  62: entry('PMU_HALT_ERROR', 'internal micro-controller halt', 'RESET_GPU'),
+  63: entry('INFOROM_DRAM_RETIREMENT_EVENT', 'GPU memory remapping event', 'IGNORE'),
+  64: entry('INFOROM_DRAM_RETIREMENT_FAILURE', 'GPU memory remapping failure', 'RESET_GPU'),
+  66: entry('ROBUST_CHANNEL_FECS_ERR_REG_ACCESS_VIOLATION', 'illegal access by driver', 'IGNORE'),
+  67: entry('ROBUST_CHANNEL_FECS_ERR_VERIF_VIOLATION', 'illegal access by driver', 'IGNORE'),
+  68: entry('ROBUST_CHANNEL_NVDEC0_ERROR', 'NVDEC0 exception', 'RESTART_APP'),
+  69: entry('ROBUST_CHANNEL_GR_CLASS_ERROR', 'graphics engine class error', 'RESTART_APP'),
+  74: entry('NVLINK_ERROR', 'NVLink error', 'WORKFLOW_NVLINK_ERR', 'RESTART_BM'),
+  78: entry('VGPU_START_ERROR', 'vGPU start error', 'UPDATE_SWFW', 'CONTACT_SUPPORT'),
+  79: entry('ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS', 'GPU has fallen off the bus', 'RESTART_BM'),
+  80: entry('PBDMA_PUSHBUFFER_CRC_MISMATCH', 'corrupted data sent to GPU', 'RESTART_APP'),
+  92: entry('EXCESSIVE_SBE_INTERRUPTS', 'high single-bit ECC error rate', 'IGNORE'),
+  93: entry('INFOROM_ERASE_LIMIT_EXCEEDED', 'non-fatal violation of provisioned InfoROM wear limit', 'IGNORE'),
+  94: entry('ROBUST_CHANNEL_CONTAINED_ERROR', 'contained memory error', 'RESTART_APP'),
+  95: entry('ROBUST_CHANNEL_UNCONTAINED_ERROR', 'uncontained memory error', 'RESET_GPU'),
+  109: entry('ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR', 'context switch timeout error', 'RESET_GPU'),
+  110: entry('SEC_FAULT_ERROR', 'security fault error', 'RESET_GPU'),
+  119: entry('GSP_RPC_TIMEOUT', 'GSP RPC timeout', 'RESET_GPU'),
+  120: entry('GSP_ERROR', 'GSP error', 'RESET_GPU'),
+  121: entry('C2C_ERROR', 'C2C error', 'IGNORE'),
+  136: entry('ALI_TRAINING_FAIL', 'link training failed', 'RESET_GPU'),
+  137: entry('NVLINK_PRIV_ERR', 'NVLink privilege error', 'IGNORE'),
+  140: entry('UNRECOVERABLE_ECC_ERROR_ESCAPE', 'ECC unrecovered error', 'RESET_GPU'),
+  141: entry('ROBUST_CHANNEL_FAST_PATH_ERROR', 'CUDA fast path error', 'IGNORE'),
+  142: entry('ROBUST_CHANNEL_NVENC3_ERROR', 'NVENC3 error', 'CONTACT_SUPPORT'),
+  143: entry('GPU_INIT_ERROR', 'GPU initialization error', 'RESET_GPU'),
+  144: entry('NVLINK_SAW_ERROR', 'NVLink SAW error', 'WORKFLOW_NVLINK5_ERR', 'RESET_GPU'),
+  145: entry('NVLINK_RLW_ERROR', 'NVLink RLW error', 'WORKFLOW_NVLINK5_ERR', 'RESET_GPU'),
+  146: entry('NVLINK_TLW_ERROR', 'NVLink TLW error', 'WORKFLOW_NVLINK5_ERR', 'RESET_GPU'),
+  147: entry('NVLINK_TREX_ERROR', 'NVLink TREX error', 'WORKFLOW_NVLINK5_ERR', 'RESET_GPU'),
+  148: entry('NVLINK_NVLPW_CTRL_ERROR', 'NVLink NVLPW_CTRL error', 'WORKFLOW_NVLINK5_ERR', 'RESET_GPU'),
+  149: entry('NVLINK_NETIR_ERROR', 'NVLink NETIR error', 'WORKFLOW_NVLINK5_ERR', 'RESET_GPU'),
+  150: entry('NVLINK_MSE_ERROR', 'NVLink MSE error', 'WORKFLOW_NVLINK5_ERR', 'RESET_GPU'),
+  151: entry('ROBUST_CHANNEL_KEY_ROTATION_ERROR', 'key rotation error', 'RESTART_VM', 'RESTART_BM'),
+  154: entry('GPU_RECOVERY_ACTION_CHANGED', 'GPU recovery action changed', 'XID_154', 'CONTACT_SUPPORT'),
+  155: entry('NVLINK_SW_DEFINED_ERROR', 'NVLink software-defined error', 'RESET_GPU'),
+  156: entry('RESOURCE_RETIREMENT_EVENT', 'resource retirement event', 'RESET_GPU'),
+  157: entry('RESOURCE_RETIREMENT_FAILURE', 'resource retirement failure', 'IGNORE'),
+  158: entry('GPU_FATAL_TIMEOUT', 'GPU fatal timeout', 'RESET_GPU'),
+  159: entry('ROBUST_CHANNEL_CHI_NON_DATA_ERROR', 'CHI non-data error', 'CHECK_UVM', 'CONTACT_SUPPORT'),
 };
 
 /**
@@ -73,6 +135,12 @@ const RECOVERY_ACTIONS: ReadonlyArray<{ code: number; name: string; pattern: Reg
   { code: 6, name: 'BUS_RESET', pattern: /bus reset/i, action: 'RESET_GPU' },
   { code: 7, name: 'SYSTEM_REBOOT', pattern: /system reboot|reboot the system/i, action: 'RESTART_BM' },
 ];
+
+/** nvmlDeviceGpuRecoveryAction_t by its value, as NVML's field reports it; undefined for a value we do not know. */
+export function recoveryActionByCode(code: number): { name: string; action: XidAction } | undefined {
+  const known = RECOVERY_ACTIONS.find((r) => r.code === code);
+  return known ? { name: known.name, action: known.action } : undefined;
+}
 
 /**
  * The recovery action an XID 154 message reports, by code or by name; the last one named
@@ -94,18 +162,22 @@ export function parseRecoveryAction(message: string): { name: string; action: Xi
 }
 
 /**
- * Classifies an XID. `message` is the driver's text where there is one; only XID 154 reads
- * it. XIDs the catalog does not list go to CONTACT_SUPPORT: unknown means not understood,
+ * Classifies an XID. `message` is the driver's text where there is one and
+ * `driverRecoveryAction` NVML's recovery-action field; only XID 154 reads them. XIDs the catalog does not list go to CONTACT_SUPPORT: unknown means not understood,
  * and a GPU nobody understands should not take new work.
  */
-export function classifyXid(xid: number, message = ''): XidClass {
-  const entry = CATALOG[xid];
-  if (!entry) return { xid, action: 'CONTACT_SUPPORT', meaning: 'unknown XID' };
+/** What an XID the catalog does not list gets: see classifyXid. */
+export const UNKNOWN_XID_ACTION: XidAction = 'CONTACT_SUPPORT';
+
+export function classifyXid(xid: number, message = '', driverRecoveryAction?: number): XidClass {
+  const known = XID_CATALOG[xid];
+  if (!known) return { xid, action: UNKNOWN_XID_ACTION, meaning: 'unknown XID' };
   if (xid === 154) {
-    const reported = parseRecoveryAction(message);
-    if (reported) return { xid, action: reported.action, meaning: entry.meaning, driverAction: reported.name };
+    // NVML's own reading (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) beats parsing the text.
+    const reported = (driverRecoveryAction === undefined ? undefined : recoveryActionByCode(driverRecoveryAction)) ?? parseRecoveryAction(message);
+    if (reported) return { xid, action: reported.action, meaning: known.meaning, driverAction: reported.name };
   }
-  return { xid, action: entry.action, meaning: entry.meaning };
+  return { xid, action: known.action, meaning: known.meaning };
 }
 
 /** "XID 48: double-bit ECC error; recommended action: reset the GPU (RESET_GPU)". */

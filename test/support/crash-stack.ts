@@ -25,14 +25,18 @@ export interface CrashStack {
   docker: Docker;
   /** `fetch` against the current control plane with the key; the JSON body parsed. */
   api(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
-  /** SIGKILLs the control plane and starts a new one on the same data dir; resolves once the agent is back. */
-  restart(env?: Record<string, string>): Promise<void>;
+  /**
+   * SIGKILLs the control plane and starts a new one on the same data dir; resolves once the
+   * agent is back. `downMs`: how long nothing listens in between; `whileAgentAway` runs as
+   * soon as the new control plane listens, before the agent is waited for.
+   */
+  restart(env?: Record<string, string>, options?: { downMs?: number; whileAgentAway?: () => Promise<void> }): Promise<void>;
   /** The instance containers of this node on Docker, by instance id (label svc.instance), with their state. */
   containers(): Promise<Map<string, string>>;
   close(): Promise<void>;
 }
 
-export async function startCrashStack(options: { name: string; gpus: number; env?: Record<string, string> }): Promise<CrashStack> {
+export async function startCrashStack(options: { name: string; gpus: number; env?: Record<string, string>; agentEnv?: Record<string, string> }): Promise<CrashStack> {
   const dir = mkdtempSync(join(tmpdir(), `${options.name}-`));
   const dataDir = join(dir, 'cp');
   const docker = new Docker();
@@ -64,7 +68,7 @@ export async function startCrashStack(options: { name: string; gpus: number; env
   }
 
   const cp = await spawnControlPlane(env);
-  const agent = node.spawn(grpcPort, token);
+  const agent = node.spawn(grpcPort, token, options.agentEnv);
   const processes: ControlPlaneProcess[] = [cp];
 
   const stack: CrashStack = {
@@ -84,11 +88,13 @@ export async function startCrashStack(options: { name: string; gpus: number; env
       const text = await res.text();
       return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
     },
-    restart: async (restartEnv = {}) => {
+    restart: async (restartEnv = {}, restartOptions = {}) => {
       await stack.cp.kill();
       const since = Date.now();
+      if (restartOptions.downMs) await new Promise((r) => setTimeout(r, restartOptions.downMs));
       stack.cp = await spawnControlPlane({ ...env, ...restartEnv });
       processes.push(stack.cp);
+      await restartOptions.whileAgentAway?.();
       await nodeReady(since);
     },
     containers: async () => {

@@ -2,7 +2,7 @@
 // restart) the real agent process on it, enrolled with a token or, once enrolled, as the
 // same node from its data dir.
 import { join } from 'node:path';
-import { buildFakeNvml, FakeNvmlStateFile } from 'node-nvml-bindings';
+import { buildFakeNvml, FAKE_NVIDIA_SMI, FakeNvmlStateFile } from 'node-nvml-bindings';
 import { spawnAgent, type AgentProcess } from './node-agent-process.js';
 
 export interface FakeGpuNode {
@@ -22,6 +22,8 @@ export async function fakeGpuNode(dir: string, name: string, gpus: number): Prom
         SVC_AGENT_DATA_DIR: join(dir, 'agent'),
         SVC_AGENT_HOSTNAME: `${name}-host`,
         SVC_NVML_LIBRARY: libraryPath,
+        // GPU resets go through the fake nvidia-smi, over the same state file.
+        SVC_NVIDIA_SMI: FAKE_NVIDIA_SMI,
         SVC_NODE_TOKEN: token,
         SVC_PUBLIC_HOST: '127.0.0.1',
         ...gpuState.env(),

@@ -18,7 +18,7 @@ export const MODEL_SERVER_STANDIN_IMAGE = '127.0.0.1:5000/svc/model-server-stand
  * OpenAI-compatible API, with the tiny test models in /models. Built by
  * cpu-engine/image/build-image.sh from scripts/setup-host.sh.
  */
-export const CPU_ENGINE_IMAGE = '127.0.0.1:5000/svc/cpu-engine:2';
+export const CPU_ENGINE_IMAGE = '127.0.0.1:5000/svc/cpu-engine:3';
 /** Busybox whose command looks like a Jupyter server in a process listing but never serves (the agent's start bound). */
 export const JUPYTER_SILENT_IMAGE = '127.0.0.1:5000/svc/jupyter-silent:1';
 /** Debian's Jupyter notebook (python3, ipykernel) plus busybox's sh; its command only waits: the agent starts Jupyter. */

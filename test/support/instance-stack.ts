@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
-import { defaultControlPlaneConfig } from '../../control-plane/src/config.js';
+import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../../control-plane/src/config.js';
+import type { FakeNvmlStateFile } from 'node-nvml-bindings';
 import { startControlPlane } from '../../control-plane/src/server.js';
 import { fakeGpuNode } from './fake-gpu-node.js';
 import { eventually, freePort, removeNodeContainers, type AgentProcess } from './node-agent-process.js';
@@ -20,6 +21,8 @@ export interface InstanceStack {
   cp: Awaited<ReturnType<typeof startControlPlane>>;
   nodeId: string;
   agent: AgentProcess;
+  /** The fake NVML's state: script XIDs, ECC and temperatures. */
+  gpuState: FakeNvmlStateFile;
   api(method: string, path: string, body?: unknown): Promise<ApiAnswer>;
   create(body: Record<string, unknown>): Promise<ApiAnswer>;
   read(id: string): Promise<any>;
@@ -29,7 +32,7 @@ export interface InstanceStack {
   close(): Promise<void>;
 }
 
-export async function startInstanceStack(options: { name: string; gpus: number; graceMs?: number; agentEnv?: Record<string, string>; skuCatalog?: string }): Promise<InstanceStack> {
+export async function startInstanceStack(options: { name: string; gpus: number; graceMs?: number; agentEnv?: Record<string, string>; skuCatalog?: string; config?: Partial<ControlPlaneConfig>; registerMs?: number }): Promise<InstanceStack> {
   const dir = mkdtempSync(join(tmpdir(), `${options.name}-`));
   const docker = new Docker();
   const node = await fakeGpuNode(dir, options.name, options.gpus);
@@ -44,6 +47,7 @@ export async function startInstanceStack(options: { name: string; gpus: number; 
     // Suites' webhook receivers listen on loopback: an operator exception to the SSRF policy.
     webhookAllowedTargets: ['127.0.0.1'],
     ...(options.skuCatalog ? { skuCatalog: options.skuCatalog } : {}),
+    ...options.config,
   });
   const cp = await startControlPlane(config);
   const { org } = await cp.app.services.orgs.ensureDefaultOrg();
@@ -69,6 +73,7 @@ export async function startInstanceStack(options: { name: string; gpus: number; 
     dir,
     cp,
     nodeId: '',
+    gpuState: node.gpuState,
     agent: spawn((await cp.app.services.enrollment.createToken()).value),
     api,
     create: (body) => api('POST', '/v1/instances', { sku: 'h100-80gb', gpus: 1, ...body }),
@@ -96,7 +101,7 @@ export async function startInstanceStack(options: { name: string; gpus: number; 
     const nodes = await cp.app.services.nodes.list();
     const free = (await api('GET', '/v1/skus')).body.data.find((s: { id: string }) => s.id === 'h100-80gb')?.pools.find((p: { free_gpus: number }) => p.free_gpus === options.gpus);
     return nodes.length === 1 && free ? true : undefined;
-  }, 30_000, `the agent to register ${options.gpus} GPUs`).catch((err: unknown) => {
+  }, options.registerMs ?? 30_000, `the agent to register ${options.gpus} GPUs`).catch((err: unknown) => {
     throw new Error(`${(err as Error).message}\nagent output:\n${stack.agent.output()}`);
   });
   stack.nodeId = (await cp.app.services.nodes.list())[0]!.node.id;

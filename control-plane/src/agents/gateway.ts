@@ -1,6 +1,8 @@
 // The agent gateway: the gRPC server agents dial (Enroll, then one Connect stream each),
 // the table of live sessions (one per node: a newer session replaces an older one), and
-// the lifecycle of the live registry and the command dispatcher behind it.
+// the lifecycle of the live registry and the command dispatcher behind it. Only the
+// holder of a node's stream writes to it: with several replicas, a command for a node
+// another replica holds is queued in the store for that holder (session-relay.ts).
 import * as grpc from '@grpc/grpc-js';
 import { systemClock, type Clock } from '@svc/shared';
 import { loadAgentProto, type AgentGatewayHandlers, type Command, type CommandResult__Output, type TaskState__Output } from '@svc/proto';
@@ -12,6 +14,7 @@ import { resolveNodeTiming } from '../nodes/timing.js';
 import type { NodeStore } from '../store/node-store.js';
 import { CommandDispatcher } from './command-dispatcher.js';
 import { AgentSession, type SessionHost } from './session.js';
+import { localOnly, type SessionRelay } from './session-relay.js';
 import { GATEWAY_STATUS_CODES, refusalStatus } from './status-codes.js';
 import { serverCredentials } from './transport.js';
 
@@ -24,6 +27,7 @@ export type GatewayConfig = Pick<
   | 'grpcTlsCa'
   | 'grpcMutualTls'
   | 'grpcKeepaliveMs'
+  | 'grpcKeepaliveTimeoutMs'
   | 'grpcMaxMessageBytes'
   | 'reportIntervalMs'
   | 'nodeDeadlineMs'
@@ -48,15 +52,16 @@ export interface GatewayDeps {
   onNodeConnected?: (nodeId: string, runningTasks: TaskState__Output[], lastContact: number | null) => void;
   /** The registry's sweep found the node silent past the deadline. */
   onNodeUnreachable?: (nodeId: string) => void;
+  /** How this replica reaches streams other replicas hold; default: one process, all local. */
+  relay?: SessionRelay;
 }
 
-/** A ping unanswered this long closes the connection. */
-export const KEEPALIVE_TIMEOUT_MS = 10_000;
-
 /**
- * Server-side keepalive: ping each connection every grpcKeepaliveMs, close it when a ping
- * goes unanswered for KEEPALIVE_TIMEOUT_MS (a vanished host behind NAT). grpc-js servers
- * enforce no client ping policy, so agents may keep alive at their own interval too.
+ * Server-side keepalive: ping each connection every grpcKeepaliveMs (5 s), close it when a
+ * ping goes unanswered for grpcKeepaliveTimeoutMs (3 s): a partition or a vanished host
+ * ends its sessions within ~8 s, so commands are no longer written into a dead stream
+ * (they wait for the agent's Hello, which re-sends them). grpc-js servers enforce no client
+ * ping policy, so agents keep alive at their own interval too (5 s by default).
  * Concurrent streams per connection stay unlimited: a load balancer may carry many agents'
  * streams over one HTTP/2 connection. Messages are bounded both ways (grpc-js receives up
  * to 4 MiB and sends without limit by default), so neither side can make the other buffer
@@ -65,7 +70,7 @@ export const KEEPALIVE_TIMEOUT_MS = 10_000;
 export function serverOptions(config: GatewayConfig): grpc.ServerOptions {
   return {
     'grpc.keepalive_time_ms': config.grpcKeepaliveMs,
-    'grpc.keepalive_timeout_ms': KEEPALIVE_TIMEOUT_MS,
+    'grpc.keepalive_timeout_ms': config.grpcKeepaliveTimeoutMs,
     'grpc.max_receive_message_length': config.grpcMaxMessageBytes,
     'grpc.max_send_message_length': config.grpcMaxMessageBytes,
   };
@@ -77,30 +82,59 @@ export class AgentGateway {
   readonly registry: NodeRegistry;
   private readonly server: grpc.Server;
   private readonly sessions = new Map<string, AgentSession>();
+  /** When each live session opened: with the replica, what names it to other replicas. */
+  private readonly openedAt = new Map<string, number>();
   private readonly dispatcher: CommandDispatcher;
+  private readonly relay: SessionRelay;
+  private readonly clock: Clock;
   private readonly host: SessionHost;
   private reportIntervalMs: number;
   private boundPort: number | null = null;
 
   constructor(private readonly deps: GatewayDeps) {
     const clock = deps.clock ?? systemClock;
+    this.clock = clock;
     // Cross-field timing rules fail here, at start-up.
     const timing = resolveNodeTiming(deps.config);
     this.reportIntervalMs = timing.reportIntervalMs;
     this.registry = new NodeRegistry(deps.store, clock, timing, deps.log);
-    this.dispatcher = new CommandDispatcher(deps.store, this.registry, clock, (id) => this.sessions.get(id), deps.log);
+    this.relay = deps.relay ?? localOnly();
+    this.dispatcher = new CommandDispatcher(
+      deps.store,
+      this.registry,
+      clock,
+      (id) => this.sessions.get(id),
+      deps.log,
+      undefined,
+      deps.relay ? () => [...this.sessions.keys()] : null,
+    );
+    this.relay.localSessions = () => [...this.openedAt];
+    // Commands were queued for a node: the holder sends them now rather than at its next poll.
+    this.relay.onWork = (nodeId) => {
+      if (this.sessions.has(nodeId)) void this.dispatcher.poll().catch((err: unknown) => deps.log.error({ err }, 'node command poll failed'));
+    };
     this.host = {
       enrollment: deps.enrollment,
       registry: this.registry,
       log: deps.log,
       reportIntervalMs: () => this.reportIntervalMs,
       attach: (session) => {
-        const older = this.sessions.get(session.nodeId!);
-        this.sessions.set(session.nodeId!, session);
-        older?.end(GATEWAY_STATUS_CODES.ABORTED, `replaced by a newer session of node ${session.nodeId}`);
+        const nodeId = session.nodeId!;
+        const older = this.sessions.get(nodeId);
+        this.sessions.set(nodeId, session);
+        older?.end(GATEWAY_STATUS_CODES.ABORTED, `replaced by a newer session of node ${nodeId}`);
+        const since = this.clock.now();
+        this.openedAt.set(nodeId, since);
+        this.relay.attached([nodeId, since]);
+        // Commands other replicas queued while the node's stream was elsewhere (or nowhere).
+        this.relay.onWork(nodeId);
       },
       detach: (session) => {
-        if (session.nodeId && this.sessions.get(session.nodeId) === session) this.sessions.delete(session.nodeId);
+        if (!session.nodeId || this.sessions.get(session.nodeId) !== session) return;
+        this.sessions.delete(session.nodeId);
+        const since = this.openedAt.get(session.nodeId);
+        this.openedAt.delete(session.nodeId);
+        if (since !== undefined) this.relay.detached([session.nodeId, since]);
       },
       commandResult: async (nodeId, result) => {
         if (await this.dispatcher.result(nodeId, result)) return;
@@ -113,6 +147,9 @@ export class AgentGateway {
         else for (const task of running) this.host.taskState(nodeId, task);
       },
     };
+    // A session silent past the deadline is left open: keepalive (both sides) already
+    // closes a connection that stopped answering, and any later message on it brings the
+    // node back.
     if (deps.onNodeUnreachable) this.registry.onUnreachable = deps.onNodeUnreachable;
     this.server = new grpc.Server(serverOptions(deps.config));
     this.server.addService(loadAgentProto().svc.agent.v1.AgentGateway.service, this.handlers());
@@ -149,6 +186,7 @@ export class AgentGateway {
   /** Checks the transport settings, loads the registry and binds; returns the bound port. */
   async listen(): Promise<number> {
     const credentials = serverCredentials(this.deps.config);
+    await this.relay.start();
     await this.registry.load();
     this.boundPort = await new Promise<number>((resolve, reject) => {
       this.server.bindAsync(hostPort(this.deps.config.grpcHost, this.deps.config.grpcPort), credentials, (err, port) =>
@@ -174,11 +212,19 @@ export class AgentGateway {
   }
 
   /**
-   * Sends a command (e.g. StartTask) on the node's live session; false when the node has
-   * none right now. The agent's CommandResult goes to onCommandResult.
+   * Sends a command (e.g. StartTask) on the node's live session, or queues it for the
+   * replica that holds the session; false when no replica announced one right now. The
+   * agent's CommandResult goes to onCommandResult of the process that wrote it.
    */
   send(nodeId: string, command: Command): boolean {
-    return this.sessions.get(nodeId)?.sendCommand(command) ?? false;
+    const session = this.sessions.get(nodeId);
+    if (session) return session.sendCommand(command);
+    if (!this.relay.heldElsewhere(nodeId)) return false;
+    this.deps.store.queueRelayedCommand({ nodeId, command: JSON.stringify(command), createdAt: this.clock.now() }).catch((err: unknown) =>
+      // Lost with the store: the node's next Hello re-sends what still matters, as for a command written into a dying stream.
+      this.deps.log.error({ err, node: nodeId, command: command.command_id }, 'could not queue a command for the replica holding the node'),
+    );
+    return true;
   }
 
   /** Sends pending operator commands now (the dispatcher also does this every second). */
@@ -196,6 +242,7 @@ export class AgentGateway {
   async close(): Promise<void> {
     await this.dispatcher.stop();
     for (const session of [...this.sessions.values()]) session.end(GATEWAY_STATUS_CODES.OK, 'the control plane is shutting down');
+    await this.relay.close();
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => {
         this.server.forceShutdown();

@@ -55,8 +55,9 @@ export class AgentSession {
     );
     this.helloTimer.unref();
     call.on('data', (message: AgentMessage__Output) => this.receive(message));
-    // The agent half-closed its side: close ours cleanly.
-    call.on('end', () => this.end(GATEWAY_STATUS_CODES.OK, 'the agent closed the stream'));
+    // The agent half-closed its side: close ours cleanly. A connection torn down under us
+    // (keepalive timeout) emits 'end' just before 'cancelled': let 'cancelled' say so first.
+    call.on('end', () => setImmediate(() => this.end(GATEWAY_STATUS_CODES.OK, 'the agent closed the stream')));
     call.on('cancelled', () => this.gone('cancelled by the agent or the connection'));
     // Our own end() emits 'error' to send a status; by then the phase is 'ended'.
     call.on('error', (err: Error) => this.gone(`stream error: ${err.message}`));
@@ -93,7 +94,7 @@ export class AgentSession {
   private gone(why: string): void {
     if (this.phase === 'ended') return;
     this.finish();
-    this.host.log.debug({ node: this.nodeId, why }, 'agent session gone');
+    this.host.log.info({ node: this.nodeId, why }, 'agent session gone');
   }
 
   private finish(): void {
@@ -131,7 +132,9 @@ export class AgentSession {
       const node = await this.host.enrollment.authenticate(hello.node_id, hello.node_secret);
       if (this.ended) return;
       // Read before sessionStarted overwrites it: how long the node was away, for billing.
-      const lastContact = this.host.registry.lastContact(node.id) ?? node.lastSeenAt;
+      // The later of the two: with several replicas, the one the agent left flushed it to the store.
+      const remembered = this.host.registry.lastContact(node.id);
+      const lastContact = remembered == null ? node.lastSeenAt : Math.max(remembered, node.lastSeenAt ?? remembered);
       await this.host.registry.sessionStarted(node, {
         hostname: hello.hostname || node.hostname,
         agentVersion: hello.agent_version,

@@ -1,12 +1,9 @@
-// svcctl keys create|list|rotate|revoke
+// svcctl keys create|list|rotate|revoke: customer API keys of any org.
 import type { Command } from 'commander';
-import { toRfc3339 } from '@svc/shared';
 import { DEFAULT_OVERLAP_SECONDS } from '../keys/key-service.js';
 import type { KeyKind } from '../store/records.js';
-import { keyView } from '../routes/views.js';
-import { withContext } from './context.js';
-import { printJson, printTable, splitList } from './output.js';
-
+import { withClient } from './context.js';
+import { printJson, printTable, splitList, wholeNumber } from './output.js';
 
 export function registerKeyCommands(program: Command): void {
   const keys = program.command('keys').description('API keys: create, list, rotate, revoke');
@@ -21,20 +18,18 @@ export function registerKeyCommands(program: Command): void {
     .option('--name <name>', 'a label for the key')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const org = opts.org ? await services.orgs.resolve(opts.org) : (await services.orgs.ensureDefaultOrg()).org;
-        const created = await services.keys.create({
-          orgId: org.id,
+      withClient(cmd, async (client) => {
+        const created = await client.createKey({
+          org: opts.org,
           kind: opts.kind as KeyKind,
           scopes: opts.scopes ? splitList(opts.scopes) : undefined,
           admin: opts.admin,
-          name: opts.name ?? null,
+          name: opts.name,
         });
-        if (opts.json) return printJson({ ...keyView(created.record), key: created.value });
-        const v = keyView(created.record);
+        if (opts.json) return printJson(created);
         process.stdout.write(
-          `Created ${v.admin ? 'admin ' : ''}key ${v.key_id} (${v.masked}) in org ${org.name} with scopes: ${v.scopes.join(' ')}\n` +
-            `The key is shown once; store it now:\n${created.value}\n`,
+          `Created ${created.admin ? 'admin ' : ''}key ${created.key_id} (${created.masked}) in org ${created.org_name} with scopes: ${created.scopes.join(' ')}\n` +
+            `The key is shown once; store it now:\n${created.key}\n`,
         );
       }),
     );
@@ -45,13 +40,12 @@ export function registerKeyCommands(program: Command): void {
     .option('--org <org>', 'only this org (id or name)')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const orgId = opts.org ? (await services.orgs.resolve(opts.org)).id : undefined;
-        const views = (await services.keys.list(orgId)).map(keyView);
-        if (opts.json) return printJson({ object: 'list', data: views });
+      withClient(cmd, async (client) => {
+        const views = await client.listKeys(opts.org);
+        if (opts.json) return printJson(views);
         printTable(
           ['KEY ID', 'KEY', 'KIND', 'ADMIN', 'SCOPES', 'ORG', 'STATUS', 'NAME'],
-          views.map((v) => [v.key_id, v.masked, v.kind, v.admin ? 'yes' : '', v.scopes.join(' '), v.org_id, v.revoked ? `revoked ${v.revoked_at}` : 'active', v.name ?? '']),
+          views.data.map((v) => [v.key_id, v.masked, v.kind, v.admin ? 'yes' : '', v.scopes.join(' '), v.org_id, v.revoked ? `revoked ${v.revoked_at}` : 'active', v.name ?? '']),
         );
       }),
     );
@@ -61,30 +55,24 @@ export function registerKeyCommands(program: Command): void {
     .description('issue a new value; the old one keeps working during the overlap')
     .option('--overlap-seconds <n>', 'seconds both values validate', String(DEFAULT_OVERLAP_SECONDS))
     .option('--json', 'print JSON', false)
-    .action(async (keyId: string, opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const overlap = Number(opts.overlapSeconds);
-        if (!Number.isInteger(overlap) || overlap < 0) throw new Error('--overlap-seconds must be a whole number >= 0');
-        const rotated = await services.keys.rotate(keyId, overlap);
-        const result = { ...keyView(rotated.record), key: rotated.value, old_key_expires_at: toRfc3339(rotated.oldKeyExpiresAt) };
+    .action(async (keyId: string, opts, cmd: Command) => {
+      const overlap = wholeNumber(opts.overlapSeconds, '--overlap-seconds', 0);
+      await withClient(cmd, async (client) => {
+        const result = await client.rotateKey(keyId, overlap);
         if (opts.json) return printJson(result);
-        process.stdout.write(
-          `Rotated ${keyId}. The old value stops working at ${result.old_key_expires_at}.\n` +
-            `New value (shown once):\n${rotated.value}\n`,
-        );
-      }),
-    );
+        process.stdout.write(`Rotated ${keyId}. The old value stops working at ${result.old_key_expires_at}.\nNew value (shown once):\n${result.key}\n`);
+      });
+    });
 
   keys
     .command('revoke <keyId>')
     .description('revoke a key (idempotent)')
     .option('--json', 'print JSON', false)
     .action(async (keyId: string, opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const key = await services.keys.revoke(keyId);
-        const result = { key_id: key.id, revoked: true, revoked_at: toRfc3339(key.revokedAt!) };
+      withClient(cmd, async (client) => {
+        const result = await client.revokeKey(keyId);
         if (opts.json) return printJson(result);
-        process.stdout.write(`Revoked ${key.id} at ${result.revoked_at}.\n`);
+        process.stdout.write(`Revoked ${result.key_id} at ${result.revoked_at}.\n`);
       }),
     );
 }

@@ -1,31 +1,20 @@
-// svcctl nodes list|show|cordon|uncordon|drain|forget|free-gpus, nodes token create|list|revoke,
-// nodes gpu reset-health. Reads come from the store the server flushes every report
-// interval; reset-health queues a command the running server sends to the agent.
+// svcctl nodes list|show|timeline|gpus|cordon|uncordon|drain|forget|free-gpus, nodes token
+// create|list|revoke, nodes gpu reset-health. Reads come from the store the server flushes
+// every report interval; reset-health queues a command the running server sends to the
+// agent, and --wait polls the command through the client (local or remote alike).
 import type { Command } from 'commander';
-import { systemClock, toRfc3339 } from '@svc/shared';
-import { parseTtlSeconds, tokenState } from '../nodes/node-credentials.js';
+import { systemClock } from '@svc/shared';
+import { parseTtlSeconds } from '../nodes/node-credentials.js';
 import { isPool } from '../nodes/enrollment-service.js';
-import { commandView, formatAgo, formatGiB, gpuView, nodeView, shortUuid, timelineView } from '../nodes/views.js';
-import type { EnrollmentTokenRecord, NodeCommandRecord } from '../store/node-store.js';
-import { forgetNode } from '../nodes/forget-node.js';
-import { withContext } from './context.js';
-import { printJson, printTable } from './output.js';
+import { formatAgo, formatGiB, shortUuid } from '../nodes/views.js';
+import type { OperatorClient } from '../operators/fleet-operations.js';
+import { withClient } from './context.js';
+import { printJson, printTable, wholeNumber } from './output.js';
 
 const dash = (value: number | string | null | undefined, unit = ''): string =>
   value === null || value === undefined || value === '' ? '-' : `${value}${unit}`;
 
-function tokenView(token: EnrollmentTokenRecord, now: number) {
-  return {
-    id: token.id,
-    pool: token.pool,
-    state: tokenState(token, now),
-    created_at: toRfc3339(token.createdAt),
-    expires_at: toRfc3339(token.expiresAt),
-    used_at: token.usedAt === null ? null : toRfc3339(token.usedAt),
-    used_by_node: token.usedByNode,
-    revoked_at: token.revokedAt === null ? null : toRfc3339(token.revokedAt),
-  };
-}
+const msOf = (iso: string | null): number | null => (iso === null ? null : Date.parse(iso));
 
 export function registerNodeCommands(program: Command): void {
   const nodes = program.command('nodes').description('GPU nodes: list, show, cordon, drain, enrollment tokens, GPU health');
@@ -35,17 +24,13 @@ export function registerNodeCommands(program: Command): void {
     .description('every node: pool, status, healthy/total GPUs, utilization, last seen')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
+      withClient(cmd, async (client) => {
+        const views = await client.listNodes();
+        if (opts.json) return printJson(views);
         const now = systemClock.now();
-        const list = await services.nodes.list();
-        const views = list.map(({ node, gpus }) => nodeView(node, gpus, now));
-        if (opts.json) return printJson({ object: 'list', data: views });
         printTable(
           ['NODE', 'HOSTNAME', 'POOL', 'STATUS', 'GPUS (HEALTHY/TOTAL)', 'UTIL', 'LAST SEEN'],
-          list.map(({ node }, i) => {
-            const v = views[i]!;
-            return [v.id, v.hostname, v.pool, v.status_label, `${v.gpus_healthy}/${v.gpus_total}`, dash(v.avg_utilization_percent, '%'), formatAgo(node.lastSeenAt, now)];
-          }),
+          views.data.map((v) => [v.id, v.hostname, v.pool, v.status_label, `${v.gpus_healthy}/${v.gpus_total}`, dash(v.avg_utilization_percent, '%'), formatAgo(msOf(v.last_seen_at), now)]),
         );
       }),
     );
@@ -55,21 +40,56 @@ export function registerNodeCommands(program: Command): void {
     .description('one node (id or hostname): host facts, GPUs, recent health timeline')
     .option('--events <n>', 'timeline rows to show', '20')
     .option('--json', 'print JSON', false)
-    .action(async (ref: string, opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const limit = Number(opts.events);
-        if (!Number.isInteger(limit) || limit < 1) throw new Error('--events must be a whole number >= 1');
-        const now = systemClock.now();
-        const detail = await services.nodes.show(ref, limit);
-        const result = {
-          ...nodeView(detail.node, detail.gpus, now),
-          host_facts: detail.node.hostFacts,
-          gpus: detail.gpus.map(gpuView),
-          timeline: detail.timeline.map(timelineView),
-          pending_commands: detail.commands.map(commandView),
-        };
+    .action(async (ref: string, opts, cmd: Command) => {
+      const limit = wholeNumber(opts.events, '--events', 1);
+      await withClient(cmd, async (client) => {
+        const result = await client.showNode(ref, limit);
         if (opts.json) return printJson(result);
-        printNodeDetail(result, now, detail.node.lastSeenAt);
+        printNodeDetail(result, systemClock.now(), msOf(result.last_seen_at));
+      });
+    });
+
+  nodes
+    .command('timeline <node>')
+    .description('the health timeline of a node, newest first: XID, ECC, thermal events and health verdicts')
+    .option('--gpu <gpu>', 'only this GPU (uuid or index)')
+    .option('--limit <n>', 'how many events', '50')
+    .option('--json', 'print JSON', false)
+    .action(async (ref: string, opts, cmd: Command) => {
+      const limit = wholeNumber(opts.limit, '--limit', 1);
+      await withClient(cmd, async (client) => {
+        const events = await client.nodeTimeline(ref, limit, opts.gpu);
+        if (opts.json) return printJson(events);
+        printTable(
+          ['AT', 'EVENT', 'GPU', 'XID', 'ACTION', 'DETAIL'],
+          events.data.map((e) => [e.at, e.kind, e.gpu_index === null ? '' : String(e.gpu_index), e.xid === null ? '' : String(e.xid), e.recommended_action ?? '', e.message]),
+        );
+      });
+    });
+
+  nodes
+    .command('gpus')
+    .description('every GPU of the fleet: node, pool, health, memory, utilization')
+    .option('--pool <pool>', 'only this pool')
+    .option('--unhealthy', 'only unhealthy GPUs', false)
+    .option('--json', 'print JSON', false)
+    .action(async (opts, cmd: Command) =>
+      withClient(cmd, async (client) => {
+        const gpus = await client.listGpus({ pool: opts.pool, unhealthy: opts.unhealthy || undefined });
+        if (opts.json) return printJson(gpus);
+        printTable(
+          ['NODE', 'POOL', '#', 'NAME', 'UUID', 'MEM USED/TOTAL GiB', 'UTIL', 'HEALTH'],
+          gpus.data.map((g) => [
+            g.hostname,
+            g.pool,
+            g.index,
+            g.name,
+            shortUuid(g.uuid),
+            `${formatGiB(g.memory_used_bytes)}/${formatGiB(g.memory_total_bytes)}`,
+            dash(g.utilization_gpu_percent, '%'),
+            g.healthy ? 'healthy' : `UNHEALTHY: ${g.health_reason}`,
+          ]),
+        );
       }),
     );
 
@@ -83,11 +103,10 @@ export function registerNodeCommands(program: Command): void {
       .description(description)
       .option('--json', 'print JSON', false)
       .action(async (ref: string, opts, cmd: Command) =>
-        withContext(cmd, async ({ services }) => {
-          const node = await services.nodes[name](ref);
-          const view = nodeView(node, [], systemClock.now());
-          if (opts.json) return printJson({ id: view.id, status: view.status, cordoned: view.cordoned, draining: view.draining, schedulable: view.schedulable });
-          process.stdout.write(`${node.id} (${node.hostname}) is now ${view.status_label}.\n`);
+        withClient(cmd, async (client) => {
+          const view = await client.setNodeState(ref, name);
+          if (opts.json) return printJson(view);
+          process.stdout.write(`${view.id} (${view.hostname}) is now ${view.status_label}.\n`);
         }),
       );
   }
@@ -100,14 +119,11 @@ export function registerNodeCommands(program: Command): void {
     )
     .option('--json', 'print JSON', false)
     .action(async (ref: string, opts, cmd: Command) =>
-      withContext(cmd, async ({ services, store, config }) => {
-        const found = await services.nodes.resolve(ref);
-        const { node, settled } = await forgetNode({ nodes: store.nodes, instances: services.instances, clock: systemClock, forgetAfterMs: config.nodeForgetAfterMs }, found);
-        if (opts.json) {
-          return printJson({ id: node.id, forgotten_at: node.forgottenAt == null ? null : toRfc3339(node.forgottenAt), instances: settled.map((i) => ({ id: i.id, status: i.status })) });
-        }
-        process.stdout.write(`${node.id} (${node.hostname}) is forgotten; ${settled.length} instance(s) settled as of ${node.lastSeenAt === null ? 'never' : toRfc3339(node.lastSeenAt)}.\n`);
-        for (const i of settled) process.stdout.write(`  ${i.id} ${i.status}\n`);
+      withClient(cmd, async (client) => {
+        const result = await client.forgetNode(ref);
+        if (opts.json) return printJson(result);
+        process.stdout.write(`${result.id} (${result.hostname}) is forgotten; ${result.instances.length} instance(s) settled as of ${result.last_seen_at ?? 'never'}.\n`);
+        for (const i of result.instances) process.stdout.write(`  ${i.id} ${i.status}\n`);
       }),
     );
 
@@ -117,15 +133,14 @@ export function registerNodeCommands(program: Command): void {
     .requiredOption('--model <name>', 'GPU model as NVML names it, e.g. "NVIDIA H100 80GB HBM3"')
     .option('--pool <pool>', 'na, eu or apac (default: every pool)')
     .option('--json', 'print JSON', false)
-    .action(async (opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        if (opts.pool !== undefined && !isPool(opts.pool)) throw new Error(`unknown pool "${opts.pool}"; pools are: na, eu, apac`);
-        const found = await services.nodes.schedulable({ gpuModel: opts.model, pool: opts.pool });
-        const data = found.map((n) => ({ node_id: n.nodeId, pool: n.pool, free_gpu_uuids: n.freeGpuUuids }));
-        if (opts.json) return printJson({ object: 'list', data });
-        printTable(['NODE', 'POOL', 'FREE', 'GPU UUIDS'], data.map((n) => [n.node_id, n.pool, n.free_gpu_uuids.length, n.free_gpu_uuids.map(shortUuid).join(' ')]));
-      }),
-    );
+    .action(async (opts, cmd: Command) => {
+      if (opts.pool !== undefined && !isPool(opts.pool)) throw new Error(`unknown pool "${opts.pool}"; pools are: na, eu, apac`);
+      await withClient(cmd, async (client) => {
+        const found = await client.freeGpus(opts.model, opts.pool);
+        if (opts.json) return printJson(found);
+        printTable(['NODE', 'POOL', 'FREE', 'GPU UUIDS'], found.data.map((n) => [n.node_id, n.pool, n.free_gpu_uuids.length, n.free_gpu_uuids.map(shortUuid).join(' ')]));
+      });
+    });
 
   const token = nodes.command('token').description('node enrollment tokens (single use)');
   token
@@ -134,32 +149,30 @@ export function registerNodeCommands(program: Command): void {
     .option('--pool <pool>', 'the pool nodes enrolled with it join: na, eu or apac (default: the agent says)')
     .option('--ttl <duration>', 'lifetime: 90s, 30m, 24h, 7d (default: SVC_NODE_TOKEN_TTL_SECONDS, 24h)')
     .option('--json', 'print JSON', false)
-    .action(async (opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        let ttlSeconds: number | undefined;
-        if (opts.ttl !== undefined) {
-          ttlSeconds = parseTtlSeconds(opts.ttl);
-          if (ttlSeconds === undefined) throw new Error(`--ttl ${opts.ttl} is not a duration; use e.g. 90s, 30m, 24h or 7d`);
-        }
-        const created = await services.enrollment.createToken({ pool: opts.pool, ttlSeconds });
-        const view = tokenView(created.record, systemClock.now());
-        if (opts.json) return printJson({ ...view, token: created.value });
+    .action(async (opts, cmd: Command) => {
+      let ttlSeconds: number | undefined;
+      if (opts.ttl !== undefined) {
+        ttlSeconds = parseTtlSeconds(opts.ttl);
+        if (ttlSeconds === undefined) throw new Error(`--ttl ${opts.ttl} is not a duration; use e.g. 90s, 30m, 24h or 7d`);
+      }
+      await withClient(cmd, async (client) => {
+        const view = await client.createToken({ pool: opts.pool, ttlSeconds });
+        if (opts.json) return printJson(view);
         process.stdout.write(
           `Created enrollment token ${view.id}${view.pool ? ` for pool ${view.pool}` : ''}, valid until ${view.expires_at}, single use.\n` +
-            `The token is shown once; start the agent with:\n  SVC_NODE_TOKEN=${created.value}\n`,
+            `The token is shown once; start the agent with:\n  SVC_NODE_TOKEN=${view.token}\n`,
         );
-      }),
-    );
+      });
+    });
   token
     .command('list')
     .description('enrollment tokens and their state (values are never shown again)')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const now = systemClock.now();
-        const views = (await services.enrollment.listTokens()).map((t) => tokenView(t, now));
-        if (opts.json) return printJson({ object: 'list', data: views });
-        printTable(['TOKEN ID', 'POOL', 'STATE', 'EXPIRES', 'USED BY'], views.map((v) => [v.id, v.pool ?? 'any', v.state, v.expires_at, v.used_by_node ?? '']));
+      withClient(cmd, async (client) => {
+        const views = await client.listTokens();
+        if (opts.json) return printJson(views);
+        printTable(['TOKEN ID', 'POOL', 'STATE', 'EXPIRES', 'USED BY'], views.data.map((v) => [v.id, v.pool ?? 'any', v.state, v.expires_at, v.used_by_node ?? '']));
       }),
     );
   token
@@ -167,8 +180,8 @@ export function registerNodeCommands(program: Command): void {
     .description('revoke an unused token (idempotent)')
     .option('--json', 'print JSON', false)
     .action(async (id: string, opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const view = tokenView(await services.enrollment.revokeToken(id), systemClock.now());
+      withClient(cmd, async (client) => {
+        const view = await client.revokeToken(id);
         if (opts.json) return printJson(view);
         process.stdout.write(view.state === 'used' ? `${id} was already used by ${view.used_by_node}; nothing to revoke.\n` : `Revoked ${id}.\n`);
       }),
@@ -177,40 +190,35 @@ export function registerNodeCommands(program: Command): void {
   const gpu = nodes.command('gpu').description('GPU operations');
   gpu
     .command('reset-health <node> [gpu]')
-    .description('tell the agent to clear a GPU\'s unhealthy verdict (GPU uuid, uuid prefix or index; default every GPU)')
-    .option('--wait <seconds>', 'wait this long for the agent\'s answer (0: just queue it)', '10')
+    .description("tell the agent to clear a GPU's unhealthy verdict (GPU uuid, uuid prefix or index; default every GPU)")
+    .option('--wait <seconds>', "wait this long for the agent's answer (0: just queue it)", '10')
     .option('--json', 'print JSON', false)
-    .action(async (ref: string, gpuRef: string | undefined, opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const waitSeconds = Number(opts.wait);
-        if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new Error('--wait must be a number of seconds >= 0');
-        let command: NodeCommandRecord = await services.nodes.requestGpuHealthReset(ref, gpuRef ?? '');
+    .action(async (ref: string, gpuRef: string | undefined, opts, cmd: Command) => {
+      const waitSeconds = Number(opts.wait);
+      if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new Error('--wait must be a number of seconds >= 0');
+      await withClient(cmd, async (client) => {
+        let view = await client.resetGpuHealth(ref, gpuRef);
         const deadline = Date.now() + waitSeconds * 1000;
-        while ((command.state === 'pending' || command.state === 'sent') && Date.now() < deadline) {
+        while ((view.state === 'pending' || view.state === 'sent') && Date.now() < deadline) {
           await new Promise((r) => setTimeout(r, 200));
-          command = await services.nodes.getCommand(command.id);
+          view = await client.getCommand(view.id);
         }
-        const view = commandView(command);
         if (opts.json) return printJson(view);
         const target = view.gpu_uuid ?? 'every GPU';
-        const outcome: Record<NodeCommandRecord['state'], string> = {
+        const outcome: Record<typeof view.state, string> = {
           pending: 'queued; the control plane sends it once the node is connected (it must be running)',
           sent: 'sent to the agent; no answer yet',
           succeeded: 'done: the agent cleared the health verdict',
           failed: `failed: ${view.error_code}: ${view.error_message}`,
         };
-        process.stdout.write(`Reset health of ${target} on ${command.nodeId} (${command.id}): ${outcome[command.state]}.\n`);
-        if (command.state === 'failed') process.exitCode = 1;
-      }),
-    );
+        process.stdout.write(`Reset health of ${target} on ${view.node_id} (${view.id}): ${outcome[view.state]}.\n`);
+        if (view.state === 'failed') process.exitCode = 1;
+      });
+    });
 }
 
-type DetailView = ReturnType<typeof nodeView> & {
-  host_facts: Record<string, unknown> | null;
-  gpus: Array<ReturnType<typeof gpuView>>;
-  timeline: Array<ReturnType<typeof timelineView>>;
-  pending_commands: Array<ReturnType<typeof commandView>>;
-};
+type DetailView = Awaited<ReturnType<OperatorClient['showNode']>>;
+
 
 function printNodeDetail(v: DetailView, now: number, lastSeenAt: number | null): void {
   const f = v.host_facts ?? {};

@@ -1,7 +1,7 @@
 // svcctl orgs list|show|create|set
 import type { Command } from 'commander';
-import { orgView } from '../routes/views.js';
-import { withContext } from './context.js';
+import type { orgView } from '../routes/views.js';
+import { withClient } from './context.js';
 import { printJson, printTable, splitList } from './output.js';
 
 
@@ -26,12 +26,12 @@ export function registerOrgCommands(program: Command): void {
     .command('list')
     .option('--json', 'print JSON', false)
     .action(async (opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const views = (await services.orgs.list()).map(orgView);
-        if (opts.json) return printJson({ object: 'list', data: views });
+      withClient(cmd, async (client) => {
+        const views = await client.listOrgs();
+        if (opts.json) return printJson(views);
         printTable(
           ['ORG ID', 'NAME', 'TIER', 'IP ALLOWLIST', 'REFERRERS'],
-          views.map((v) => [v.id, v.name, v.tier, v.ip_allowlist.join(' ') || 'any', v.referrer_allowlist.join(' ') || '-']),
+          views.data.map((v) => [v.id, v.name, v.tier, v.ip_allowlist.join(' ') || 'any', v.referrer_allowlist.join(' ') || '-']),
         );
       }),
     );
@@ -40,8 +40,8 @@ export function registerOrgCommands(program: Command): void {
     .command('show <org>')
     .option('--json', 'print JSON', false)
     .action(async (org: string, opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const view = orgView(await services.orgs.resolve(org));
+      withClient(cmd, async (client) => {
+        const view = await client.showOrg(org);
         return opts.json ? printJson(view) : printOrg(view);
       }),
     );
@@ -51,10 +51,10 @@ export function registerOrgCommands(program: Command): void {
     .option('--tier <tier>', '2 or 3', '2')
     .option('--json', 'print JSON', false)
     .action(async (name: string, opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
+      withClient(cmd, async (client) => {
         const tier = Number(opts.tier);
         if (tier !== 2 && tier !== 3) throw new Error('--tier must be 2 or 3');
-        const view = orgView(await services.orgs.create(name, tier));
+        const view = await client.createOrg(name, tier);
         return opts.json ? printJson(view) : printOrg(view);
       }),
     );
@@ -68,15 +68,15 @@ export function registerOrgCommands(program: Command): void {
     .option('--models <ids>', 'model ids the org may call, or "all"')
     .option('--json', 'print JSON', false)
     .action(async (org: string, opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const target = await services.orgs.resolve(org);
-        const updated = await services.orgs.update(target.id, {
-          tier: opts.tier === undefined ? undefined : Number(opts.tier),
-          ipAllowlist: opts.ipAllowlist === undefined ? undefined : splitList(opts.ipAllowlist),
-          referrerAllowlist: opts.referrerAllowlist === undefined ? undefined : splitList(opts.referrerAllowlist),
-          allowedModels: opts.models === undefined ? undefined : opts.models === 'all' ? null : splitList(opts.models),
+      withClient(cmd, async (client) => {
+        const tier = opts.tier === undefined ? undefined : Number(opts.tier);
+        if (tier !== undefined && tier !== 2 && tier !== 3) throw new Error('--tier must be 2 or 3');
+        const view = await client.updateOrg(org, {
+          tier,
+          ip_allowlist: opts.ipAllowlist === undefined ? undefined : splitList(opts.ipAllowlist),
+          referrer_allowlist: opts.referrerAllowlist === undefined ? undefined : splitList(opts.referrerAllowlist),
+          allowed_models: opts.models === undefined ? undefined : opts.models === 'all' ? null : splitList(opts.models),
         });
-        const view = orgView(updated);
         return opts.json ? printJson(view) : printOrg(view);
       }),
     );

@@ -23,3 +23,17 @@ export function printTable(head: string[], rows: Array<Array<string | number>>):
 export function splitList(text: string): string[] {
   return text.split(/[\s,]+/).filter(Boolean);
 }
+
+/** A flag's value as a whole number >= min, or the error svcctl prints. */
+export function wholeNumber(text: string, flag: string, min: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min) throw new Error(`${flag} must be a whole number >= ${min}`);
+  return n;
+}
+
+/** `12s ago` from an RFC 3339 time (or '-'), the way tables show how long since. */
+export function agoFrom(iso: string | null, now: number): string {
+  if (iso === null) return '-';
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  return s < 60 ? `${s}s ago` : s < 3600 ? `${Math.floor(s / 60)}m ago` : `${Math.floor(s / 3600)}h ago`;
+}

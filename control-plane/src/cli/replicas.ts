@@ -1,12 +1,10 @@
 // svcctl replicas list: the model-server replicas the control plane placed, with what
-// their agents last reported (status, endpoint, restarts). Read from the data dir's
-// store, which the running server updates on every report.
+// their agents last reported (status, endpoint, restarts).
 import type { Command } from 'commander';
 import { systemClock } from '@svc/shared';
 import { formatAgo } from '../nodes/views.js';
-import { replicaView } from '../replicas/views.js';
-import { withContext } from './context.js';
-import { printJson, printTable } from './output.js';
+import { withClient } from './context.js';
+import { printJson, printTable, wholeNumber } from './output.js';
 
 export function registerReplicaCommands(program: Command): void {
   const replicas = program.command('replicas').description('model-server replicas: list');
@@ -17,27 +15,26 @@ export function registerReplicaCommands(program: Command): void {
     .option('--all', 'include stopped and lost replicas', false)
     .option('--limit <n>', 'how many', '100')
     .option('--json', 'print JSON', false)
-    .action(async (opts, cmd: Command) =>
-      withContext(cmd, async ({ services }) => {
-        const limit = Number(opts.limit);
-        if (!Number.isInteger(limit) || limit < 1) throw new Error('--limit must be a whole number >= 1');
-        const list = await services.replicas.list({ includeEnded: opts.all, limit });
-        if (opts.json) return printJson({ object: 'list', data: list.map(replicaView) });
+    .action(async (opts, cmd: Command) => {
+      const limit = wholeNumber(opts.limit, '--limit', 1);
+      await withClient(cmd, async (client) => {
+        const list = await client.listReplicas({ all: opts.all, limit });
+        if (opts.json) return printJson(list);
         const now = systemClock.now();
         printTable(
           ['REPLICA', 'MODEL', 'QUANTIZATION', 'POOL', 'NODE', 'STATUS', 'ENDPOINT', 'RESTARTS', 'LAST CHANGE'],
-          list.map((r) => [
+          list.data.map((r) => [
             r.id,
             r.model,
             r.quantization,
             r.pool,
-            r.nodeId,
+            r.node_id,
             r.status + (r.message && r.status !== 'running' ? `: ${r.message}` : ''),
             r.endpoint ?? '-',
             r.restarts,
-            formatAgo(r.changedAt, now),
+            formatAgo(r.changed_at === null ? null : Date.parse(r.changed_at), now),
           ]),
         );
-      }),
-    );
+      });
+    });
 }

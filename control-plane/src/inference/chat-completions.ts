@@ -269,4 +269,7 @@ const PASSED_THROUGH = [
   'logprobs',
   'top_logprobs',
   'logit_bias',
+  // vLLM (>= 0.10) takes OpenAI's response_format natively and enforces it with the
+  // guided-decoding backend it was started with (engine-adapter: --structured-outputs-config).
+  'response_format',
 ] as const satisfies ReadonlyArray<keyof ChatCompletionRequest>;

@@ -58,12 +58,10 @@ describe('checkChatRequest', () => {
     ['top_logprobs without logprobs', { top_logprobs: 3 }, gpuModel, 'top_logprobs'],
     ['top_logprobs with logprobs false', { logprobs: false, top_logprobs: 3 }, gpuModel, 'top_logprobs'],
     ['parallel_tool_calls without tools', { parallel_tool_calls: false }, gpuModel, 'parallel_tool_calls'],
-    ['a frequency penalty on the CPU engine', { frequency_penalty: 0.5 }, chatModel, 'frequency_penalty'],
-    ['a presence penalty on the CPU engine', { presence_penalty: -1 }, chatModel, 'presence_penalty'],
     ['logprobs on the CPU engine', { logprobs: true }, chatModel, 'logprobs'],
-    ['a logit bias on the CPU engine', { logit_bias: { '42': 5 } }, chatModel, 'logit_bias'],
-    ['a required tool call on the CPU engine', { tools: [weather], tool_choice: 'required' }, chatModel, 'tool_choice'],
-    ['a named tool call on the CPU engine', { tools: [weather], tool_choice: { type: 'function', function: { name: 'weather' } } }, chatModel, 'tool_choice'],
+    ['a schema keyword the CPU engine cannot enforce', { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string', pattern: '^a' } } } } } }, chatModel, 'response_format.json_schema.schema.properties.a.pattern'],
+    ['a forced call of a tool whose schema the CPU engine cannot enforce', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'number', multipleOf: 3 } } } } }], tool_choice: 'required' }, chatModel, 'tools[0].function.parameters.properties.n.multipleOf'],
+    ['a response_format schema that is not an object', { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string' } } } }, gpuModel, 'response_format.json_schema.schema.type'],
   ])('refuses %s', (_name, body, model, param) => {
     expect(problem(body, model)?.param).toBe(param);
   });
@@ -109,9 +107,17 @@ describe('checkChatRequest', () => {
     expect(problem({ tools: [weather], tool_choice: 'none' }, chatModel)).toBeNull();
   });
 
-  it('names the engine and the way out when it refuses a field for the engine', () => {
-    expect(problem({ frequency_penalty: 1 })?.message).toBe("this model's engine (cpu) does not support frequency_penalty; send 0 or leave it out");
-    expect(problem({ tools: [weather], tool_choice: 'required' })?.message).toMatch(/use tool_choice "auto" or "none"/);
+  it('names the engine and what it cannot do when it refuses a field for the engine', () => {
+    expect(problem({ logprobs: true })?.message).toBe("this model's engine (cpu) does not support logprobs");
+  });
+
+  it('accepts on the CPU engine what its grammar and sampler honour', () => {
+    const honoured: Partial<ChatCompletionRequest> = {
+      frequency_penalty: 0.5, presence_penalty: -1, logit_bias: { '42': 5 }, tools: [weather], tool_choice: 'required',
+      response_format: { type: 'json_schema', json_schema: { name: 'x', strict: true, schema: { type: 'object', properties: { n: { type: 'integer', minimum: -9007199254740991, maximum: 9007199254740991 } }, required: ['n'], additionalProperties: false } } },
+    };
+    expect(problem(honoured, chatModel)).toBeNull();
+    expect(problem({ tools: [weather], tool_choice: { type: 'function', function: { name: 'weather' } } }, chatModel)).toBeNull();
   });
 
   it('returns the effective token cap, from either name', () => {

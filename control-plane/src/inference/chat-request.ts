@@ -3,6 +3,7 @@
 // say (field combinations, references between messages and tools, the model's limits).
 import { Type, type Static } from '@sinclair/typebox';
 import { engineFeatureProblem } from './engine-features.js';
+import { ResponseFormat, responseFormatProblem } from './response-format.js';
 import { toolSchemaProblem } from './tool-schema.js';
 import { ApiError } from '@svc/shared';
 import { StringEnum } from '../http/schemas.js';
@@ -93,6 +94,7 @@ export const ChatCompletionRequest = Type.Object(
       }),
     ),
     n: Type.Optional(Type.Integer({ minimum: 1, maximum: 128, description: 'Only 1: one choice per request.' })),
+    response_format: Type.Optional(ResponseFormat),
     user: Type.Optional(Type.String({ maxLength: 256 })),
   },
   { additionalProperties: false },
@@ -134,6 +136,8 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
   if (body.parallel_tool_calls !== undefined && body.tools === undefined) fail('parallel_tool_calls is only allowed with tools', 'parallel_tool_calls');
   checkMessages(body.messages, fail);
   checkTools(body, fail);
+  const format = body.response_format === undefined ? undefined : responseFormatProblem(body.response_format);
+  if (format) fail(format.message, format.param);
   const unsupported = engineFeatureProblem(body, model.serving.engine);
   if (unsupported) fail(unsupported.message, unsupported.param);
   return { maxTokens };

@@ -7,10 +7,11 @@ import type { ModelService } from '../models/model-service.js';
 import type { Store } from '../store/store.js';
 import { ChatCompletionService, type InferenceDeps } from './chat-completions.js';
 import { EmbeddingsService } from './embeddings.js';
+import { ResponsesService } from './responses/responses-service.js';
 import type { ReplicaDirectory, ServingPlan } from './replica-source.js';
 import { Router } from './router.js';
 import { UpstreamClient } from './upstream.js';
-import { UsageRecorder } from './usage.js';
+import { UsageRecorder, type UsageContext } from './usage.js';
 
 export interface Inference {
   router: Router;
@@ -18,11 +19,13 @@ export interface Inference {
   upstream: UpstreamClient;
   chat: ChatCompletionService;
   embeddings: EmbeddingsService;
+  responses: ResponsesService;
   close(): Promise<void>;
 }
 
 const MAX_EJECT_MS = 30_000;
 const PROBE_TIMEOUT_MS = 2_000;
+const RESPONSES_PURGE_MS = 3_600_000;
 
 export function buildInference(deps: {
   config: ControlPlaneConfig;
@@ -31,6 +34,8 @@ export function buildInference(deps: {
   models: ModelService;
   replicas: { directory: ReplicaDirectory; plan: ServingPlan };
   log: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
+  /** Told each served request's real token count. */
+  onServed?: (ctx: UsageContext, totalTokens: number) => void;
 }): Inference {
   const { config, models } = deps;
   const upstream = new UpstreamClient({
@@ -47,7 +52,7 @@ export function buildInference(deps: {
     probe: (replica) => upstream.probe(replica.baseUrl, '/health', PROBE_TIMEOUT_MS),
     byPrice: (model) => quantizationsByPrice(model, models.rateCard(model)),
   });
-  const recorder = new UsageRecorder(deps.store.usage, deps.clock, deps.log);
+  const recorder = new UsageRecorder(deps.store.usage, deps.clock, deps.log, undefined, deps.onServed);
   const inferenceDeps: InferenceDeps = {
     router,
     upstream,
@@ -60,13 +65,22 @@ export function buildInference(deps: {
     defaultPool: config.poolOrder[0]!,
     sandboxDailyTokenCap: config.sandboxDailyTokens,
   };
+  const chat = new ChatCompletionService(inferenceDeps);
+  const responses = new ResponsesService({ chat, store: deps.store.responses, clock: deps.clock, retentionDays: config.responsesRetentionDays });
+  // Reads skip expired responses; the purge only gives their space back.
+  const purge = setInterval(() => {
+    responses.purgeExpired().catch((err: unknown) => deps.log.warn({ err }, 'stored responses purge failed'));
+  }, RESPONSES_PURGE_MS);
+  purge.unref();
   return {
     router,
     recorder,
     upstream,
-    chat: new ChatCompletionService(inferenceDeps),
+    chat,
     embeddings: new EmbeddingsService(inferenceDeps),
+    responses,
     close: async () => {
+      clearInterval(purge);
       router.close();
       await recorder.flush();
       await upstream.close();

@@ -1,3 +1,4 @@
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import type { CatalogModel } from '../models/catalog.js';
 import { exampleValue, sandboxChat, sandboxEmbeddings } from './sandbox.js';
@@ -42,6 +43,26 @@ describe('sandboxChat', () => {
     );
     expect(followUp.toolCalls).toBeNull();
     expect(followUp.pieces.join('')).toContain('{\\"temp\\":3}');
+  });
+
+  it('answers response_format json_schema with a value valid against the schema, json_object with an object', () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        city: { type: 'string', enum: ['Paris', 'Lima'] },
+        when: { type: 'string', format: 'date-time' },
+        tags: { type: 'array', items: { type: 'string', minLength: 9 }, minItems: 2 },
+        next: { anyOf: [{ $ref: '#' }, { type: 'null' }] },
+      },
+      required: ['city', 'when', 'tags', 'next'],
+      additionalProperties: false,
+    };
+    const answer = sandboxChat(chat, { model: 'x', messages: hello, response_format: { type: 'json_schema', json_schema: { name: 's', schema, strict: true } } }, undefined);
+    expect(answer.finishReason).toBe('stop');
+    const ajv = new Ajv2020({ strict: false });
+    expect(ajv.validate(schema, JSON.parse(answer.pieces.join('')))).toBe(true);
+    const object = sandboxChat(chat, { model: 'x', messages: hello, response_format: { type: 'json_object' } }, undefined);
+    expect(JSON.parse(object.pieces.join(''))).toMatchObject({ sandbox: expect.any(String) });
   });
 
   it('tool_choice none answers in text; a named tool_choice calls that tool', () => {

@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import type { CatalogModel } from '../models/catalog.js';
 import { canonicalJson } from '../pipeline/canonical-json.js';
 import { contentText, type ChatCompletionRequest } from './chat-request.js';
+import { minimalInstance, UNSATISFIABLE } from './schema-instance.js';
 import type { TokenUsage } from './usage.js';
 
 export const SANDBOX_DAILY_TOKEN_CAP = 10_000;
@@ -48,16 +49,21 @@ function generator(seed: Buffer): () => number {
 }
 
 export function sandboxChat(model: CatalogModel, body: ChatCompletionRequest, maxTokens: number | undefined): SandboxChat {
-  const seed = digest({ model: model.id, messages: body.messages, tools: body.tools ?? null, tool_choice: body.tool_choice ?? null, seed: body.seed ?? null });
+  const seed = digest({
+    model: model.id, messages: body.messages, tools: body.tools ?? null, tool_choice: body.tool_choice ?? null, seed: body.seed ?? null, response_format: body.response_format ?? null,
+  });
   const promptTokens = body.messages.reduce((sum, m) => sum + 3 + estimateTokens(contentText(m.content)), 0);
   const last = body.messages.at(-1)!;
   const tool = pickTool(body);
   if (tool && last.role !== 'tool') {
-    const args = JSON.stringify(exampleValue(tool.function.parameters ?? { type: 'object' }, 0));
+    const args = JSON.stringify(schemaValue(tool.function.parameters ?? { type: 'object' }));
     const call: SandboxToolCall = { id: `call_${seed.toString('hex').slice(0, 24)}`, type: 'function', function: { name: tool.function.name, arguments: args } };
     const completion = 1 + estimateTokens(args);
     return { pieces: [], toolCalls: [call], finishReason: 'tool_calls', usage: usage(promptTokens, completion) };
   }
+
+  const structured = structuredAnswer(body, seed);
+  if (structured !== undefined) return cut(structured, body, maxTokens, promptTokens);
 
   const next = generator(seed);
   const opening = last.role === 'tool' ? `The tool returned ${JSON.stringify(contentText(last.content).slice(0, 80))}.` : `Sandbox reply ${seed.toString('hex').slice(0, 8)}:`;
@@ -65,7 +71,11 @@ export function sandboxChat(model: CatalogModel, body: ChatCompletionRequest, ma
   const extra = 8 + Math.floor(next() * 17);
   for (let i = 0; i < extra; i++) pieces.push(` ${WORDS[Math.floor(next() * WORDS.length)]}`);
   pieces[pieces.length - 1] += '.';
+  return cut(pieces, body, maxTokens, promptTokens);
+}
 
+/** The answer cut by max_tokens (finish "length") and the first stop sequence (finish "stop"). */
+function cut(pieces: string[], body: ChatCompletionRequest, maxTokens: number | undefined, promptTokens: number): SandboxChat {
   let finishReason: SandboxChat['finishReason'] = 'stop';
   let kept = pieces;
   if (maxTokens !== undefined && kept.length > maxTokens) {
@@ -74,12 +84,31 @@ export function sandboxChat(model: CatalogModel, body: ChatCompletionRequest, ma
   }
   const stops = body.stop === undefined ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop;
   const text = kept.join('');
-  const cut = Math.min(...stops.map((s) => text.indexOf(s)).filter((i) => i >= 0));
-  if (Number.isFinite(cut)) {
-    kept = cutPieces(kept, cut);
+  const stopAt = Math.min(...stops.map((s) => text.indexOf(s)).filter((i) => i >= 0));
+  if (Number.isFinite(stopAt)) {
+    kept = cutPieces(kept, stopAt);
     finishReason = 'stop';
   }
   return { pieces: kept, toolCalls: null, finishReason, usage: usage(promptTokens, kept.length) };
+}
+
+/**
+ * With response_format json_schema: the schema's minimal instance (schema-valid by
+ * construction); json_object: a small object naming the request. Cut into four-character
+ * pieces, as tokens of JSON text are short. Undefined for text answers.
+ */
+function structuredAnswer(body: ChatCompletionRequest, seed: Buffer): string[] | undefined {
+  const format = body.response_format;
+  if (format === undefined || format.type === 'text') return undefined;
+  const value = format.type === 'json_schema' ? schemaValue(format.json_schema.schema) : { sandbox: `reply ${seed.toString('hex').slice(0, 8)}` };
+  const text = JSON.stringify(value);
+  return text.match(/[\s\S]{1,4}/g) ?? [];
+}
+
+/** The schema's minimal instance; exampleValue's looser guess for a schema with none (not checked for tools). */
+function schemaValue(schema: Record<string, unknown>): unknown {
+  const value = minimalInstance(schema);
+  return value === UNSATISFIABLE ? exampleValue(schema, 0) : value;
 }
 
 /** Unit vectors of the model's dimension (or `dimensions`), one per input, from its text. */

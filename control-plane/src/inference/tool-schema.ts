@@ -60,3 +60,4 @@ export function toolSchemaProblem(parameters: Record<string, unknown>): string |
   }
   return `not a valid JSON Schema (${declared === undefined ? 'draft-07' : declared}): ${checker.ajv.errorsText(checker.ajv.errors, { dataVar: 'parameters' })}`;
 }
+

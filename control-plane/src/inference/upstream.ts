@@ -40,6 +40,7 @@ export interface UpstreamResponse {
 
 export class UpstreamClient {
   private readonly agent: Agent;
+  private readonly bases = new Map<string, { origin: string; prefix: string }>();
 
   constructor(private readonly options: UpstreamOptions) {
     this.agent = new Agent({
@@ -63,13 +64,8 @@ export class UpstreamClient {
     if (replica.apiKey !== undefined) headers.authorization = `Bearer ${replica.apiKey}`;
     let response: Dispatcher.ResponseData;
     try {
-      response = await request(baseUrl + path, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify(payload),
-        dispatcher: this.agent,
-        signal,
-      });
+      const target = this.target(baseUrl, path);
+      response = await this.agent.request({ ...target, method: 'POST', headers, body: JSON.stringify(payload), signal: signal ?? null });
     } catch (err) {
       if (signal?.aborted) throw err;
       throw new ReplicaFailure(`replica ${baseUrl} did not answer: ${describe(err)}`, err instanceof errors.HeadersTimeoutError);
@@ -81,6 +77,22 @@ export class UpstreamClient {
       throw requestError(response.statusCode, text);
     }
     throw new ReplicaFailure(`replica ${baseUrl} answered ${response.statusCode}: ${text.slice(0, 200)}`, false);
+  }
+
+  /**
+   * The origin and path of `baseUrl + path`, parsed once per replica: a URL parse on every
+   * request is measurable on the hot path, and a base URL may carry a path prefix.
+   */
+  private target(baseUrl: string, path: string): { origin: string; path: string } {
+    let base = this.bases.get(baseUrl);
+    if (!base) {
+      const url = new URL(baseUrl);
+      base = { origin: url.origin, prefix: url.pathname.replace(/\/$/, '') };
+      // Replicas come and go; the map stays bounded by the ones seen recently.
+      if (this.bases.size >= 1024) this.bases.clear();
+      this.bases.set(baseUrl, base);
+    }
+    return { origin: base.origin, path: base.prefix + path };
   }
 
   /** True when `baseUrl + path` answers 2xx within `timeoutMs`. */

@@ -33,6 +33,8 @@ export interface UsageContext {
   requestId: string;
   sandbox: boolean;
   user: string | undefined;
+  /** performance.now() when the request arrived; the record keeps how long it took. */
+  startedAt?: number;
 }
 
 export interface ServedRequest {
@@ -60,10 +62,20 @@ export class UsageRecorder {
     private readonly clock: Clock,
     private readonly log: { error(obj: object, msg: string): void },
     private readonly options: { flushMs: number; maxBatch: number } = { flushMs: 20, maxBatch: 256 },
+    /** Told each served request's real token count (the tokens-per-minute limit settles on it). */
+    private readonly onServed: (ctx: UsageContext, totalTokens: number) => void = () => {},
   ) {}
+
+  private readonly observers: Array<(ctx: UsageContext, served: ServedRequest) => void> = [];
+
+  /** Tells `observer` of every served request as it is recorded (the service metrics). */
+  observe(observer: (ctx: UsageContext, served: ServedRequest) => void): void {
+    this.observers.push(observer);
+  }
 
   /** Queues the record of a served request; sandbox requests are recorded at no cost. */
   record(ctx: UsageContext, served: ServedRequest): void {
+    for (const observer of this.observers) observer(ctx, served);
     this.pending.push({
       id: newId('usage'),
       orgId: ctx.orgId,
@@ -79,7 +91,9 @@ export class UsageRecorder {
       user: ctx.user ?? null,
       sandbox: ctx.sandbox,
       createdAt: this.clock.now(),
+      durationMs: ctx.startedAt === undefined ? null : Math.max(0, Math.round(performance.now() - ctx.startedAt)),
     });
+    this.onServed(ctx, served.usage.prompt_tokens + served.usage.completion_tokens);
     if (this.pending.length >= this.options.maxBatch) void this.flush();
     else if (this.timer === null) {
       this.timer = setTimeout(() => void this.flush(), this.options.flushMs);
@@ -118,6 +132,27 @@ export function usageView(r: UsageRecord) {
     completion_tokens: r.completionTokens,
     total_tokens: r.promptTokens + r.completionTokens,
     cost_usd: r.costNanos / 1e9,
+    user: r.user,
+    sandbox: r.sandbox,
+  };
+}
+
+/** One served request as GET /v1/requests/{id} shows it: what was served and what it cost, never which replica. */
+export function requestMetadataView(r: UsageRecord) {
+  return {
+    id: r.requestId,
+    object: 'inference.request' as const,
+    created: Math.floor(r.createdAt / 1000),
+    status: 'completed' as const,
+    kind: r.kind,
+    key_id: r.keyId,
+    model: r.model,
+    quantization: r.quantization,
+    pool: r.pool,
+    usage: { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens },
+    cost_usd: r.costNanos / 1e9,
+    cost_nanos: r.costNanos,
+    duration_ms: r.durationMs ?? null,
     user: r.user,
     sandbox: r.sandbox,
   };

@@ -185,6 +185,27 @@ describe('lifecycle from agent reports', () => {
     expect((await instances.claimedGpuUuids()).size).toBe(0);
   });
 
+  it('keeps a create whose node has no live session provisioning, starts it on the node\'s Hello', async () => {
+    dispatcher.connected.delete('node-a');
+    const inst = await create();
+    expect(inst.status).toBe('provisioning');
+    expect(dispatcher.started).toEqual([]);
+    dispatcher.connected.add('node-a');
+    await service.onNodeConnected('node-a', new Set());
+    expect(dispatcher.started.map(([node, order]) => [node, order.taskId])).toEqual([['node-a', inst.id]]);
+    expect((await service.get('org_1', inst.id)).status).toBe('provisioning');
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    expect((await service.get('org_1', inst.id)).status).toBe('ready');
+  });
+
+  it('fails a create whose node never came back once the node is declared lost', async () => {
+    dispatcher.connected.delete('node-a');
+    const inst = await create();
+    await service.onNodeLost('node-a');
+    expect(await service.get('org_1', inst.id)).toMatchObject({ status: 'failed', failureReason: 'node lost before ready' });
+    expect((await instances.claimedGpuUuids()).size).toBe(0);
+  });
+
   it('fails instances that never became ready when their node is lost', async () => {
     const inst = await create();
     await service.onNodeLost('node-a');
@@ -336,10 +357,12 @@ describe('billing integrity', () => {
     expect(await sum(inst.id)).toBe(0);
   });
 
-  it('refunds a reservation whose start order could not be sent', async () => {
+  it('refunds a reservation whose start order could not be sent and whose node never came back', async () => {
     dispatcher.connected.delete('node-a');
     const inst = await create({ duration_hours: 24 });
-    expect(inst.status).toBe('failed');
+    expect(inst.status).toBe('provisioning');
+    await service.onNodeLost('node-a');
+    expect((await service.get('org_1', inst.id)).status).toBe('failed');
     expect(await sum(inst.id)).toBe(0);
   });
 

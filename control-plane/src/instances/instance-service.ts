@@ -161,7 +161,9 @@ export class InstanceService {
         throw err;
       }
       const sent = this.dispatcher.startTask(record.nodeId!, this.startOrder(record));
-      if (!sent) return (await this.happen(record.id, null, { kind: 'undeliverable' }, { reason: 'node lost before ready: the node disconnected during placement' })) ?? record;
+      // No live session for the node right now (it is reconnecting): the table decides; the
+      // start goes out with the node's Hello, or the instance fails at the node's deadline.
+      if (!sent) return (await this.happen(record.id, null, { kind: 'undeliverable' }, {})) ?? record;
       return record;
     }
   }

@@ -74,7 +74,10 @@ describe('what happens to an instance (decide)', () => {
     ['provisioning', { kind: 'forget' }, d({ event: 'fail' })],
     ['ready', { kind: 'forget' }, d({ event: 'stopped' })],
     ['draining', { kind: 'forget' }, d({ event: 'stopped' })],
-    ['provisioning', { kind: 'undeliverable' }, d({ event: 'fail' })],
+    // No live session for the start order: wait for the node's Hello (restart) or its deadline (node_lost).
+    ['provisioning', { kind: 'undeliverable' }, d({})],
+    ['provisioning', { kind: 'hello', running: false }, d({ restart: true })],
+    ['provisioning', { kind: 'node_lost' }, d({ event: 'fail' })],
   ])('%s + %j', (status, happened, expected) => {
     expect(decide(status, happened)).toEqual(expected);
   });

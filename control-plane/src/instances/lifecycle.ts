@@ -16,7 +16,7 @@ export type LifecycleEvent =
   | 'terminate'
   /** The container is gone (stopped, killed, or exited by itself). */
   | 'stopped'
-  /** Provisioning or start failed: pull error, create error, no node, node lost before ready. */
+  /** Provisioning or start failed: pull error, create error, node lost before ready (silent past the deadline). */
   | 'fail';
 
 export const TERMINAL: ReadonlySet<InstanceStatus> = new Set(['terminated', 'failed']);
@@ -55,7 +55,10 @@ export type Occurrence =
   | { kind: 'node_lost' }
   /** An operator settled its lost node (`svcctl nodes forget`). */
   | { kind: 'forget' }
-  /** The start order could not be sent to the node right after create. */
+  /**
+   * The start order could not be sent right after create: the node has no live session
+   * here (its agent is reconnecting, or this control plane just restarted).
+   */
   | { kind: 'undeliverable' };
 
 /**
@@ -117,7 +120,10 @@ export function decide(status: InstanceStatus, happened: Occurrence): Decision {
     case 'forget':
       return act({ event: isEarly(status) ? 'fail' : 'stopped' });
     case 'undeliverable':
-      return isEarly(status) ? act({ event: 'fail' }) : NOTHING;
+      // Wait for the node: its Hello re-orders the start (`restart` above), and a node
+      // that stays away past the deadline fails it (`node_lost`). Failing at once turned a
+      // control-plane restart into a burst of 201s followed by instant failures.
+      return NOTHING;
   }
 }
 

@@ -5,6 +5,8 @@ import type { ChangeFeed } from '../changes.js';
 import type { ApiKeyRecord, KeyKind, KeySecretRecord } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { KEY_PREFIXES, generateKeyValue, hashKeyValue, lastFour } from './api-key.js';
+import { ROLE_SCOPES, roleMayOwnAdminKey, scopesOutsideRole } from '../users/roles.js';
+import type { UserRecord } from '../store/user-store.js';
 import { DEFAULT_SCOPES, PUBLIC_KEY_SCOPES, SANDBOX_REFUSAL, SANDBOX_REFUSED_SCOPES, SCOPES, isScope, type Scope } from './scopes.js';
 
 export const DEFAULT_OVERLAP_SECONDS = 86_400;
@@ -16,6 +18,8 @@ export interface CreateKeyInput {
   scopes?: string[];
   admin?: boolean;
   name?: string | null;
+  /** The org user who owns the key: its role caps the key's scopes, and removing the user revokes it. */
+  userId?: string | null;
 }
 
 export interface CreatedKey {
@@ -68,8 +72,19 @@ export class KeyService {
     }
     // An admin key without explicit scopes gets all its kind may hold; anything else the spec default.
     const allScopes = kind === 'test' ? SCOPES.filter((s) => !SANDBOX_REFUSED_SCOPES.has(s)) : [...SCOPES];
-    const scopes = checkScopes(input.scopes ?? (admin ? allScopes : DEFAULT_SCOPES), kind, admin);
+    const owner = input.userId ? await this.owner(input.orgId, input.userId, admin) : null;
+    // A user's key without explicit scopes gets what the user's role grants and its kind may hold.
+    const defaults = owner
+      ? allScopes.filter((s) => ROLE_SCOPES[owner.role].includes(s) && (admin || s !== 'admin:write') && (kind !== 'public' || PUBLIC_KEY_SCOPES.has(s)))
+      : admin ? allScopes : DEFAULT_SCOPES;
+    const scopes = checkScopes(input.scopes ?? defaults, kind, admin);
     if (scopes.length === 0) throw new ApiError('invalid_request', 'a key needs at least one scope', { param: 'scopes' });
+    if (owner) {
+      const outside = scopesOutsideRole(owner.role, scopes);
+      if (outside.length > 0) {
+        throw new ApiError('invalid_request', `user ${owner.id} has role ${owner.role}, which does not grant ${outside.join(', ')}`, { param: 'scopes' });
+      }
+    }
 
     const value = generateKeyValue(kind);
     const now = this.clock.now();
@@ -84,9 +99,25 @@ export class KeyService {
       last4: lastFour(value),
       createdAt: now,
       revokedAt: null,
+      ...(owner ? { userId: owner.id } : {}),
     };
     await this.store.keys.create(record, this.secretFor(record.id, value, now));
+    // The owner may have been removed while this key was being made: removal revokes
+    // the keys it finds, so one made alongside it is revoked here instead of living on.
+    if (owner && !(await this.store.users.get(owner.id))) {
+      await this.revoke(record.id);
+      throw new ApiError('invalid_request', `user ${owner.id} was removed while the key was being made; the key is revoked`, { param: 'user_id' });
+    }
     return { record, value };
+  }
+
+  private async owner(orgId: string, userId: string, admin: boolean): Promise<UserRecord> {
+    const user = await this.store.users.get(userId);
+    if (!user || user.orgId !== orgId) throw new ApiError('invalid_request', `user_id ${userId} is not a user of this organization`, { param: 'user_id' });
+    if (admin && !roleMayOwnAdminKey(user.role)) {
+      throw new ApiError('invalid_request', `user ${userId} has role ${user.role}; only admin users own admin keys`, { param: 'admin' });
+    }
+    return user;
   }
 
   async list(orgId?: string): Promise<ApiKeyRecord[]> {

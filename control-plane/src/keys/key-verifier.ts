@@ -1,5 +1,6 @@
 // Turns a presented key value into the principal behind it, or the reason it is refused.
-// Verified principals are cached briefly; changes made in this process evict at once.
+// Verified principals are cached briefly; a change notice (changes.ts: from this process
+// or, on PostgreSQL, any process) evicts at once.
 import { timingSafeEqual } from 'node:crypto';
 import type { Clock } from '@svc/shared';
 import type { ChangeFeed } from '../changes.js';
@@ -8,6 +9,7 @@ import { parseOriginPattern, type OriginPattern } from '../orgs/referrer-allowli
 import type { ApiKeyRecord, OrgRecord } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { hashKeyValue, hashKeyValueBase64, kindOfKeyValue } from './api-key.js';
+import { looksLikeOperatorKey } from '../operators/operator-key.js';
 
 export interface Principal {
   key: ApiKeyRecord;
@@ -27,6 +29,11 @@ interface CacheEntry {
 
 export class KeyVerifier {
   private readonly cache = new Map<string, CacheEntry>();
+  /**
+   * Bumped by every eviction: a lookup that started before one may have read the old
+   * row, so its answer is returned but not cached (it would outlive the revoke).
+   */
+  private generation = 0;
 
   constructor(
     private readonly store: Store,
@@ -36,6 +43,7 @@ export class KeyVerifier {
   ) {
     changes.on('key', (keyId) => this.evict((p) => p.key.id === keyId));
     changes.on('org', (orgId) => this.evict((p) => p.org.id === orgId));
+    changes.on('reset', () => this.evict(() => true));
   }
 
   /**
@@ -43,7 +51,9 @@ export class KeyVerifier {
    * asked (verify). Most requests end here, so the hot path allocates no promise.
    */
   verifyCached(value: string): Verification | undefined {
-    if (!kindOfKeyValue(value)) return { ok: false, reason: 'malformed API key' };
+    if (!kindOfKeyValue(value)) {
+      return { ok: false, reason: looksLikeOperatorKey(value) ? 'operator keys (svcop_) are for the operator API (/ops/v1) only; use an API key of your org' : 'malformed API key' };
+    }
     const entry = this.cache.get(hashKeyValueBase64(value));
     const now = this.clock.now();
     if (!entry || now - entry.cachedAt >= this.cacheMs) return undefined;
@@ -56,12 +66,13 @@ export class KeyVerifier {
     const hash = hashKeyValue(value);
     const cacheKey = hash.toString('base64');
     const now = this.clock.now();
+    const generation = this.generation;
     const loaded = await this.load(hash);
     if (!loaded) {
       this.cache.delete(cacheKey);
       return { ok: false, reason: 'invalid API key' };
     }
-    if (this.cacheMs > 0) this.cache.set(cacheKey, { principal: loaded, cachedAt: now });
+    if (this.cacheMs > 0 && generation === this.generation) this.cache.set(cacheKey, { principal: loaded, cachedAt: now });
     return this.check(loaded, now);
   }
 
@@ -89,6 +100,7 @@ export class KeyVerifier {
   }
 
   private evict(match: (p: Principal) => boolean): void {
+    this.generation++;
     for (const [k, entry] of this.cache) if (match(entry.principal)) this.cache.delete(k);
   }
 }

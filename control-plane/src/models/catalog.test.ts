@@ -23,7 +23,7 @@ describe('the shipped model catalog', () => {
       const model = catalog.models.find((m) => m.id === id)!;
       // The contexts the GGUF files were written with (cpu-engine/models).
       expect(model).toMatchObject({ family: 'tiny', context_window: id === 'tiny-chat' ? 2048 : 512, quantizations: ['fp16', 'fp8', 'int4'] });
-      expect(model.serving).toMatchObject({ engine: 'cpu', image: '127.0.0.1:5000/svc/cpu-engine:2', gpus: 0 });
+      expect(model.serving).toMatchObject({ engine: 'cpu', image: '127.0.0.1:5000/svc/cpu-engine:3', gpus: 0 });
       expect(model.serving.weights.int4!.path).toBe(`/models/${id}-q4_0.gguf`);
       expect(quantizationsByPrice(model, catalog.rate_cards.find((c) => c.id === model.rate_card_id)!)[0]).toBe('int4');
     }

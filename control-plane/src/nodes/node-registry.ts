@@ -4,6 +4,15 @@
 // in one transaction every flush interval. Health events, status changes and host facts
 // are rare and matter, so they are persisted at once. A sweep turns nodes silent past
 // the deadline `unreachable` and records node_down; any later message brings them back.
+// The deadline counts from this process's start at the earliest: after a restart every
+// node gets a full deadline to reconnect (its downtime is ours, not the node's); the same
+// after a stall of this process (its sweep timer firing far too late).
+// Several replicas: only the replica holding a node's stream hears it, and flushes its
+// last-seen to the store. Before any replica marks a node unreachable it reads the store
+// (storeVerdict), so a replica that does not hold the stream never marks a node its
+// holder hears; and every replica picks up, from the store, nodes that first connected
+// elsewhere, so a node whose holder died is marked by whoever sweeps first.
+import { performance } from 'node:perf_hooks';
 import type { Clock, Logger } from '@svc/shared';
 import type { GpuSample__Output, GpuTelemetry__Output, HealthEvent__Output, HostFacts__Output } from '@svc/proto';
 import type {
@@ -15,7 +24,7 @@ import type {
   NodeStore,
   TelemetryFlushRow,
 } from '../store/node-store.js';
-import { isOverdue, nextNodeStatus } from './node-status.js';
+import { isOverdue, nextNodeStatus, storeVerdict, wasStalled } from './node-status.js';
 import type { NodeTiming } from './timing.js';
 
 export type RegistryLogger = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
@@ -87,7 +96,13 @@ export class NodeRegistry {
 
   private readonly live = new Map<string, LiveNode>();
   private timers: NodeJS.Timeout[] = [];
+  /** When this process began listening for agents (start(), or the end of a stall); silence before it is not the nodes'. */
+  private watchingSince: number | null = null;
+  /** Real (monotonic) time of the last timer sweep, to notice a stall whatever the injected clock says. */
+  private lastTick = 0;
   private flushing: Promise<void> | null = null;
+  /** When the sweep last read every node from the store (to adopt nodes first connected elsewhere). */
+  private lastStoreRead = 0;
 
   constructor(
     private readonly store: NodeStore,
@@ -108,14 +123,16 @@ export class NodeRegistry {
     }
   }
 
-  /** Starts the flush and sweep timers. */
+  /** Starts the flush and sweep timers; the deadline of every node counts from now at the earliest. */
   start(): void {
+    this.watchingSince = this.clock.now();
     const run = (what: string, fn: () => Promise<unknown>) => () => {
       fn().catch((err: unknown) => this.log.error({ err }, `node registry ${what} failed`));
     };
+    this.lastTick = performance.now();
     this.timers = [
       setInterval(run('flush', () => this.flush()), this.timing.flushMs),
-      setInterval(run('sweep', () => this.sweep()), this.timing.sweepMs),
+      setInterval(run('sweep', () => this.tick()), this.timing.sweepMs),
     ];
     for (const timer of this.timers) timer.unref();
   }
@@ -229,15 +246,44 @@ export class NodeRegistry {
     };
   }
 
-  /** Marks ready nodes silent past the deadline unreachable; returns their ids. */
+  /** The timer's sweep, after a stall check. */
+  private tick(): Promise<string[]> {
+    const real = performance.now();
+    const gapMs = real - this.lastTick;
+    this.lastTick = real;
+    if (wasStalled(gapMs, this.timing.deadlineMs)) {
+      this.watchingSince = this.clock.now();
+      this.log.warn({ stalled_ms: Math.round(gapMs) }, 'the control plane did not run its node sweep for a while; every node gets a full deadline from now');
+    }
+    return this.sweep();
+  }
+
+  /** Marks ready nodes silent past the deadline unreachable, as the store confirms; returns their ids. */
   async sweep(): Promise<string[]> {
     const now = this.clock.now();
-    const overdue = [...this.live.values()].filter(
-      (n) => n.status === 'ready' && isOverdue(n.lastSeenAt, now, this.timing.deadlineMs),
+    const overdueInMemory = [...this.live.values()].filter(
+      (n) => n.status === 'ready' && isOverdue(n.lastSeenAt, now, this.timing.deadlineMs, this.watchingSince),
     );
+    if (overdueInMemory.length === 0 && now - this.lastStoreRead < this.timing.deadlineMs) return [];
+    this.lastStoreRead = now;
+    const stored = new Map((await this.store.listNodes()).map((n) => [n.id, n]));
+    // Nodes that connected to another replica after this one loaded: watched from now on.
+    for (const node of stored.values()) {
+      if (!this.live.has(node.id) && node.status === 'ready') this.live.set(node.id, this.liveNode(node, node.lastSeenAt ?? now, []));
+    }
+    const overdue: LiveNode[] = [];
+    for (const node of overdueInMemory) {
+      const verdict = storeVerdict(node.lastSeenAt, stored.get(node.id), now, this.timing.deadlineMs, this.watchingSince);
+      if (verdict.mark) {
+        overdue.push(node);
+      } else {
+        node.status = verdict.status;
+        if (verdict.lastSeenAt !== null) node.lastSeenAt = verdict.lastSeenAt;
+      }
+    }
     for (const node of overdue) {
       node.status = nextNodeStatus(node.status, 'deadline_missed');
-      const silentSeconds = ((now - node.lastSeenAt) / 1000).toFixed(1);
+      const silentSeconds = ((now - Math.max(node.lastSeenAt, this.watchingSince ?? node.lastSeenAt)) / 1000).toFixed(1);
       await this.persistStatus(node.id, node.status, 'node_down', `no message for ${silentSeconds} s (deadline ${this.timing.deadlineMs} ms)`);
       this.log.warn({ node: node.id, silent_s: Number(silentSeconds) }, 'node unreachable');
       this.onUnreachable?.(node.id);

@@ -21,9 +21,51 @@ export function nextNodeStatus(status: NodeStatus, event: NodeEvent): NodeStatus
   return TRANSITIONS[status][event] ?? status;
 }
 
-/** Whether nothing was heard from a node for longer than the deadline. */
-export function isOverdue(lastSeenAt: number | null, now: number, deadlineMs: number): boolean {
-  return lastSeenAt !== null && now - lastSeenAt > deadlineMs;
+/**
+ * Whether nothing was heard from a node for longer than the deadline. `watchingSince`:
+ * when this process began listening for agents. Silence counts from the later of the
+ * two, so a control plane that restarts gives every node a full deadline from its own
+ * start instead of counting its own downtime as the agent's silence.
+ */
+export function isOverdue(lastSeenAt: number | null, now: number, deadlineMs: number, watchingSince: number | null = null): boolean {
+  if (lastSeenAt === null) return false;
+  return now - Math.max(lastSeenAt, watchingSince ?? lastSeenAt) > deadlineMs;
+}
+
+export type StoreVerdict = { mark: true } | { mark: false; status: NodeStatus; lastSeenAt: number | null };
+
+/**
+ * A node looks silent past the deadline in this process's memory; before it is marked
+ * unreachable the store has the last word. With several replicas the agent's stream may
+ * be held by another one, which flushes the node's last-seen to the store (and any
+ * replica may already have settled its status): the later last-seen counts, and a node
+ * the store no longer has `ready` is adopted as it is there, not marked again.
+ */
+export function storeVerdict(
+  memoryLastSeenAt: number,
+  stored: Pick<NodeRecord, 'status' | 'lastSeenAt'> | undefined,
+  now: number,
+  deadlineMs: number,
+  watchingSince: number | null,
+): StoreVerdict {
+  if (!stored) return { mark: true };
+  const lastSeenAt = Math.max(memoryLastSeenAt, stored.lastSeenAt ?? memoryLastSeenAt);
+  if (stored.status !== 'ready') return { mark: false, status: stored.status, lastSeenAt };
+  if (!isOverdue(lastSeenAt, now, deadlineMs, watchingSince)) return { mark: false, status: 'ready', lastSeenAt };
+  return { mark: true };
+}
+
+/** A pause shorter than this is never treated as one (a loaded host's timers run late). */
+export const MIN_STALL_MS = 5_000;
+
+/**
+ * Whether this process was deaf for a while: its sweep timer fired `gapMs` (real time)
+ * after the previous one, more than half a deadline (and at least MIN_STALL_MS) — a
+ * start-up that kept the event loop busy, a long pause. Agents' messages sat unread in
+ * its sockets meanwhile, so their silence counts from the end of the pause.
+ */
+export function wasStalled(gapMs: number, deadlineMs: number): boolean {
+  return gapMs > Math.max(deadlineMs / 2, MIN_STALL_MS);
 }
 
 /** The scheduler may place new work only on ready nodes no operator has taken out. */

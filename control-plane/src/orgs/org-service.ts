@@ -15,6 +15,15 @@ export interface OrgPatch {
   ipAllowlist?: string[];
   referrerAllowlist?: string[];
   allowedModels?: string[] | null;
+  defaultPool?: OrgRecord['defaultPool'];
+}
+
+const ORG_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+/** SQLite and PostgreSQL both report a unique-key violation; either means the name is taken. */
+function isUniqueViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === '23505';
 }
 
 function checkList(list: string[], param: string, valid: (s: string) => boolean, what: string): void {
@@ -41,7 +50,7 @@ export class OrgService {
   }
 
   async create(name: string, tier: 2 | 3 = 2): Promise<OrgRecord> {
-    if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(name)) {
+    if (!ORG_NAME.test(name)) {
       throw new ApiError('invalid_request', 'org name must be 1-63 lowercase letters, digits or dashes', { param: 'name' });
     }
     if (await this.store.orgs.getByName(name)) {
@@ -92,8 +101,23 @@ export class OrgService {
       clean.referrerAllowlist = [...new Set(patch.referrerAllowlist.map((s) => s.trim().toLowerCase()))];
     }
     if (patch.allowedModels !== undefined) clean.allowedModels = patch.allowedModels;
-    if (patch.name !== undefined) clean.name = patch.name;
-    const org = await this.store.orgs.update(id, clean);
+    if (patch.defaultPool !== undefined) clean.defaultPool = patch.defaultPool;
+    if (patch.name !== undefined) {
+      if (!ORG_NAME.test(patch.name)) {
+        throw new ApiError('invalid_request', 'org name must be 1-63 lowercase letters, digits or dashes', { param: 'name' });
+      }
+      const holder = await this.store.orgs.getByName(patch.name);
+      if (holder && holder.id !== id) throw new ApiError('conflict', `an org named "${patch.name}" already exists`, { param: 'name', code: 'name_taken' });
+      clean.name = patch.name;
+    }
+    let org: OrgRecord | undefined;
+    try {
+      org = await this.store.orgs.update(id, clean);
+    } catch (err) {
+      // Two renames to one name at once: the unique key settles it.
+      if (isUniqueViolation(err)) throw new ApiError('conflict', `an org named "${patch.name}" already exists`, { param: 'name', code: 'name_taken' });
+      throw err;
+    }
     if (!org) throw new ApiError('not_found', `no org with id ${id}`);
     this.changes.emit('org', id);
     return org;

@@ -1,6 +1,7 @@
 // The request pipeline of every /v1 route, in the order the API promises: request id
 // (a global hook), auth, IP allowlist, public-key rules, scope, rate limit; then, after
-// schema validation, idempotency on POST routes. Each step is its own module; this one
+// schema validation, tokens per minute on the routes that spend model tokens and
+// idempotency on POST routes. Each step is its own module; this one
 // runs them in order as one callback hook per route, built when the route is added, so
 // the route's scope is captured once and a request whose key is cached runs the whole
 // chain synchronously (the pipeline's cost is benchmarked: npm run bench).
@@ -12,10 +13,14 @@ import { checkIpAllowlist } from './ip-allowlist.js';
 import { checkPublicKeyRules } from './public-key-rules.js';
 import { rateLimit, type RateLimiter } from './rate-limit.js';
 import { checkScope } from './scope-check.js';
+import { tokenLimit, type TokenLimiter } from './token-limit.js';
+import type { BalanceGuard } from '../billing/spending.js';
 
 export interface PipelineDeps {
   verifier: KeyVerifier;
   rateLimiter: RateLimiter;
+  tokenLimiter: TokenLimiter;
+  balanceGuard: BalanceGuard;
   idempotency: Idempotency;
 }
 
@@ -33,12 +38,17 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
     const allowsPublicKeys = route.config?.publicKey === true;
     const url = route.url;
 
-    const afterAuth = (request: FastifyRequest, reply: FastifyReply, verification: Verification): void => {
+    // A promise only when the limits are shared by several processes (one store statement).
+    const afterAuth = (request: FastifyRequest, reply: FastifyReply, verification: Verification): void | Promise<void> => {
       authenticate(request, verification);
       checkIpAllowlist(request);
       checkPublicKeyRules(request, allowsPublicKeys);
       checkScope(request, scope, url);
-      applyRateLimit(request, reply);
+      return applyRateLimit(request, reply);
+    };
+    const finish = (pending: void | Promise<void>, done: HookHandlerDoneFunction): void => {
+      if (pending) pending.then(() => done(), done);
+      else done();
     };
 
     const keyPipeline = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
@@ -46,23 +56,43 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
       try {
         key = bearerKey(request);
         const cached = deps.verifier.verifyCached(key);
-        if (cached) {
-          afterAuth(request, reply, cached);
-          return done();
-        }
+        if (cached) return finish(afterAuth(request, reply, cached), done);
       } catch (err) {
         return done(err as Error);
       }
       deps.verifier.verify(key).then((verification) => {
+        let pending: void | Promise<void>;
         try {
-          afterAuth(request, reply, verification);
+          pending = afterAuth(request, reply, verification);
         } catch (err) {
           return done(err as Error);
         }
-        done();
+        finish(pending, done);
       }, done);
     };
     route.onRequest = append(route.onRequest, keyPipeline) as Hook;
+
+    // An org that may not spend is refused before anything is taken from its limits.
+    if (route.config?.billable === true) {
+      const checkBalance = async (request: FastifyRequest): Promise<void> => {
+        const principal = request.principal!;
+        if (principal.key.kind !== 'test') await deps.balanceGuard.check(principal.org.id);
+      };
+      route.preHandler = append(route.preHandler, checkBalance) as RouteOptions['preHandler'];
+    }
+
+    // Before idempotency, like the request limit: a refused request claims nothing. An
+    // admitted request that ends without usage (refused later, failed upstream) gets its
+    // estimate back when the response is done; usage recorded settles it sooner.
+    const spends = route.config?.tokenLimit;
+    if (spends) {
+      route.preHandler = append(route.preHandler, tokenLimit(deps.tokenLimiter, spends)) as RouteOptions['preHandler'];
+      const release = (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+        if (request.principal) deps.tokenLimiter.release(request.principal.key.id, request.id);
+        done();
+      };
+      route.onResponse = append(route.onResponse, release) as RouteOptions['onResponse'];
+    }
 
     // Idempotency applies to POST only; other routes do not pay for its hooks.
     const methods = Array.isArray(route.method) ? route.method : [route.method];

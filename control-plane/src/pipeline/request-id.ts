@@ -1,7 +1,7 @@
 // Step 1: every request gets an id, echoed as `x-request-id` and written in every log line.
 // A well-formed id sent by the client (or a load balancer) is kept so traces join up.
 import type { IncomingMessage } from 'node:http';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { randomUUID } from 'node:crypto';
 
 const CLIENT_ID = /^[A-Za-z0-9._:-]{8,128}$/;
@@ -12,6 +12,8 @@ export function genReqId(req: IncomingMessage): string {
   return typeof incoming === 'string' && CLIENT_ID.test(incoming) ? incoming : `req_${randomUUID().replaceAll('-', '')}`;
 }
 
-export async function echoRequestId(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+/** A callback hook, not an async one: no promise and microtask on every request. */
+export function echoRequestId(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
   reply.header('x-request-id', request.id);
+  done();
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatResetDuration, take } from './token-bucket.js';
+import { credit, formatResetDuration, peek, take } from './token-bucket.js';
 
 describe('token bucket', () => {
   it('allows `limit` requests at once, then refuses until a token refills', () => {
@@ -39,4 +39,36 @@ describe('formatResetDuration', () => {
     [60_000, '1m0s'],
     [361_000, '6m1s'],
   ])('%d ms -> %s', (ms, text) => expect(formatResetDuration(ms)).toBe(text));
+});
+
+describe('token bucket with a cost (tokens per minute)', () => {
+  it('takes the cost at once and refuses a cost the bucket cannot cover yet', () => {
+    const first = take(undefined, 600, 0, 500);
+    expect(first.result).toMatchObject({ allowed: true, remaining: 100 });
+    const second = take(first.bucket, 600, 0, 200);
+    // 600 per minute refills 10 a second: the 100 missing take 10 s.
+    expect(second.result).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 10_000 });
+    expect(take(second.bucket, 600, 10_000, 200).result.allowed).toBe(true);
+  });
+
+  it('shows a cost above the limit the time to a full bucket, never a shorter wait', () => {
+    const { result } = take(take(undefined, 600, 0, 600).bucket, 600, 0, 5_000);
+    expect(result.allowed).toBe(false);
+    expect(result.retryAfterMs).toBe(60_000);
+  });
+
+  it('credits back what an estimate over-counted, up to the limit', () => {
+    const { bucket } = take(undefined, 600, 0, 500);
+    expect(peek(credit(bucket, 600, 0, 300), 600, 0).remaining).toBe(400);
+    expect(peek(credit(bucket, 600, 0, 10_000), 600, 0).remaining).toBe(600);
+  });
+
+  it('goes below zero when real usage passed the estimate, and later takes wait it out', () => {
+    const { bucket } = take(undefined, 600, 0, 600);
+    const owed = credit(bucket, 600, 0, -300);
+    expect(peek(owed, 600, 0).remaining).toBe(0);
+    // 300 owed + 10 wanted at 10 per second.
+    expect(take(owed, 600, 0, 10).result.retryAfterMs).toBe(31_000);
+    expect(take(owed, 600, 31_000, 10).result.allowed).toBe(true);
+  });
 });

@@ -1,5 +1,8 @@
-// Requests-per-minute as a token bucket: `limit` tokens refilled evenly over a minute,
-// so a client is never locked out for a whole window after a burst. Pure functions.
+// Per-minute limits as a token bucket: `limit` tokens refilled evenly over a minute, so a
+// client is never locked out for a whole window after a burst. Requests per minute take
+// one token per request; tokens per minute take the request's estimated tokens and settle
+// the difference once the real usage is known (`credit`), which may leave the bucket
+// below zero for a while when the estimate was low. Pure functions.
 
 export interface Bucket {
   tokens: number;
@@ -24,11 +27,11 @@ export function refill(bucket: Bucket | undefined, limit: number, now: number): 
   return { tokens: Math.min(limit, bucket.tokens + (elapsed * limit) / MINUTE_MS), updatedAt: now };
 }
 
-export function take(bucket: Bucket | undefined, limit: number, now: number): { bucket: Bucket; result: TakeResult } {
+export function take(bucket: Bucket | undefined, limit: number, now: number, cost = 1): { bucket: Bucket; result: TakeResult } {
   const filled = refill(bucket, limit, now);
   const msPerToken = MINUTE_MS / limit;
-  if (filled.tokens >= 1) {
-    const next = { tokens: filled.tokens - 1, updatedAt: now };
+  if (filled.tokens >= cost) {
+    const next = { tokens: filled.tokens - cost, updatedAt: now };
     return {
       bucket: next,
       result: {
@@ -47,9 +50,26 @@ export function take(bucket: Bucket | undefined, limit: number, now: number): { 
       limit,
       remaining: 0,
       resetMs: Math.ceil((limit - filled.tokens) * msPerToken),
-      retryAfterMs: Math.ceil((1 - filled.tokens) * msPerToken),
+      // A cost above the limit can never be met: the wait shown is the full refill, and
+      // the caller says why in its message.
+      retryAfterMs: Math.ceil((Math.min(cost, limit) - filled.tokens) * msPerToken),
     },
   };
+}
+
+/**
+ * Gives `amount` tokens back (an estimate that was too high) or, negative, takes more
+ * (too low); never above the limit, and possibly below zero, which later takes wait out.
+ */
+export function credit(bucket: Bucket | undefined, limit: number, now: number, amount: number): Bucket {
+  const filled = refill(bucket, limit, now);
+  return { tokens: Math.min(limit, filled.tokens + amount), updatedAt: now };
+}
+
+/** The state a caller reports in headers without taking anything. */
+export function peek(bucket: Bucket | undefined, limit: number, now: number): { remaining: number; resetMs: number } {
+  const filled = refill(bucket, limit, now);
+  return { remaining: Math.max(0, Math.floor(filled.tokens)), resetMs: Math.ceil((limit - filled.tokens) * (MINUTE_MS / limit)) };
 }
 
 /** OpenAI's duration style for reset headers: `20ms`, `1.5s`, `6m0s`. */

@@ -1,6 +1,7 @@
 // What the request pipeline adds to fastify's request and route options.
 import type { Scope } from '../keys/scopes.js';
 import type { Principal } from '../keys/key-verifier.js';
+import type { TokenLimitedRoute } from './token-limit.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -16,6 +17,10 @@ declare module 'fastify' {
     publicKey?: boolean;
     /** Top-level answer fields that hold a secret shown once: never stored for an idempotent replay. */
     secretFields?: readonly string[];
+    /** The route spends model tokens: admitted against the key's tokens-per-minute limit. */
+    tokenLimit?: TokenLimitedRoute;
+    /** The route starts billable work: refused (402) for orgs that may not spend; sandbox keys are never billed. */
+    billable?: boolean;
   }
 }
 

@@ -39,7 +39,7 @@ const tiny = (kind: 'chat' | 'embedding'): CatalogModel => ({
   quantizations: ['fp16', 'fp8', 'int4'],
   serving: {
     engine: 'cpu',
-    image: '127.0.0.1:5000/svc/cpu-engine:2',
+    image: '127.0.0.1:5000/svc/cpu-engine:3',
     gpus: 0,
     weights: { fp16: { path: '/models/t-f16.gguf' }, fp8: { path: '/models/t-q8_0.gguf' }, int4: { path: '/models/t-q4_0.gguf' } },
   },

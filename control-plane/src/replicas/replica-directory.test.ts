@@ -1,30 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { ReplicaRecord } from './replica-record.js';
+import { replicaRecord } from './replica-record-fixture.js';
 import { LiveReplicaDirectory } from './replica-directory.js';
 
-const record = (id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord => ({
-  id,
-  model: 'tiny-chat',
-  quantization: 'int4',
-  pool: 'na',
-  nodeId: 'node_1',
-  gpuUuids: [],
-  engine: 'cpu',
-  image: '127.0.0.1:5000/svc/cpu-engine:2',
-  args: [],
-  env: {},
-  containerPort: 8000,
-  healthPath: '/health',
-  status: 'running',
-  endpoint: '127.0.0.1:49153',
-  message: '',
-  restarts: 0,
-  createdAt: 0,
-  readyAt: 0,
-  changedAt: 0,
-  endedAt: null,
-  ...over,
-});
+const record = (id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord => replicaRecord(id, { endpoint: '127.0.0.1:49153', image: '127.0.0.1:5000/svc/cpu-engine:3', ...over });
 
 describe('LiveReplicaDirectory', () => {
   it('lists running replicas with their base URL, filtered by model, quantization and pool', () => {
@@ -34,7 +13,7 @@ describe('LiveReplicaDirectory', () => {
     dir.update(record('rep_c', { model: 'tiny-embed' }));
     expect(dir.ready({ model: 'tiny-chat' }).map((r) => r.id)).toEqual(['rep_a', 'rep_b']);
     expect(dir.ready({ model: 'tiny-chat', pool: 'eu' })).toEqual([
-      { id: 'rep_b', model: 'tiny-chat', quantization: 'fp16', pool: 'eu', nodeId: 'node_1', baseUrl: 'http://10.0.0.2:8000', engine: 'cpu', image: '127.0.0.1:5000/svc/cpu-engine:2' },
+      { id: 'rep_b', model: 'tiny-chat', quantization: 'fp16', pool: 'eu', nodeId: 'node_1', baseUrl: 'http://10.0.0.2:8000', engine: 'cpu', image: '127.0.0.1:5000/svc/cpu-engine:3' },
     ]);
     expect(dir.ready({ model: 'tiny-chat', quantization: 'int4' }).map((r) => r.id)).toEqual(['rep_a']);
     expect(dir.ready().map((r) => r.id)).toEqual(['rep_a', 'rep_b', 'rep_c']);

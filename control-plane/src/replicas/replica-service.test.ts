@@ -98,7 +98,7 @@ describe('ReplicaService', () => {
         'n1',
         {
           replicaId: record!.id,
-          image: '127.0.0.1:5000/svc/cpu-engine:2',
+          image: '127.0.0.1:5000/svc/cpu-engine:3',
           args: ['--model', '/models/tiny-chat-q4_0.gguf', '--served-model-name', 'tiny-chat', '--task', 'generate', '--host', '0.0.0.0', '--port', '8000', '--threads', '2', '--ctx-size', '2048'],
           env: { SVC_ENGINE_API_KEY: expect.stringMatching(/^[\w-]{43}$/), SVC_REPLICA_ID: record!.id },
           labels: { model: 'tiny-chat', quantization: 'int4', pool: 'na' },

@@ -33,6 +33,7 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
         config: showsKey,
         schema: {
           tags,
+          operationId: 'createKey',
           summary: 'Create an API key in your organization; the value is shown once',
           body: Type.Object(
             {
@@ -40,6 +41,9 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
               kind: Type.Optional(StringEnum(['live', 'test', 'public'] as const, { default: 'live' })),
               scopes: Type.Optional(Type.Array(StringEnum(SCOPES), { minItems: 1, maxItems: SCOPES.length })),
               admin: Type.Optional(Type.Boolean({ default: false })),
+              user_id: Type.Optional(
+                Type.String({ minLength: 1, maxLength: 64, description: "The org user who owns the key: scopes must be within the user's role, and removing the user revokes the key" }),
+              ),
             },
             { additionalProperties: false },
           ),
@@ -47,15 +51,15 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
         },
       },
       async (request, reply) => {
-        const { name, kind, scopes, admin } = request.body;
-        const created = await keys.create({ orgId: request.principal!.org.id, name: name ?? null, kind, scopes, admin });
+        const { name, kind, scopes, admin, user_id } = request.body;
+        const created = await keys.create({ orgId: request.principal!.org.id, name: name ?? null, kind, scopes, admin, userId: user_id ?? null });
         return reply.code(201).send({ ...keyView(created.record), key: created.value });
       },
     );
 
     app.get(
       '/admin/keys',
-      { config, schema: { tags, summary: 'List the keys of your organization (prefix and last 4 only)', response: responses({ 200: ListOf(Type.Ref(KeyView)) }) } },
+      { config, schema: { tags, operationId: 'listKeys', summary: 'List the keys of your organization (prefix and last 4 only)', response: responses({ 200: ListOf(Type.Ref(KeyView)) }) } },
       async (request) => ({ object: 'list' as const, data: (await keys.list(request.principal!.org.id)).map(keyView) }),
     );
 
@@ -65,6 +69,7 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
         config: showsKey,
         schema: {
           tags,
+          operationId: 'rotateKey',
           summary: 'Issue a new value; the old one keeps working for overlap_seconds (default 86400)',
           params: KeyIdParams,
           body: Type.Object(
@@ -92,6 +97,7 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
         config,
         schema: {
           tags,
+          operationId: 'revokeKey',
           summary: 'Revoke a key at once; repeated calls answer 200',
           params: KeyIdParams,
           body: Type.Object({}, { additionalProperties: false }),

@@ -12,9 +12,13 @@ import { ChatCompletionRequest, checkChatRequest } from '../inference/chat-reque
 import type { CallContext, ChatCompletionService } from '../inference/chat-completions.js';
 import { EmbeddingsRequest, planEmbeddings } from '../inference/embeddings-request.js';
 import type { EmbeddingsService } from '../inference/embeddings.js';
-import { usageView, type UsageRecorder } from '../inference/usage.js';
+import { requestMetadataView, usageView, type UsageRecorder } from '../inference/usage.js';
+import { parseTimeRange } from '../http/time-param.js';
+import { ApiError } from '@svc/shared';
 import type { UsageStore } from '../store/usage-store.js';
 import { StringEnum, responses } from '../http/schemas.js';
+import { responsesRoutes } from '../inference/responses/routes.js';
+import type { ResponsesService } from '../inference/responses/responses-service.js';
 
 const nullable = (type: string, description?: string) => Type.Unsafe<unknown>({ type: [type, 'null'], ...(description ? { description } : {}) });
 
@@ -91,6 +95,27 @@ const UsageRecordView = Type.Object(
   { $id: 'UsageRecord' },
 );
 
+const RequestMetadata = Type.Object(
+  {
+    id: Type.String({ description: 'The request id (x-request-id of the answer).' }),
+    object: Type.Literal('inference.request'),
+    created: Type.Integer({ description: 'Unix seconds when the request finished.' }),
+    status: Type.Literal('completed', { description: 'Only served requests are recorded; refused ones cost nothing and leave no record.' }),
+    kind: Type.String({ description: 'chat or embeddings' }),
+    key_id: Type.String(),
+    model: Type.String(),
+    quantization: Type.String(),
+    pool: Type.String(),
+    usage: Type.Object({ prompt_tokens: Type.Integer(), completion_tokens: Type.Integer(), total_tokens: Type.Integer() }),
+    cost_usd: Type.Number(),
+    cost_nanos: Type.Integer({ description: 'Exact cost in nano-dollars (1e-9 USD).' }),
+    duration_ms: Type.Union([Type.Integer(), Type.Null()], { description: "From the request's arrival to its last token." }),
+    user: nullable('string', "The request's `user` field."),
+    sandbox: Type.Boolean(),
+  },
+  { $id: 'InferenceRequest' },
+);
+
 /** The pool header; validation has already refused values outside na|eu|apac. */
 const PoolHeaders = Type.Object({ 'x-service-pool': Type.Optional(StringEnum(POOLS, { description: 'Pins a pool (data residency).' })) });
 
@@ -98,13 +123,14 @@ export interface InferenceRoutesDeps {
   models: ModelService;
   chat: ChatCompletionService;
   embeddings: EmbeddingsService;
+  responses: ResponsesService;
   usage: UsageStore;
   /** Flushed before usage is listed, so a client reads its own requests at once. */
   recorder: UsageRecorder;
 }
 
 /** The caller, and a signal that fires if the client goes away before its answer is complete. */
-function callContext(request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext {
+export function callContext(request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext {
   const { org, key } = request.principal!;
   const gone = new AbortController();
   reply.raw.once('close', () => {
@@ -116,8 +142,10 @@ function callContext(request: FastifyRequest, reply: FastifyReply, user: string 
     requestId: request.id,
     sandbox: key.kind === 'test',
     user,
-    pool: (request.headers['x-service-pool'] as Pool | undefined) ?? undefined,
+    // The org's default pool stands in for a header the request did not send.
+    pool: (request.headers['x-service-pool'] as Pool | undefined) ?? org.defaultPool ?? undefined,
     signal: gone.signal,
+    startedAt: performance.now(),
   };
 }
 
@@ -126,14 +154,17 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
     app.addSchema(ChatCompletion);
     app.addSchema(EmbeddingList);
     app.addSchema(UsageRecordView);
+    app.addSchema(RequestMetadata);
     const tags = ['inference'];
+    await app.register(responsesRoutes({ models: deps.models, responses: deps.responses, callContext }));
 
     app.post(
       '/chat/completions',
       {
-        config: { scope: 'inference:write' },
+        config: { scope: 'inference:write', tokenLimit: 'chat', billable: true },
         schema: {
           tags,
+          operationId: 'createChatCompletion',
           summary: 'Create a chat completion (OpenAI-compatible; stream: true answers with Server-Sent Events)',
           headers: PoolHeaders,
           body: ChatCompletionRequest,
@@ -155,9 +186,10 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
     app.post(
       '/embeddings',
       {
-        config: { scope: 'inference:write', publicKey: true },
+        config: { scope: 'inference:write', publicKey: true, tokenLimit: 'embeddings', billable: true },
         schema: {
           tags,
+          operationId: 'createEmbedding',
           summary: 'Create embeddings for a string or up to 2,048 strings (OpenAI-compatible)',
           headers: PoolHeaders,
           body: EmbeddingsRequest,
@@ -180,6 +212,7 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
         config: { scope: 'inference:read' },
         schema: {
           tags,
+          operationId: 'listUsage',
           summary: "List your organization's inference usage records, newest first",
           querystring: Type.Object(
             {
@@ -187,6 +220,8 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
               after: Type.Optional(Type.String({ maxLength: 64 })),
               model: Type.Optional(Type.String({ maxLength: 128 })),
               key_id: Type.Optional(Type.String({ maxLength: 64 })),
+              from: Type.Optional(Type.String({ maxLength: 40, description: 'Records at or after this time (RFC 3339 or YYYY-MM-DD, UTC).' })),
+              to: Type.Optional(Type.String({ maxLength: 40, description: 'Records before this time.' })),
             },
             { additionalProperties: false },
           ),
@@ -197,9 +232,30 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
       },
       async (request) => {
         const { limit = 20, after, model, key_id: keyId } = request.query;
+        const range = parseTimeRange(request.query.from, request.query.to);
         await deps.recorder.flush();
-        const page = await deps.usage.list(request.principal!.org.id, { limit, ...(after ? { after } : {}), ...(model ? { model } : {}), ...(keyId ? { keyId } : {}) });
+        const page = await deps.usage.list(request.principal!.org.id, { limit, ...(after ? { after } : {}), ...(model ? { model } : {}), ...(keyId ? { keyId } : {}), ...range });
         return { object: 'list' as const, data: page.data.map(usageView), has_more: page.hasMore, next_cursor: page.hasMore ? page.data.at(-1)!.id : null };
+      },
+    );
+
+    app.get(
+      '/requests/:request_id',
+      {
+        config: { scope: 'inference:read' },
+        schema: {
+          tags,
+          operationId: 'getRequest',
+          summary: 'What one served inference request was: model, quantization, pool, tokens, cost, duration (by its x-request-id)',
+          params: Type.Object({ request_id: Type.String({ minLength: 1, maxLength: 128 }) }),
+          response: responses({ 200: Type.Ref(RequestMetadata) }),
+        },
+      },
+      async (request) => {
+        await deps.recorder.flush();
+        const record = await deps.usage.byRequest(request.principal!.org.id, request.params.request_id);
+        if (!record) throw new ApiError('not_found', `no served inference request ${request.params.request_id} in your organization`, { param: 'request_id' });
+        return requestMetadataView(record);
       },
     );
   };

@@ -1,4 +1,5 @@
 // GPU instances (spec 2.6, 3, 4; DESIGN section 4): create, list, read, terminate, extend.
+import type { SlaService } from '../billing/sla-service.js';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError } from '@svc/shared';
@@ -62,13 +63,25 @@ const Instance = Type.Object(
       per_hour: Type.Number(),
       reservation_total: Type.Optional(Type.Number()),
     }),
+    sla: Type.Optional(
+      Type.Object(
+        {
+          period: Type.String({ description: 'The UTC month, YYYY-MM.' }),
+          availability_percent: Type.Number({ description: 'Time ready over time it should have been ready this month so far; provider-caused outages count against it, tenant-caused stops do not.' }),
+          target_percent: Type.Number({ description: '99.5 on demand, 99.9 reserved.' }),
+          met: Type.Boolean(),
+          downtime_seconds: Type.Integer(),
+        },
+        { description: 'Only on GET /v1/instances/{id}. A month below target is credited automatically after it ends (docs/billing.md).' },
+      ),
+    ),
   },
   { $id: 'Instance' },
 );
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 
-export function instanceRoutes(instances: InstanceService, store: InstanceStore): FastifyPluginAsyncTypebox {
+export function instanceRoutes(instances: InstanceService, store: InstanceStore, sla: SlaService): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.addSchema(Instance);
     const tags = ['instances'];
@@ -83,9 +96,10 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
     app.post(
       '/instances',
       {
-        config: write,
+        config: { ...write, billable: true },
         schema: {
           tags,
+          operationId: 'createInstance',
           summary: 'Create a GPU instance: on demand, or reserved for duration_hours (charged up front)',
           body: Type.Object(
             {
@@ -105,7 +119,8 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
       async (request, reply) => {
         const { org, key } = request.principal!;
         // The answer commits with the instance: a retry after a crash finds it, never a second instance.
-        const record = await instances.create(org.id, key.id, request.body, (created) => storedCompletion(request, 201, instanceView(created)));
+        const body = { ...request.body, pool: request.body.pool ?? org.defaultPool ?? undefined };
+        const record = await instances.create(org.id, key.id, body, (created) => storedCompletion(request, 201, instanceView(created)));
         return reply.code(201).send(instanceView(record, viewer(request)));
       },
     );
@@ -116,6 +131,7 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
         config: read,
         schema: {
           tags,
+          operationId: 'listInstances',
           summary: 'List instances, newest first; `status` is a comma-separated list',
           querystring: Type.Object(
             {
@@ -150,8 +166,25 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
 
     app.get(
       '/instances/:id',
-      { config: read, schema: { tags, summary: 'Read one instance', params: IdParams, response: responses({ 200: Type.Ref(Instance) }) } },
-      async (request) => instanceView(await instances.get(request.principal!.org.id, request.params.id), viewer(request)),
+      { config: read, schema: { tags, operationId: 'getInstance', summary: 'Read one instance', params: IdParams, response: responses({ 200: Type.Ref(Instance) }) } },
+      async (request) => {
+        const record = await instances.get(request.principal!.org.id, request.params.id);
+        const month = await sla.forInstance(record.id);
+        return {
+          ...instanceView(record, viewer(request)),
+          ...(month
+            ? {
+                sla: {
+                  period: month.period,
+                  availability_percent: Math.round(month.availability * 1e6) / 1e4,
+                  target_percent: month.target * 100,
+                  met: month.met,
+                  downtime_seconds: Math.round(month.downMs / 1000),
+                },
+              }
+            : {}),
+        };
+      },
     );
 
     app.post(
@@ -160,6 +193,7 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
         config: write,
         schema: {
           tags,
+          operationId: 'terminateInstance',
           summary: 'Terminate: SIGTERM, up to 60 s, then SIGKILL; force=true skips the grace. Safe to repeat.',
           params: IdParams,
           querystring: Type.Object({ force: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
@@ -176,9 +210,10 @@ export function instanceRoutes(instances: InstanceService, store: InstanceStore)
     app.post(
       '/instances/:id/extend',
       {
-        config: write,
+        config: { ...write, billable: true },
         schema: {
           tags,
+          operationId: 'extendInstance',
           summary: 'Extend a reservation by `hours`, charged up front at its booked rate (total up to 720 h)',
           params: IdParams,
           body: Type.Object({ hours: Type.Integer({ minimum: 1, maximum: 720 }) }, { additionalProperties: false }),

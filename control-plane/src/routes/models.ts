@@ -43,6 +43,7 @@ export function modelRoutes(models: ModelService): FastifyPluginAsyncTypebox {
         config,
         schema: {
           tags: ['models'],
+          operationId: 'listModels',
           summary: 'List the models your organization may call',
           querystring: Type.Object(
             { pool: Type.Optional(StringEnum(POOLS)), family: Type.Optional(Type.String({ maxLength: 64 })) },
@@ -60,6 +61,7 @@ export function modelRoutes(models: ModelService): FastifyPluginAsyncTypebox {
         config,
         schema: {
           tags: ['models'],
+          operationId: 'retrieveModel',
           summary: 'Retrieve one model; a scheduled shutdown also sets Deprecation and Sunset headers',
           params: Type.Object({ model_id: Type.String({ minLength: 1, maxLength: 128 }) }),
           response: responses({ 200: Type.Ref(Model) }),

@@ -1,34 +1,98 @@
 // Operations endpoints outside /v1 and outside the API-key pipeline: liveness,
-// readiness, Prometheus metrics and the OpenAPI document.
-import type { FastifyInstance } from 'fastify';
+// readiness, Prometheus metrics and the OpenAPI document. They are in the document too
+// (tag "operations", no security), so load balancers and scrapers are configured from it.
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Registry } from 'prom-client';
 import { ApiError } from '@svc/shared';
 import type { Store } from '../store/store.js';
 import { MIGRATIONS } from '../store/sqlite/migrations.js';
+import { ErrorEnvelope, responses } from '../http/schemas.js';
 
-export function opsRoutes(store: Store, metrics: Registry) {
-  return async function register(app: FastifyInstance): Promise<void> {
-    const hidden = { schema: { hide: true } };
-    app.get('/healthz', hidden, async () => ({ status: 'ok' }));
+const tags = ['operations'];
+/** No API key: these answer anyone who reaches the listener. */
+const security: Array<Record<string, string[]>> = [];
+const Unavailable = Type.Ref(ErrorEnvelope, { description: 'The store does not answer, or its schema is behind this release.' });
 
-    app.get('/readyz', hidden, async (_request) => {
-      const expected = Math.max(...MIGRATIONS.map((m) => m.version));
-      let version: number;
-      try {
-        version = await store.schemaVersion();
-      } catch (err) {
-        _request.log.warn({ err }, 'readiness: store unavailable');
-        throw new ApiError('service_unavailable', 'the store does not answer');
-      }
-      if (version < expected) throw new ApiError('service_unavailable', `schema at version ${version}, expected ${expected}`);
-      return { status: 'ready', schema_version: version };
-    });
+export function opsRoutes(store: Store, metrics: Registry): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.get(
+      '/healthz',
+      {
+        schema: {
+          tags,
+          security,
+          operationId: 'getLiveness',
+          summary: 'Liveness: the process answers HTTP',
+          response: responses({ 200: Type.Object({ status: Type.Literal('ok') }, { description: 'The process is alive.' }) }),
+        },
+      },
+      async () => ({ status: 'ok' as const }),
+    );
 
-    app.get('/metrics', hidden, async (_request, reply) => {
-      reply.type(metrics.contentType);
-      return metrics.metrics();
-    });
+    app.get(
+      '/readyz',
+      {
+        schema: {
+          tags,
+          security,
+          operationId: 'getReadiness',
+          summary: 'Readiness: the store answers and its schema is current',
+          response: responses({
+            200: Type.Object({ status: Type.Literal('ready'), schema_version: Type.Integer() }, { description: 'Ready to serve.' }),
+            503: Unavailable,
+          }),
+        },
+      },
+      async (request) => {
+        const expected = Math.max(...MIGRATIONS.map((m) => m.version));
+        let version: number;
+        try {
+          version = await store.schemaVersion();
+        } catch (err) {
+          request.log.warn({ err }, 'readiness: store unavailable');
+          throw new ApiError('service_unavailable', 'the store does not answer');
+        }
+        if (version < expected) throw new ApiError('service_unavailable', `schema at version ${version}, expected ${expected}`);
+        return { status: 'ready' as const, schema_version: version };
+      },
+    );
 
-    app.get('/openapi.json', hidden, async () => app.swagger());
+    app.get(
+      '/metrics',
+      {
+        schema: {
+          tags,
+          security,
+          operationId: 'getMetrics',
+          summary: "The service's Prometheus metrics (aggregates only: no per-organization or per-key series)",
+          response: {
+            ...responses({}),
+            200: {
+              description: 'Prometheus text exposition format 0.0.4.',
+              content: { 'text/plain': { schema: Type.String() } },
+            },
+          },
+        },
+      },
+      async (_request, reply) => {
+        reply.type(metrics.contentType);
+        return metrics.metrics();
+      },
+    );
+
+    app.get(
+      '/openapi.json',
+      {
+        schema: {
+          tags,
+          security,
+          operationId: 'getOpenApiDocument',
+          summary: 'This OpenAPI 3.0 document',
+          response: responses({ 200: Type.Object({}, { additionalProperties: true, description: 'The OpenAPI document of this API.' }) }),
+        },
+      },
+      async () => app.swagger(),
+    );
   };
 }

@@ -35,7 +35,7 @@ export function skuRoutes(catalog: SkuCatalog, inventory: GpuInventory, store: I
     app.addSchema(Sku);
     app.get(
       '/skus',
-      { config: { scope: 'compute:read' }, schema: { tags: ['instances'], summary: 'GPU SKUs with prices and free capacity per pool', response: responses({ 200: ListOf(Type.Ref(Sku)) }) } },
+      { config: { scope: 'compute:read' }, schema: { tags: ['instances'], operationId: 'listSkus', summary: 'GPU SKUs with prices and free capacity per pool', response: responses({ 200: ListOf(Type.Ref(Sku)) }) } },
       async () => {
         const claimed = await store.claimedGpuUuids();
         const nodes = (await inventory.nodes()).map((n) => ({ ...n, gpus: n.gpus.map((g) => ({ ...g, claimed: g.claimed || claimed.has(g.uuid) })) }));

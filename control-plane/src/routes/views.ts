@@ -19,6 +19,7 @@ export const KeyView = Type.Object(
     created: Type.Integer(),
     revoked: Type.Boolean(),
     revoked_at: Type.Union([Type.String(), Type.Null()]),
+    user_id: Type.Union([Type.String(), Type.Null()], { description: 'The org user who owns the key (revoked with the user); null for an org key.' }),
   },
   { $id: 'ApiKey' },
 );
@@ -38,6 +39,7 @@ export function keyView(key: ApiKeyRecord) {
     created: toUnixSeconds(key.createdAt),
     revoked: key.revokedAt !== null,
     revoked_at: key.revokedAt === null ? null : toRfc3339(key.revokedAt),
+    user_id: key.userId ?? null,
   };
 }
 
@@ -50,6 +52,7 @@ export const OrgView = Type.Object(
     ip_allowlist: Type.Array(Type.String()),
     referrer_allowlist: Type.Array(Type.String()),
     allowed_models: Type.Union([Type.Array(Type.String()), Type.Null()]),
+    default_pool: Type.Union([Type.String(), Type.Null()], { description: 'Used when a request pins no pool (X-Service-Pool, an instance\'s pool); null: any pool.' }),
     created: Type.Integer(),
   },
   { $id: 'Organization' },
@@ -64,6 +67,7 @@ export function orgView(org: OrgRecord) {
     ip_allowlist: org.ipAllowlist,
     referrer_allowlist: org.referrerAllowlist,
     allowed_models: org.allowedModels,
+    default_pool: org.defaultPool ?? null,
     created: toUnixSeconds(org.createdAt),
   };
 }

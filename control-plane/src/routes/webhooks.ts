@@ -40,6 +40,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: showsSecret,
         schema: {
           tags,
+          operationId: 'createWebhook',
           summary: 'Subscribe an HTTPS endpoint to events; the signing secret is shown once',
           body: Type.Object(
             {
@@ -71,14 +72,14 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
       '/webhooks',
       {
         config: showsSecret,
-        schema: { tags, summary: 'List the webhooks of your organization (no secrets)', response: responses({ 200: ListOf(Type.Ref(WebhookView)) }) },
+        schema: { tags, operationId: 'listWebhooks', summary: 'List the webhooks of your organization (no secrets)', response: responses({ 200: ListOf(Type.Ref(WebhookView)) }) },
       },
       async (request) => ({ object: 'list' as const, data: (await webhooks.list(request.principal!.org.id)).map(webhookView) }),
     );
 
     app.get(
       '/webhooks/:webhook_id',
-      { config, schema: { tags, summary: 'Read a webhook', params: WebhookIdParams, response: responses({ 200: Type.Ref(WebhookView) }) } },
+      { config, schema: { tags, operationId: 'getWebhook', summary: 'Read a webhook', params: WebhookIdParams, response: responses({ 200: Type.Ref(WebhookView) }) } },
       async (request) => webhookView(await webhooks.get(request.params.webhook_id, request.principal!.org.id)),
     );
 
@@ -88,6 +89,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config,
         schema: {
           tags,
+          operationId: 'deleteWebhook',
           summary: 'Delete a webhook; pending deliveries to it are dropped',
           params: WebhookIdParams,
           response: responses({ 200: Type.Object({ id: Type.String(), object: Type.Literal('webhook'), deleted: Type.Literal(true) }) }),
@@ -105,6 +107,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: showsSecret,
         schema: {
           tags,
+          operationId: 'rotateWebhookSecret',
           summary: 'Issue a new signing secret; the old one keeps signing too for overlap_seconds (default 86400)',
           params: WebhookIdParams,
           body: Type.Object(
@@ -130,6 +133,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config,
         schema: {
           tags,
+          operationId: 'listWebhookDeliveries',
           summary: 'Deliveries of events to this webhook, newest first, with every attempt',
           params: WebhookIdParams,
           querystring: Type.Object(
@@ -169,6 +173,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config,
         schema: {
           tags,
+          operationId: 'redeliverWebhookDelivery',
           summary: 'Send a delivery again now (same event, same webhook-id), from the start of the retry schedule',
           params: Type.Object({
             webhook_id: Type.String({ minLength: 1, maxLength: 64 }),

@@ -59,7 +59,9 @@ export type HealthEventKind =
   | 'other'
   | 'node_up'
   | 'node_down'
-  | 'reset_requested';
+  | 'reset_requested'
+  /** A step of the control plane's remediation (control-plane/src/remediation). */
+  | 'remediation';
 
 export interface HealthEventRecord {
   nodeId: string;
@@ -82,7 +84,8 @@ export type NodeCommandState = 'pending' | 'sent' | 'succeeded' | 'failed';
 export interface NodeCommandRecord {
   id: string;
   nodeId: string;
-  kind: 'reset_gpu_health';
+  /** reset_gpu_health: an operator clears sticky health; reset_gpu: remediation resets the GPU itself. */
+  kind: 'reset_gpu_health' | 'reset_gpu';
   args: { gpuUuid: string };
   state: NodeCommandState;
   createdAt: number;
@@ -105,6 +108,13 @@ export interface TelemetryFlushRow {
   nodeId: string;
   lastSeenAt: number;
   gpus: Array<Omit<GpuRecord, 'nodeId'>>;
+}
+
+/** A task command waiting for the replica that holds its node's agent stream (JSON of the wire Command). */
+export interface RelayedCommandRecord {
+  nodeId: string;
+  command: string;
+  createdAt: number;
 }
 
 export type EnrollOutcome = { enrolled: true } | { enrolled: false; token: EnrollmentTokenRecord | undefined };
@@ -138,6 +148,8 @@ export interface NodeStore {
   markForgotten(id: string, at: number, event: HealthEventRecord): Promise<NodeRecord | undefined>;
 
   listGpus(nodeId?: string): Promise<GpuRecord[]>;
+  /** GPUs whose UUID starts with `prefix` (case as given), at most `limit`, by UUID: an index range, not a scan. */
+  findGpus(prefix: string, limit: number): Promise<GpuRecord[]>;
   /** One transaction: last_seen per node, the latest sample per GPU (inserting new GPUs). */
   flushTelemetry(rows: TelemetryFlushRow[]): Promise<void>;
   /** Deletes the node's GPUs that are not in `keepUuids` (the agent stopped reporting them). */
@@ -153,6 +165,18 @@ export interface NodeStore {
   listCommands(options: { state?: NodeCommandState; nodeId?: string; limit?: number }): Promise<NodeCommandRecord[]>;
   markCommandSent(id: string, at: number, event: HealthEventRecord | null): Promise<void>;
   finishCommand(id: string, ok: boolean, at: number, error: { code: string; message: string } | null): Promise<void>;
+
+  /**
+   * Queues a command for the replica holding the node's agent stream. On PostgreSQL the
+   * commit also announces it (NOTIFY), so the holder takes it at once.
+   */
+  queueRelayedCommand(record: RelayedCommandRecord): Promise<void>;
+  /**
+   * Takes (deletes and returns, oldest first) the queued commands of `nodeIds` created at
+   * or after `since`; commands of any node older than `since` are deleted unsent (the
+   * node's next Hello re-sends whatever still matters).
+   */
+  takeRelayedCommands(nodeIds: string[], since: number): Promise<RelayedCommandRecord[]>;
 
   /** Claims every GPU in `uuids` for `owner`, or none if any is already claimed. */
   claimGpus(nodeId: string, uuids: string[], owner: string, at: number): Promise<boolean>;

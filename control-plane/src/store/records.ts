@@ -13,6 +13,8 @@ export interface OrgRecord {
   referrerAllowlist: string[];
   /** Model ids the org may call; null means every model in the catalog. */
   allowedModels: string[] | null;
+  /** The pool used when a request pins none (X-Service-Pool, an instance's pool); null: any. */
+  defaultPool?: 'na' | 'eu' | 'apac' | null;
   createdAt: number;
 }
 
@@ -28,6 +30,8 @@ export interface ApiKeyRecord {
   last4: string;
   createdAt: number;
   revokedAt: number | null;
+  /** The org user the key belongs to (revoked with the user); null: the org's own key. */
+  userId?: string | null;
 }
 
 /** One value of a key. Rotation adds a value and gives the old ones an expiry. */

@@ -17,6 +17,16 @@ import type { WebhookStore } from '../webhooks/webhook-store.js';
 import type { InstanceStore } from './instance-store.js';
 import type { UsageStore } from './usage-store.js';
 import type { ReplicaStore } from './replica-store.js';
+import type { LedgerStore } from './ledger-store.js';
+import type { ResponseStore } from './response-store.js';
+import type { RemediationStore } from './remediation-store.js';
+import type { OperatorStore } from './operator-store.js';
+import type { UserStore } from './user-store.js';
+import type { RateLimitStore } from './rate-limit-store.js';
+import type { Leadership } from '../leadership.js';
+import type { StoreChange } from './postgres/event-rows.js';
+
+export type { StoreChange };
 
 export interface OrgStore {
   create(org: OrgRecord): Promise<void>;
@@ -25,7 +35,7 @@ export interface OrgStore {
   list(): Promise<OrgRecord[]>;
   update(
     id: string,
-    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels'>>,
+    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels' | 'defaultPool'>>,
   ): Promise<OrgRecord | undefined>;
 }
 
@@ -86,6 +96,32 @@ export interface Store {
   readonly instances: InstanceStore;
   readonly usage: UsageStore;
   readonly replicas: ReplicaStore;
+  readonly ledger: LedgerStore;
+  readonly responses: ResponseStore;
+  /**
+   * GPU remediation state. Optional so a store engine without it still runs: the
+   * control plane then only marks faulty GPUs (the agent's verdict) and acts on nothing.
+   */
+  readonly remediations?: RemediationStore;
+  /** Operator keys and the audit trail of their writes. */
+  readonly operators: OperatorStore;
+  /** The users of each org and the keys they own. */
+  readonly users: UserStore;
+  /**
+   * Per-key limit state shared by several processes (PostgreSQL). Absent on a store only
+   * one process opens (SQLite): the limiters then keep their buckets in memory.
+   */
+  readonly rateLimits?: RateLimitStore;
+  /**
+   * Hears keys, key values, orgs and replicas change, whichever process changed them
+   * (PostgreSQL NOTIFY). Resolves once listening. Absent when only this process writes.
+   */
+  onChange?(listener: (change: StoreChange) => void): Promise<() => void>;
+  /**
+   * Joins the election of the process that runs the singletons (see leadership.ts),
+   * having made a first try. Absent when this process is the only one: it always leads.
+   */
+  campaign?(options: { retryMs: number; onError?: (err: unknown) => void }): Promise<Leadership>;
   /** Latest applied migration version; proves the database answers. */
   schemaVersion(): Promise<number>;
   close(): Promise<void>;

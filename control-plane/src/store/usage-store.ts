@@ -20,6 +20,8 @@ export interface UsageRecord {
   user: string | null;
   sandbox: boolean;
   createdAt: number;
+  /** From the request's arrival to its usage being known (the last token); null when not measured. */
+  durationMs?: number | null;
 }
 
 export interface UsagePage {
@@ -31,7 +33,9 @@ export interface UsageStore {
   /** Appends the records in one transaction. */
   append(records: readonly UsageRecord[]): Promise<void>;
   /** Newest first; `after` is the id of the last record of the previous page. */
-  list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string }): Promise<UsagePage>;
+  list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string; from?: number; to?: number }): Promise<UsagePage>;
+  /** The org's newest record of `requestId`. */
+  byRequest(orgId: string, requestId: string): Promise<UsageRecord | undefined>;
   /**
    * Adds `tokens` to the key's count for `day` (YYYY-MM-DD, UTC) unless that would pass
    * `cap`; atomic, so concurrent requests cannot overshoot together. Returns the count

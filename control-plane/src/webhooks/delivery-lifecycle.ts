@@ -1,12 +1,14 @@
-// Runs webhook delivery with the app: when it is ready, due deprecations are announced
-// and the delivery worker starts; when it closes, the worker stops (attempts in flight
-// get a short grace to finish; the rest are aborted and stay pending for the next start).
+// Runs webhook delivery with the app, on the leader only (leadership.ts): when the app is
+// ready and this process leads, due deprecations are announced and the delivery worker
+// starts; when it closes or stops leading, the worker stops (attempts in flight get a
+// short grace to finish; the rest are aborted and stay pending for the next leader).
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '@svc/shared';
 import type { ControlPlaneConfig } from '../config.js';
 import type { CatalogModel } from '../models/catalog.js';
 import type { Store } from '../store/store.js';
-import { DeliveryWorker } from './delivery-worker.js';
+import { soleLeader, whileLeading, type Leadership } from '../leadership.js';
+import { DeliveryWorker, type DeliveryWorkerOptions } from './delivery-worker.js';
 import { DeprecationAnnouncer } from './deprecation-announcer.js';
 import { httpSender } from './http-sender.js';
 import { parseSchedule } from './retry-schedule.js';
@@ -22,6 +24,10 @@ export interface WebhookDeliveryDeps {
   models: readonly CatalogModel[];
   /** DNS for every send; the system's by default. */
   resolver?: Resolver | undefined;
+  /** Told each recorded attempt's outcome (metrics). */
+  onAttempt?: DeliveryWorkerOptions['onAttempt'];
+  /** Whether this process sends; the only process always does. */
+  leadership?: Leadership;
 }
 
 export function installWebhookDelivery(app: FastifyInstance, deps: WebhookDeliveryDeps): DeliveryWorker {
@@ -36,6 +42,7 @@ export function installWebhookDelivery(app: FastifyInstance, deps: WebhookDelive
     timeoutMs: config.webhookTimeoutMs,
     pollMs: config.webhookPollMs,
     log: app.log.child({ component: 'webhooks' }),
+    ...(deps.onAttempt ? { onAttempt: deps.onAttempt } : {}),
     onPoll: async () => {
       if (clock.now() - lastDeprecationCheck < DEPRECATION_CHECK_MS) return;
       lastDeprecationCheck = clock.now();
@@ -43,7 +50,12 @@ export function installWebhookDelivery(app: FastifyInstance, deps: WebhookDelive
       if (announced.length > 0) app.log.info({ models: announced }, 'model deprecations announced');
     },
   });
-  app.addHook('onReady', async () => worker.start());
-  app.addHook('onClose', async () => worker.stop());
+  let stopWorker: (() => Promise<void>) | undefined;
+  app.addHook('onReady', async () => {
+    stopWorker = whileLeading(deps.leadership ?? soleLeader, () => worker.start(), () => worker.stop(), (err) =>
+      app.log.error({ err }, 'starting or stopping webhook delivery with leadership failed'),
+    );
+  });
+  app.addHook('onClose', async () => (stopWorker ? stopWorker() : worker.stop()));
   return worker;
 }

@@ -35,6 +35,8 @@ export interface DeliveryWorkerOptions {
   log: FastifyBaseLogger;
   /** Also run on each pass (the deprecation announcer); failures are logged. */
   onPoll?: () => Promise<void>;
+  /** Told each recorded attempt's outcome (the metrics' delivery counter). */
+  onAttempt?: (outcome: AttemptDecision['kind']) => void;
 }
 
 /** The body a receiver gets: the event as the API shows it. */
@@ -189,6 +191,7 @@ export class DeliveryWorker {
       },
       result,
     );
+    this.options.onAttempt?.(decision.kind);
     const fields = { delivery: delivery.id, webhook: subscription.id, event: event.id, outcome: describeOutcome(outcome) };
     if (decision.kind === 'retry') log.info({ ...fields, next_attempt_at: new Date(decision.at).toISOString() }, 'webhook attempt failed');
     else if (decision.kind === 'give_up') log.warn({ ...fields, reason: decision.reason }, 'webhook delivery given up');

@@ -116,6 +116,8 @@ export interface WebhookStore {
    * (subscription, subject) chain: no earlier event of the subject is still pending.
    */
   dueDeliveries(now: number, limit: number): Promise<DueDelivery[]>;
+  /** The delivery backlog: pending deliveries of enabled subscriptions, and when the oldest was created (metrics). */
+  deliveryBacklog(): Promise<{ pending: number; oldestCreatedAt: number | null }>;
   /** Records an attempt and its delivery's new state (and a 410's disable) atomically. */
   recordAttempt(attempt: AttemptRecord, result: AttemptResult): Promise<void>;
   getDelivery(id: string): Promise<DeliveryRecord | undefined>;

@@ -40,12 +40,12 @@ enum {
 enum field {
     F_NAME, F_UUID, F_PCI_BUS_ID, F_MEMORY, F_UTILIZATION, F_TEMPERATURE,
     F_POWER_USAGE, F_POWER_LIMIT, F_CLOCK_SM, F_CLOCK_MEM, F_ECC,
-    F_RETIRED_PAGES, F_REMAPPED_ROWS, F_THROTTLE_REASONS, F_EVENTS, F_COUNT
+    F_RETIRED_PAGES, F_REMAPPED_ROWS, F_THROTTLE_REASONS, F_EVENTS, F_RECOVERY_ACTION, F_COUNT
 };
 static const char *const field_names[F_COUNT] = {
     "name", "uuid", "pci_bus_id", "memory", "utilization", "temperature",
     "power_usage", "power_limit", "clock_sm", "clock_mem", "ecc",
-    "retired_pages", "remapped_rows", "throttle_reasons", "events",
+    "retired_pages", "remapped_rows", "throttle_reasons", "events", "recovery_action",
 };
 
 /* nvmlDevice_t is a pointer into the gpus array, so a handle survives reloads. */
@@ -59,6 +59,7 @@ typedef struct nvmlDevice_st {
     unsigned retired_pages_sbe, retired_pages_dbe;
     unsigned remapped_corrected, remapped_uncorrected, remapped_pending, remapped_failure;
     unsigned long long throttle_reasons;
+    unsigned recovery_action; /* nvmlDeviceGpuRecoveryAction_t, NVML_FI_DEV_GET_GPU_RECOVERY_ACTION */
     int fail[F_COUNT]; /* NVML return code forced for a field; 0 = works */
 } *nvmlDevice_t;
 
@@ -81,7 +82,7 @@ static const struct gpu_key {
     U32(retired_pages_sbe), U32(retired_pages_dbe),
     U32(remapped_corrected), U32(remapped_uncorrected),
     U32(remapped_pending), U32(remapped_failure),
-    U64(throttle_reasons),
+    U64(throttle_reasons), U32(recovery_action),
 #undef STR
 #undef U32
 #undef U64
@@ -528,6 +529,40 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned *corrRows, uns
     *uncRows = dev->remapped_uncorrected;
     *isPending = dev->remapped_pending;
     *failureOccurred = dev->remapped_failure;
+    return leave(NVML_SUCCESS);
+}
+
+/* nvmlFieldValue_t; the value union is 8 bytes (uiVal in its first 4). */
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+#define NVML_VALUE_TYPE_UNSIGNED_INT 1
+typedef struct {
+    unsigned fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType;
+    nvmlReturn_t nvmlReturn;
+    union { double dVal; unsigned uiVal; unsigned long ulVal; unsigned long long ullVal; long long sllVal; int siVal; unsigned short usVal; } value;
+} nvmlFieldValue_t;
+
+/* Only the recovery-action field is known; every other field answers NOT_SUPPORTED in its slot. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int valuesCount, nvmlFieldValue_t *values)
+{
+    nvmlReturn_t rc = enter(), field_rc;
+    if (rc != NVML_SUCCESS) return rc;
+    if (dev < st.gpus || dev >= st.gpus + st.gpu_count || valuesCount < 0 || (valuesCount > 0 && !values))
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    field_rc = dev->fail[F_RECOVERY_ACTION] ? (nvmlReturn_t)dev->fail[F_RECOVERY_ACTION] : NVML_SUCCESS;
+    for (int i = 0; i < valuesCount; i++) {
+        values[i].timestamp = 0;
+        values[i].latencyUsec = 0;
+        if (values[i].fieldId != NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) {
+            values[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            continue;
+        }
+        values[i].nvmlReturn = field_rc;
+        values[i].valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        values[i].value.ullVal = 0;
+        values[i].value.uiVal = dev->recovery_action;
+    }
     return leave(NVML_SUCCESS);
 }
 

@@ -6,6 +6,7 @@ import { NvmlError, NvmlReturn } from './nvml-error.js';
 import {
   cString,
   toNumber,
+  type NvmlFieldValue,
   type NvmlHandle,
   type NvmlLibrary,
   type NvmlMemory,
@@ -168,4 +169,22 @@ export function readDevice(lib: NvmlLibrary, index: number): GpuReading {
   });
 
   return { ...reading, errors };
+}
+
+/** NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (nvml.h field id 230). */
+export const FI_DEV_GET_GPU_RECOVERY_ACTION = 230;
+
+/**
+ * The driver's recovery action for the GPU (nvmlDeviceGpuRecoveryAction_t: 0 none, 1 GPU
+ * reset, 2 node reboot, 3 drain P2P, 4 drain and reset), read with nvmlDeviceGetFieldValues;
+ * undefined where the driver lacks the call or the field (drivers before R565).
+ */
+export function readRecoveryAction(lib: NvmlLibrary, index: number): number | undefined {
+  const getFieldValues = lib.fn.nvmlDeviceGetFieldValues;
+  if (!getFieldValues) return undefined;
+  const device = getDeviceHandle(lib, index);
+  const value: Partial<NvmlFieldValue> = { fieldId: FI_DEV_GET_GPU_RECOVERY_ACTION, scopeId: 0, timestamp: 0, latencyUsec: 0, valueType: 0, nvmlReturn: 0, value: 0 };
+  if (!supported(lib, 'nvmlDeviceGetFieldValues', getFieldValues(device, 1, value), index)) return undefined;
+  if (!supported(lib, 'nvmlDeviceGetFieldValues(GPU_RECOVERY_ACTION)', value.nvmlReturn, index)) return undefined;
+  return toNumber(value.value ?? 0) % 2 ** 32;
 }

@@ -46,6 +46,28 @@ const nvmlEventData = koffi.struct({
   computeInstanceId: 'unsigned int',
 });
 
+// nvmlFieldValue_t; its value union (8 bytes) is read as one unsigned long long, whose low
+// 32 bits are uiVal on the little-endian hosts NVML ships for.
+const nvmlFieldValue = koffi.struct({
+  fieldId: 'unsigned int',
+  scopeId: 'unsigned int',
+  timestamp: 'long long',
+  latencyUsec: 'long long',
+  valueType: 'int',
+  nvmlReturn: 'int',
+  value: 'unsigned long long',
+});
+
+export interface NvmlFieldValue {
+  fieldId: number;
+  scopeId: number;
+  timestamp: U64;
+  latencyUsec: U64;
+  valueType: number;
+  nvmlReturn: number;
+  value: U64;
+}
+
 export interface NvmlMemory { total: U64; free: U64; used: U64 }
 export interface NvmlUtilization { gpu: number; memory: number }
 export interface NvmlPciInfo { busIdLegacy: string; domain: number; bus: number; device: number; busId: string }
@@ -90,6 +112,7 @@ export interface NvmlFunctions {
   nvmlDeviceGetCurrentClocksEventReasons?: DeviceOut<U64>;
   nvmlDeviceGetCurrentClocksThrottleReasons?: DeviceOut<U64>;
   nvmlDeviceGetSupportedEventTypes?: DeviceOut<U64>;
+  nvmlDeviceGetFieldValues?: Fn<(device: NvmlHandle, count: number, values: Partial<NvmlFieldValue>) => number>;
   nvmlEventSetCreate: Fn<(set: Out<NvmlHandle | null>) => number>;
   nvmlDeviceRegisterEvents: Fn<(device: NvmlHandle, eventTypes: number, set: NvmlHandle) => number>;
   nvmlEventSetWait_v2: Fn<(set: NvmlHandle, data: Partial<NvmlEventData>, timeoutMs: number) => number>;
@@ -130,6 +153,7 @@ const optional = {
   nvmlDeviceGetCurrentClocksEventReasons: ['int', [dev, outU64]],
   nvmlDeviceGetCurrentClocksThrottleReasons: ['int', [dev, outU64]],
   nvmlDeviceGetSupportedEventTypes: ['int', [dev, outU64]],
+  nvmlDeviceGetFieldValues: ['int', [dev, 'int', koffi.inout(koffi.pointer(nvmlFieldValue))]],
 } satisfies Record<string, Signature>;
 
 /** An opened NVML library (not yet initialised) with its bound functions. */

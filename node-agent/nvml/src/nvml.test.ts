@@ -194,6 +194,18 @@ describe('openNvml with the fake library', () => {
     expect(nvml.deviceCount()).toBe(1);
   });
 
+  it("reads the driver's GPU recovery action (nvmlDeviceGetFieldValues), absent when not supported", async () => {
+    const { nvml, fixture } = await open({ gpus: [{ recoveryAction: 1 }, {}, { unsupported: ['recovery_action'] }] });
+    expect(nvml.gpuRecoveryAction(0)).toBe(1);
+    expect(nvml.gpuRecoveryAction(1)).toBe(0);
+    expect(nvml.gpuRecoveryAction(2)).toBeUndefined();
+    fixture.state.updateGpu(0, { recoveryAction: 2 });
+    expect(nvml.gpuRecoveryAction(0)).toBe(2);
+    fixture.state.updateGpu(1, { errors: { recovery_action: 15 } });
+    expect(() => nvml.gpuRecoveryAction(1)).toThrow(NvmlError);
+    expect(() => nvml.gpuRecoveryAction(7)).toThrow(NvmlError);
+  });
+
   it("is unavailable, with NVML's reason, when nvmlInit_v2 fails", async () => {
     fixture = await createFakeNvmlFixture({ gpus: [{}], initError: 9 });
     nvml = openNvml({ libraryPath: fixture.libraryPath });

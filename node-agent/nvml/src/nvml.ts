@@ -2,7 +2,7 @@
 // once and nvmlShutdown on close(), and answers "no GPUs, and here is why"
 // instead of throwing when there is no usable NVML (a laptop, CI, a host whose
 // driver is not loaded).
-import { readDevice } from './device-reader.js';
+import { readDevice, readRecoveryAction } from './device-reader.js';
 import { watchEvents, type WatchHost } from './event-watch.js';
 import { NvmlError, NvmlReturn } from './nvml-error.js';
 import { cString, NvmlLibrary, type Out } from './nvml-library.js';
@@ -74,6 +74,11 @@ class LoadedNvml implements Nvml {
   readDevice(index: number): GpuReading {
     this.assertOpen();
     return readDevice(this.lib, index);
+  }
+
+  gpuRecoveryAction(index: number): number | undefined {
+    this.assertOpen();
+    return readRecoveryAction(this.lib, index);
   }
 
   readDevices(): DeviceReadings {
@@ -153,6 +158,10 @@ class UnavailableNvml implements Nvml {
 
   readDevice(index: number): GpuReading {
     throw new NvmlError('nvmlDeviceGetHandleByIndex_v2', NvmlReturn.ERROR_LIBRARY_NOT_FOUND, this.unavailableReason, index);
+  }
+
+  gpuRecoveryAction(): undefined {
+    return undefined;
   }
 
   readDevices(): DeviceReadings {

@@ -131,6 +131,12 @@ export interface Nvml {
   deviceCount(): number;
   /** Reads one GPU. Throws NvmlError when it cannot be identified. */
   readDevice(index: number): GpuReading;
+  /**
+   * The driver's recovery action for a GPU (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: 0 none,
+   * 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset); undefined where the
+   * driver does not report it. Throws NvmlError when the GPU cannot be found.
+   */
+  gpuRecoveryAction(index: number): number | undefined;
   /** Reads every GPU; one that cannot be identified lands in `failed` instead of stopping the rest. */
   readDevices(): DeviceReadings;
   /**

@@ -17,6 +17,14 @@ describe('loadAgentConfig', () => {
     expect(loadAgentConfig({ SVC_CONTROL_PLANE: 'cp.example.com:7070', SVC_AGENT_TLS: 'true' }).useTls).toBe(true);
   });
 
+  it('reads several control-plane addresses, each held to the plaintext rule', () => {
+    expect(loadAgentConfig({ SVC_CONTROL_PLANE: '127.0.0.1:7070, 127.0.0.1:7071' }).controlPlanes).toEqual(['127.0.0.1:7070', '127.0.0.1:7071']);
+    expect(loadAgentConfig({}).controlPlanes).toEqual(['127.0.0.1:7070']);
+    expect(() => loadAgentConfig({ SVC_CONTROL_PLANE: '127.0.0.1:7070,cp2.example.com:7070' })).toThrow(/refusing plaintext gRPC to cp2.example.com:7070/);
+    expect(loadAgentConfig({ SVC_CONTROL_PLANE: 'cp1.example.com:7070,cp2.example.com:7070', SVC_AGENT_TLS: 'true' }).controlPlanes).toHaveLength(2);
+    expect(() => loadAgentConfig({ SVC_CONTROL_PLANE: '127.0.0.1:7070,,127.0.0.1:7071' })).toThrow(ConfigError);
+  });
+
   it('wants a client certificate and key together', () => {
     expect(() => loadAgentConfig({ SVC_AGENT_TLS_CERT: '/c.pem' })).toThrow(/go together/);
     expect(loadAgentConfig({ SVC_AGENT_TLS_CERT: '/c.pem', SVC_AGENT_TLS_KEY: '/k.pem' }).useTls).toBe(true);
@@ -55,6 +63,9 @@ describe('loadAgentConfig', () => {
     // One origin for every instance would let tenants script each other's notebooks.
     ['SVC_JUPYTER_PUBLIC_URL', 'https://jupyter.node7.example.com'],
     ['SVC_JUPYTER_PORT_COUNT', '0'],
+    ['SVC_AGENT_KEEPALIVE_MS', '10'],
+    ['SVC_AGENT_RECONNECT_MAX_MS', 'soon'],
+    ['SVC_CONTROL_PLANE', '127.0.0.1'],
   ])('stops on a bad %s (%s) naming the setting', (name, value) => {
     expect(() => loadAgentConfig({ [name]: value })).toThrow(new RegExp(name));
   });

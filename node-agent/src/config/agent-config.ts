@@ -4,9 +4,9 @@
 // allowed only to a control plane on loopback. docs/node-agent.md lists every setting.
 import { hostname } from 'node:os';
 import { Type } from '@sinclair/typebox';
-import { ConfigError, loadConfig, setting, type ConfigOf } from '@svc/shared';
+import { ConfigError, LOG_FORMATS, loadConfig, setting, type ConfigOf } from '@svc/shared';
 import { cidrProblem } from '../runtime/firewall-rules.js';
-import { isLoopbackTarget } from '../transport/address.js';
+import { isLoopbackTarget, parseControlPlaneTargets } from '../transport/address.js';
 import { parseSimulatedGpus, type SimulatedGpus } from '../simulation/simulated-gpus.js';
 
 /** XIDs that are the application's fault, not the GPU's; as NVIDIA's k8s device plugin. */
@@ -17,7 +17,31 @@ export const agentSettings = {
     'SVC_CONTROL_PLANE',
     Type.String({ minLength: 1 }),
     '127.0.0.1:7070',
-    'host:port of the control plane gRPC endpoint the agent dials.',
+    'host:port of the control plane gRPC endpoint the agent dials; several, comma-separated, are control-plane replicas the agent fails over between (a name with several A records counts as several).',
+  ),
+  keepaliveMs: setting(
+    'SVC_AGENT_KEEPALIVE_MS',
+    Type.Integer({ minimum: 1000, maximum: 600_000 }),
+    5000,
+    'How often the agent pings its control-plane connection (HTTP/2 PING) while the stream is open.',
+  ),
+  keepaliveTimeoutMs: setting(
+    'SVC_AGENT_KEEPALIVE_TIMEOUT_MS',
+    Type.Integer({ minimum: 500, maximum: 600_000 }),
+    3000,
+    'A ping unanswered this long declares the connection dead: the session ends and the agent reconnects.',
+  ),
+  connectTimeoutMs: setting(
+    'SVC_AGENT_CONNECT_TIMEOUT_MS',
+    Type.Integer({ minimum: 100, maximum: 600_000 }),
+    1000,
+    'How long one TCP connection attempt may take before the agent gives it up and tries again (the next address, if several); TLS and HTTP/2 then get 10 s.',
+  ),
+  reconnectMaxMs: setting(
+    'SVC_AGENT_RECONNECT_MAX_MS',
+    Type.Integer({ minimum: 100, maximum: 600_000 }),
+    1000,
+    'Cap of the reconnect backoff (exponential from 100 ms, full jitter): an agent is back at most about this long after its control plane is reachable again.',
   ),
   nodeToken: setting(
     'SVC_NODE_TOKEN',
@@ -44,6 +68,12 @@ export const agentSettings = {
     Type.String(),
     '',
     'Path of libnvidia-ml; empty means libnvidia-ml.so.1 through the dynamic loader.',
+  ),
+  nvidiaSmi: setting(
+    'SVC_NVIDIA_SMI',
+    Type.String(),
+    '',
+    'The GPU reset tool, run as `<tool> --gpu-reset -i <uuid>` when the control plane resets an idle GPU; empty means nvidia-smi on PATH (the fake one with SVC_SIMULATE_GPUS).',
   ),
   simulateGpus: setting(
     'SVC_SIMULATE_GPUS',
@@ -263,7 +293,13 @@ export const agentSettings = {
     'SVC_LOG_LEVEL',
     Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
     'info',
-    'Minimum level of the JSON logs written to stdout.',
+    'Minimum level of the logs written to stdout.',
+  ),
+  logFormat: setting(
+    'SVC_LOG_FORMAT',
+    Type.Union(LOG_FORMATS.map((f) => Type.Literal(f))),
+    'auto',
+    'Log format: pretty (pino-pretty, for people), json (one object per line, for collectors), or auto: pretty when stdout is a terminal, json otherwise.',
   ),
 };
 
@@ -279,6 +315,8 @@ export interface AgentConfig extends AgentSettings {
   useTls: boolean;
   /** SVC_INSTANCE_ALLOW_CIDRS as a list. */
   instanceAllowCidrList: string[];
+  /** SVC_CONTROL_PLANE as a list of gRPC targets, tried in order. */
+  controlPlanes: string[];
 }
 
 export function loadAgentConfig(env: Record<string, string | undefined> = process.env): AgentConfig {
@@ -292,9 +330,16 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     throw new ConfigError('SVC_AGENT_TLS_CERT and SVC_AGENT_TLS_KEY go together (mutual TLS needs both)');
   }
   const useTls = settings.tls || settings.tlsCa !== '' || settings.tlsCert !== '';
-  if (!useTls && !isLoopbackTarget(settings.controlPlane)) {
+  let controlPlanes: string[];
+  try {
+    controlPlanes = parseControlPlaneTargets(settings.controlPlane);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  const offLoopback = controlPlanes.find((target) => !isLoopbackTarget(target));
+  if (!useTls && offLoopback !== undefined) {
     throw new ConfigError(
-      `refusing plaintext gRPC to ${settings.controlPlane}: plaintext is allowed only to a loopback control plane. ` +
+      `refusing plaintext gRPC to ${offLoopback}: plaintext is allowed only to a loopback control plane. ` +
         'Set SVC_AGENT_TLS_CA (and SVC_AGENT_TLS_CERT/SVC_AGENT_TLS_KEY for mutual TLS), or SVC_AGENT_TLS=true for a publicly trusted certificate.',
     );
   }
@@ -323,6 +368,7 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     simulation: simulationOf(settings.simulateGpus),
     useTls,
     instanceAllowCidrList,
+    controlPlanes,
   };
 }
 

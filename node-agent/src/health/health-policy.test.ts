@@ -68,6 +68,10 @@ describe('observeHealth', () => {
     ['operator reset clears an XID', [xid(79), { type: 'operator_reset' }], true, [U('XID'), RECOVERED]],
     ['operator reset clears ECC and thermal', [sample({ vol: 0, t: 95 }), sample({ vol: 1, t: 95 }), { type: 'operator_reset' }], true, [U('THERMAL'), U('ECC_UNCORRECTABLE'), RECOVERED]],
     ['operator reset of a healthy GPU changes nothing', [{ type: 'operator_reset' }], true, []],
+    ['a GPU reset clears a reset-class XID', [xid(48), { type: 'gpu_reset' }], true, [U('XID'), RECOVERED]],
+    ['a GPU reset clears ECC; counters restarting from 0 are no new error', [sample({ vol: 0 }), sample({ vol: 2 }), { type: 'gpu_reset' }, sample({ vol: 0 })], true, [U('ECC_UNCORRECTABLE'), RECOVERED]],
+    ['a GPU reset does not cool a hot GPU', [sample({ t: 95 }), xid(95), { type: 'gpu_reset' }], false, [U('THERMAL'), U('XID')]],
+    ['errors after a reset count again', [xid(95), { type: 'gpu_reset' }, sample({ vol: 0 }), sample({ vol: 1 })], false, [U('XID'), RECOVERED, U('ECC_UNCORRECTABLE')]],
     ['at the temperature limit is unhealthy', [sample({ t: 90 })], false, [U('THERMAL')]],
     ['just under the limit is healthy', [sample({ t: 89 })], true, []],
     ['hysteresis: still hot at 86 °C', [sample({ t: 92 }), sample({ t: 86 })], false, [U('THERMAL')]],
@@ -79,6 +83,14 @@ describe('observeHealth', () => {
     const result = run(observations);
     expect(isHealthy(result.state)).toBe(healthy);
     expect(result.kinds).toEqual(kinds);
+  });
+
+  it("classifies XID 154 by the driver's recovery action, and says so on the change", () => {
+    const reboot = observeHealth(INITIAL_GPU_HEALTH, { type: 'xid', xid: 154, driverRecoveryAction: 2 }, policy);
+    expect(reboot.changes).toEqual([expect.objectContaining({ kind: 'XID', healthy: false, xid: 154, recommendedAction: 'RESTART_BM', driverAction: 'NODE_REBOOT' })]);
+    const none = observeHealth(INITIAL_GPU_HEALTH, { type: 'xid', xid: 154, driverRecoveryAction: 0 }, policy);
+    expect(none.changes).toEqual([expect.objectContaining({ healthy: true, recommendedAction: 'IGNORE', driverAction: 'NONE' })]);
+    expect(observeHealth(INITIAL_GPU_HEALTH, xid(95), policy).changes[0]).toMatchObject({ recommendedAction: 'RESET_GPU' });
   });
 
   it('honours a configured ignored set', () => {
@@ -100,7 +112,7 @@ describe('observeHealth', () => {
   it("carries the XID number, NVIDIA's meaning and the recommended action on the change", () => {
     const { changes } = observeHealth(INITIAL_GPU_HEALTH, xid(79), policy);
     expect(changes).toEqual([
-      { kind: 'XID', healthy: false, xid: 79, message: 'XID 79: GPU has fallen off the bus; recommended action: reboot the node (RESTART_BM)' },
+      { kind: 'XID', healthy: false, xid: 79, recommendedAction: 'RESTART_BM', message: 'XID 79: GPU has fallen off the bus; recommended action: reboot the node (RESTART_BM)' },
     ]);
     const app = observeHealth(INITIAL_GPU_HEALTH, xid(13), policy).changes[0];
     expect(app?.message).toBe('XID 13: graphics engine exception; recommended action: restart the application (the GPU is fine) (RESTART_APP)');

@@ -15,7 +15,7 @@
 // nothing but the timeline: a HealthChange that keeps the GPU's health. Each such XID is
 // reported once per GPU until the GPU's health next changes, because a tenant's program
 // can raise XID 13/31/43 in a loop and must not flood the control plane's timeline.
-import { actionMakesGpuUnhealthy, classifyXid, describeXidClass } from '@svc/shared';
+import { actionMakesGpuUnhealthy, classifyXid, describeXidClass, type XidAction } from '@svc/shared';
 
 export interface HealthPolicy {
   ignoredXids: ReadonlySet<number>;
@@ -31,6 +31,9 @@ export interface HealthChange {
   healthy: boolean;
   /** The XID, for kind XID. */
   xid?: number;
+  /** For kind XID: the bucket it was classified into, and XID 154's driver-reported action. */
+  recommendedAction?: XidAction;
+  driverAction?: string;
   message: string;
 }
 
@@ -62,7 +65,7 @@ export const INITIAL_GPU_HEALTH: GpuHealthState = {
 
 export type HealthObservation =
   /** From the NVML event watch; `message` is the driver's text where there is one (XID 154 carries its recovery action). */
-  | { type: 'xid'; xid: number; message?: string }
+  | { type: 'xid'; xid: number; message?: string; driverRecoveryAction?: number }
   /** NVML's double-bit (uncorrectable) ECC event. */
   | { type: 'ecc_uncorrectable_event' }
   /** A telemetry sample; absent values are unsupported and leave their condition alone. */
@@ -70,7 +73,9 @@ export type HealthObservation =
   /** The GPU could not be read (handle, UUID or name failed). */
   | { type: 'unreadable' }
   /** ResetGpuHealth from the control plane. */
-  | { type: 'operator_reset' };
+  | { type: 'operator_reset' }
+  /** The GPU was reset (ResetGpu, nvidia-smi --gpu-reset): sticky faults clear, ECC counters restart. */
+  | { type: 'gpu_reset' };
 
 export interface HealthResult {
   state: GpuHealthState;
@@ -100,17 +105,18 @@ export function observeHealth(state: GpuHealthState, observation: HealthObservat
 
   switch (observation.type) {
     case 'xid': {
-      const xidClass = classifyXid(observation.xid, observation.message);
+      const xidClass = classifyXid(observation.xid, observation.message, observation.driverRecoveryAction);
       const message = describeXidClass(xidClass);
+      const classified = { recommendedAction: xidClass.action, ...(xidClass.driverAction ? { driverAction: xidClass.driverAction } : {}) };
       const critical = actionMakesGpuUnhealthy(xidClass.action) && !policy.ignoredXids.has(observation.xid);
       if (critical) {
         if (state.xid === observation.xid) break;
         next = { ...state, xid: observation.xid };
-        changes.push({ kind: 'XID', healthy: false, xid: observation.xid, message });
+        changes.push({ kind: 'XID', healthy: false, xid: observation.xid, ...classified, message });
       } else {
         if (state.reportedAppXids.includes(observation.xid)) break;
         next = { ...state, reportedAppXids: [...state.reportedAppXids, observation.xid] };
-        changes.push({ kind: 'XID', healthy: wasHealthy, xid: observation.xid, message });
+        changes.push({ kind: 'XID', healthy: wasHealthy, xid: observation.xid, ...classified, message });
         timelineOnly = true;
       }
       break;
@@ -128,6 +134,11 @@ export function observeHealth(state: GpuHealthState, observation: HealthObservat
     case 'operator_reset':
       next = { ...state, xid: undefined, ecc: undefined, thermalC: undefined };
       recoveredBy = 'health reset by an operator';
+      break;
+    case 'gpu_reset':
+      // Heat is not cured by a reset: the next sample decides the thermal condition.
+      next = { ...state, xid: undefined, ecc: undefined, lastEccVolatile: undefined, unreadable: false };
+      recoveredBy = 'GPU reset (nvidia-smi --gpu-reset)';
       break;
     case 'sample': {
       const sampled = applySample(state, observation, policy);

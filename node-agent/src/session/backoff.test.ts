@@ -5,22 +5,28 @@ describe('backoffDelay', () => {
   it.each([
     // attempt, random, expected ms
     [0, 1, 100],
-    [0, 0, 50],
+    [0, 0, 0],
+    [0, 0.5, 50],
     [1, 1, 200],
+    [2, 1, 400],
     [3, 1, 800],
-    [6, 1, 6400],
-    [7, 1, 10_000], // 12,800 capped
-    [50, 1, 10_000],
-    [50, 0, 5_000],
+    [4, 1, 1_000], // 1,600 capped
+    [50, 1, 1_000],
+    [50, 0.25, 250],
   ])('attempt %i with random %f waits %i ms', (attempt, random, expected) => {
     expect(backoffDelay(attempt, RECONNECT_BACKOFF, () => random)).toBe(expected);
   });
 
-  it('stays within 100 ms .. 10 s whatever the jitter', () => {
+  it('follows a configured cap', () => {
+    expect(backoffDelay(10, { ...RECONNECT_BACKOFF, maxMs: 5_000 }, () => 1)).toBe(5_000);
+    expect(backoffDelay(10, { ...RECONNECT_BACKOFF, maxMs: 250 }, () => 1)).toBe(250);
+  });
+
+  it('stays within 0 .. 1 s by default whatever the jitter', () => {
     for (let attempt = 0; attempt < 40; attempt++) {
       const delay = backoffDelay(attempt);
-      expect(delay).toBeGreaterThanOrEqual(50);
-      expect(delay).toBeLessThanOrEqual(10_000);
+      expect(delay).toBeGreaterThanOrEqual(0);
+      expect(delay).toBeLessThanOrEqual(1_000);
     }
   });
 });

@@ -1,6 +1,8 @@
-// The reconnect delay of the agent's one reconnect loop: exponential from 100 ms to 10 s
-// with "full jitter" (a random delay between half and all of the exponential step), so a
-// thousand agents cut off by one control plane restart do not come back in lockstep.
+// The reconnect delay of the agent's one reconnect loop: exponential from 100 ms, capped
+// low (SVC_AGENT_RECONNECT_MAX_MS, 1 s by default) so an agent is back within about a
+// second of a network heal or a control-plane restart, with "full jitter" (a random delay
+// between zero and the exponential step), so a thousand agents cut off by one restart
+// spread over the whole step instead of coming back in lockstep.
 // Pure: the random source is injected.
 
 export interface BackoffPolicy {
@@ -9,12 +11,13 @@ export interface BackoffPolicy {
   multiplier: number;
 }
 
-export const RECONNECT_BACKOFF: BackoffPolicy = { initialMs: 100, maxMs: 10_000, multiplier: 2 };
+export const DEFAULT_RECONNECT_MAX_MS = 1_000;
+export const RECONNECT_BACKOFF: BackoffPolicy = { initialMs: 100, maxMs: DEFAULT_RECONNECT_MAX_MS, multiplier: 2 };
 
-/** The delay before retry number `attempt` (0 for the first retry). */
+/** The delay before retry number `attempt` (0 for the first retry): uniform in [0, step]. */
 export function backoffDelay(attempt: number, policy: BackoffPolicy = RECONNECT_BACKOFF, random: () => number = Math.random): number {
   const step = Math.min(policy.maxMs, policy.initialMs * policy.multiplier ** Math.max(0, attempt));
-  return Math.round(step / 2 + (random() * step) / 2);
+  return Math.round(random() * step);
 }
 
 /** Attempt counter that a healthy session resets. */

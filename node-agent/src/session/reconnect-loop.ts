@@ -1,8 +1,9 @@
 // The agent's one reconnect loop. Everything inside an attempt (enroll, Connect, report,
 // handle commands) fails fast; this is the only place that waits and tries again:
-// exponential backoff with jitter from 100 ms to 10 s, reset after a healthy session (one
-// the control plane welcomed and that lasted HEALTHY_SESSION_MS), so a flapping control
-// plane is not hammered but a restart after a long session reconnects at once.
+// exponential backoff with full jitter from 100 ms up to a low cap (backoff.ts), reset
+// after a healthy session (one the control plane welcomed and that lasted
+// HEALTHY_SESSION_MS). Each attempt may dial another control-plane address (the attempt
+// function owns that choice: transport/dialer.ts).
 // A refusal (SessionRefusedError) or a broken identity file ends the loop: retrying
 // would only repeat it.
 import type { Clock, Logger } from '@svc/shared';

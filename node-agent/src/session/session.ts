@@ -78,7 +78,9 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
     log.info({ node_id: first.welcome.node_id, report_interval_ms: intervalMs }, 'connected to the control plane');
     hooks.onWelcome?.({ node_id: first.welcome.node_id, report_interval_ms: intervalMs });
 
-    await stream.send({ body: 'host_facts', host_facts: await deps.collectHostFacts() });
+    // Commands, task states and health events flow from the Welcome on: host facts take a
+    // while to collect (Docker, systeminformation; seconds on a loaded host), and a stop
+    // the control plane re-sends on reconnect must not wait for them.
     void deps.outbox.attach((event) => stream.send({ body: 'health_event', health_event: event }));
     void deps.tasks.outbox.attach((state) => stream.send({ body: 'task_state', task_state: state }));
 
@@ -92,14 +94,17 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
           break;
         case 'command': {
           const command = message.command!;
-          log.info({ command_id: command.command_id, command: command.body }, 'command');
-          const result = handleCommand(command, {
+          log.info({ command_id: command.command_id, command: command.body, task_id: command.start_task?.task_id ?? command.stop_task?.task_id }, 'command');
+          const answer = handleCommand(command, {
             resetGpuHealth: (uuid) => deps.monitor.resetHealth(uuid),
+            resetGpu: (uuid) => deps.monitor.resetGpu(uuid),
             startTask: (order) => deps.tasks.start(order),
             stopTask: (order) => deps.tasks.stop(order),
           });
           // A failed send means the stream ended; `stream.ended` reports that below.
-          stream.send({ body: 'command_result', command_result: result }).catch(() => undefined);
+          void Promise.resolve(answer)
+            .then((result) => stream.send({ body: 'command_result', command_result: result }))
+            .catch((err: unknown) => log.warn({ err, command_id: command.command_id }, 'command answer not sent'));
           break;
         }
         case 'ack':
@@ -111,8 +116,13 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
     };
     inbox.drain();
 
-    // The reporter's failure (e.g. NVML) comes back as a value, so nothing rejects unwatched.
-    const reporting = reporter.run().then(
+    // Host facts once, then telemetry and heartbeats. A failure (e.g. NVML) comes back as
+    // a value, so nothing rejects unwatched.
+    const reporting = deps
+      .collectHostFacts()
+      .then((facts) => stream.send({ body: 'host_facts', host_facts: facts }))
+      .then(() => reporter.run())
+      .then(
       () => undefined,
       (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
     );

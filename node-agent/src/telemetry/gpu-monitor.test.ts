@@ -2,7 +2,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HealthEvent } from '@svc/proto';
 import { createLogger, ManualClock } from '@svc/shared';
-import { createFakeNvmlFixture, openNvml, type FakeNvmlFixture, type Nvml } from 'node-nvml-bindings';
+import { createFakeNvmlFixture, FAKE_NVIDIA_SMI, openNvml, type FakeNvmlFixture, type Nvml } from 'node-nvml-bindings';
+import { nvidiaSmiResetter } from '../health/gpu-reset.js';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +27,8 @@ function monitor(healthFile?: GpuHealthFile) {
   const events: HealthEvent[] = [];
   const m = new GpuMonitor({
     healthFile,
+    // The fake nvidia-smi reads FAKE_NVML_STATE, which the fixture set in this process's environment.
+    resetGpu: nvidiaSmiResetter(FAKE_NVIDIA_SMI),
     nvml,
     clock: new ManualClock(),
     log,
@@ -36,6 +39,33 @@ function monitor(healthFile?: GpuHealthFile) {
 }
 
 describe('GpuMonitor', () => {
+  it('resets a GPU with nvidia-smi, clears its sticky XID and answers with its health read again', async () => {
+    const { m, events } = monitor();
+    m.sample();
+    const watch = new AbortController();
+    const watching = m.watch(watch.signal);
+    fixture.state.injectXid(0, 95);
+    await waitFor(() => events.some((e) => e.xid === 95));
+    watch.abort();
+    await watching;
+    expect(events.at(-1)).toMatchObject({ kind: 'XID', healthy: false, recommended_action: 'RESET_GPU' });
+
+    const outcome = await m.resetGpu('GPU-0');
+    expect(outcome).toMatchObject({ ok: true, healthy: true, healthReason: '' });
+    expect(outcome.output).toMatch(/was successfully reset/);
+    expect(readFileSync(`${fixture.state.path}.resets`, 'utf8')).toBe('GPU-0\n');
+    expect(events.at(-1)).toMatchObject({ gpu_uuid: 'GPU-0', kind: 'RECOVERED', healthy: true, message: 'GPU reset (nvidia-smi --gpu-reset)' });
+
+    // A reset that leaves the GPU hot is no success; a GPU the tool refuses stays as it was.
+    fixture.state.updateGpu(0, { temperatureC: 95 });
+    expect(await m.resetGpu('GPU-0')).toMatchObject({ ok: false, errorCode: 'still_unhealthy', healthy: false });
+    fixture.state.updateGpu(0, { temperatureC: 40 });
+    m.sample();
+    writeFileSync(`${fixture.state.path}.reset-fail`, 'GPU-1\n');
+    expect(await m.resetGpu('GPU-1')).toMatchObject({ ok: false, errorCode: 'reset_failed' });
+    expect(await m.resetGpu('GPU-9')).toMatchObject({ ok: false, errorCode: 'not_found' });
+  });
+
   it('marks a hot GPU unhealthy on the sample and healthy once cooled', () => {
     const { m, events } = monitor();
     expect(m.sample().gpus.map((g) => g.healthy)).toEqual([true, true]);
@@ -113,7 +143,8 @@ describe('GpuMonitor', () => {
   });
 });
 
-async function waitFor(predicate: () => boolean, timeoutMs = 3_000): Promise<void> {
+// Generous: the XID watch polls the (fake) driver from a worker, which a loaded host delays.
+async function waitFor(predicate: () => boolean, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error('timed out');

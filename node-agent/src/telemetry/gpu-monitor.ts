@@ -6,8 +6,10 @@ import type { AgentMessage, GpuSample, HealthEvent } from '@svc/proto';
 import type { Clock, Logger } from '@svc/shared';
 import { NvmlError, type Nvml, type NvmlEvent } from 'node-nvml-bindings';
 import type { GpuHealthFile, StickyHealthByUuid } from '../health/health-file.js';
+import type { GpuResetter } from '../health/gpu-reset.js';
 import {
   healthReason,
+  isHealthy,
   INITIAL_GPU_HEALTH,
   observeHealth,
   type GpuHealthState,
@@ -43,6 +45,18 @@ export interface GpuMonitorOptions {
   onHealthEvent: (event: HealthEvent) => void;
   /** Keeps sticky health (XID, ECC) across agent restarts; none in tests that do not care. */
   healthFile?: GpuHealthFile;
+  /** Resets a GPU (ResetGpu); absent: resets are refused. */
+  resetGpu?: GpuResetter;
+}
+
+/** The answer to a ResetGpu command. */
+export interface GpuResetOutcome {
+  ok: boolean;
+  errorCode: string;
+  errorMessage: string;
+  healthy: boolean;
+  healthReason: string;
+  output: string;
 }
 
 export class GpuMonitor {
@@ -103,6 +117,45 @@ export class GpuMonitor {
     return true;
   }
 
+  /**
+   * Resets the GPU, clears its sticky faults and reads it again: ok when the reset ran and
+   * the GPU reads healthy. Every health change on the way is pushed as usual, so the
+   * timeline shows the recovery (or the fault that remains) before the command's answer.
+   */
+  async resetGpu(uuid: string): Promise<GpuResetOutcome> {
+    const gpu = this.gpus.get(uuid);
+    const outcome = (ok: boolean, errorCode = '', errorMessage = '', output = ''): GpuResetOutcome => ({
+      ok,
+      errorCode,
+      errorMessage,
+      healthy: gpu ? isHealthy(gpu.health) && !gpu.health.unreadable : false,
+      healthReason: gpu ? healthReason(gpu.health) : '',
+      output,
+    });
+    if (!gpu) return outcome(false, 'not_found', `this node has no GPU ${uuid}`);
+    if (!this.options.resetGpu) return outcome(false, 'unsupported', 'this agent has no GPU reset tool');
+    this.options.log.warn({ gpu: gpu.index, uuid }, 'resetting the GPU');
+    const run = await this.options.resetGpu(uuid);
+    if (!run.ok) return outcome(false, 'reset_failed', `the GPU reset failed: ${run.output}`, run.output);
+    this.observe(gpu, { type: 'gpu_reset' });
+    let reading;
+    try {
+      reading = this.options.nvml.readDevice(gpu.index);
+    } catch (err) {
+      if (!(err instanceof NvmlError)) throw err;
+      this.observe(gpu, { type: 'unreadable' });
+      return { ...outcome(false, 'unreadable', `the GPU cannot be read after the reset: ${err.message}`, run.output), healthy: false };
+    }
+    this.observe(gpu, {
+      type: 'sample',
+      temperatureC: reading.temperatureC,
+      eccUncorrectedVolatile: reading.eccUncorrectedVolatile,
+      eccUncorrectedAggregate: reading.eccUncorrectedAggregate,
+    });
+    const result = outcome(true, '', '', run.output);
+    return result.healthy ? result : { ...result, ok: false, errorCode: 'still_unhealthy', errorMessage: `the GPU still reads unhealthy after the reset: ${result.healthReason}` };
+  }
+
   /** The XID/ECC watch, until `signal` aborts. A failed watch is logged and restarted. */
   async watch(signal: AbortSignal): Promise<void> {
     const { nvml, log } = this.options;
@@ -128,11 +181,23 @@ export class GpuMonitor {
     this.options.log.info({ event }, 'NVML event');
     const gpu = this.track(event.index, event.uuid, this.gpus.get(event.uuid)?.name ?? '');
     if (event.type === 'xid' && event.xid !== undefined) {
-      this.observe(gpu, { type: 'xid', xid: event.xid });
+      // XID 154 announces that the driver's recovery action changed: read the new one.
+      const driverRecoveryAction = event.xid === 154 ? this.recoveryAction(event.index) : undefined;
+      this.observe(gpu, { type: 'xid', xid: event.xid, ...(driverRecoveryAction === undefined ? {} : { driverRecoveryAction }) });
     } else if (event.type === 'ecc_double') {
       this.observe(gpu, { type: 'ecc_uncorrectable_event' });
     }
     // Single-bit ECC errors were corrected: counted in telemetry, not a health matter.
+  }
+
+  private recoveryAction(index: number): number | undefined {
+    try {
+      return this.options.nvml.gpuRecoveryAction(index);
+    } catch (err) {
+      if (!(err instanceof NvmlError)) throw err;
+      this.options.log.warn({ gpu: index, err: err.message }, "NVML cannot read the GPU's recovery action");
+      return undefined;
+    }
   }
 
   private track(index: number, uuid: string, name: string): TrackedGpu {
@@ -179,6 +244,8 @@ export class GpuMonitor {
       healthy: change.healthy,
       message: change.message,
       at_ms: this.options.clock.now(),
+      recommended_action: change.recommendedAction ?? '',
+      driver_recovery_action: change.driverAction ?? '',
     };
     this.options.log[change.healthy ? 'info' : 'warn']({ gpu: gpu.index, uuid: gpu.uuid, kind: change.kind, reason: change.message }, change.healthy ? 'GPU healthy again' : 'GPU unhealthy');
     this.options.onHealthEvent(event);

@@ -18,7 +18,7 @@ export interface TestCertificates {
 
 export function makeTestCertificates(): TestCertificates {
   const dir = mkdtempSync(join(tmpdir(), 'test-certs-'));
-  const openssl = (...args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  const openssl = (...args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: 'pipe', timeout: 60_000 });
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   const makeCa = (name: string): void => openssl('req', '-x509', ...ec, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', '1', '-subj', `/CN=${name}`);
   const issue = (name: string, ext: string): void => {

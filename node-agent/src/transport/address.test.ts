@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isLoopbackTarget, targetHost } from './address.js';
+import { isLoopbackTarget, parseControlPlaneTargets, targetHost, targetPort } from './address.js';
 
 describe('targets', () => {
   it.each([
@@ -14,6 +14,26 @@ describe('targets', () => {
     ['[2001:db8::1]:7070', '2001:db8::1', false],
   ])('%s has host %s, loopback %s', (target, host, loopback) => {
     expect(targetHost(target)).toBe(host);
+    expect(targetPort(target)).toBe(Number(target.split(':').at(-1)));
     expect(isLoopbackTarget(target)).toBe(loopback);
+  });
+});
+
+describe('parseControlPlaneTargets', () => {
+  it.each([
+    ['127.0.0.1:7070', ['127.0.0.1:7070']],
+    ['cp1.example.com:7070,cp2.example.com:7070', ['cp1.example.com:7070', 'cp2.example.com:7070']],
+    [' cp1:7070 , [2001:db8::1]:7070 ', ['cp1:7070', '[2001:db8::1]:7070']],
+    ['dns:///cp.example.com:7070', ['dns:///cp.example.com:7070']],
+  ])('%s -> %j', (value, targets) => {
+    expect(parseControlPlaneTargets(value)).toEqual(targets);
+  });
+
+  it.each([
+    ['cp1:7070,,cp2:7070', /empty address/],
+    ['cp1:7070,', /empty address/],
+    ['cp1:7070,cp2', /"cp2" has no port/],
+  ])('refuses %s', (value, problem) => {
+    expect(() => parseControlPlaneTargets(value)).toThrow(problem);
   });
 });

@@ -51,6 +51,10 @@ export function checkpointInBackground(
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
   return {
     async stop() {
+      // Held while it stops: a worker still starting (a store closed right after it
+      // opened) would otherwise leave nothing keeping the process alive, and the await
+      // below would end the process instead of returning.
+      worker.ref();
       worker.postMessage('stop');
       await exited;
       // What the worker did not get to: one last checkpoint while nothing else writes.

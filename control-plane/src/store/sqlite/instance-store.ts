@@ -41,7 +41,7 @@ const COLUMNS: Record<keyof InstanceRecord, string> = {
 };
 const JSON_FIELDS = new Set<keyof InstanceRecord>(['sshKeys', 'labels', 'gpuUuids', 'progress', 'stop', 'access']);
 
-function toColumns(record: Partial<InstanceRecord>): Record<string, unknown> {
+export function toColumns(record: Partial<InstanceRecord>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [field, value] of Object.entries(record) as Array<[keyof InstanceRecord, unknown]>) {
     out[COLUMNS[field]] = JSON_FIELDS.has(field) ? (value === null ? null : JSON.stringify(value)) : value;
@@ -49,7 +49,7 @@ function toColumns(record: Partial<InstanceRecord>): Record<string, unknown> {
   return out;
 }
 
-function toRecord(row: Row): InstanceRecord {
+export function toRecord(row: Row): InstanceRecord {
   const out: Record<string, unknown> = {};
   for (const [field, column] of Object.entries(COLUMNS) as Array<[keyof InstanceRecord, string]>) {
     const value = row[column];
@@ -58,7 +58,7 @@ function toRecord(row: Row): InstanceRecord {
   return out as unknown as InstanceRecord;
 }
 
-function toCharge(row: Row): ChargeRecord {
+export function toCharge(row: Row): ChargeRecord {
   return {
     id: String(row.id),
     orgId: String(row.org_id),

@@ -7,6 +7,13 @@ import { INSTANCES_MIGRATION } from './instance-migration.js';
 import { USAGE_MIGRATION } from './usage-migration.js';
 import { REPLICAS_MIGRATION } from './replica-migration.js';
 import { IDEMPOTENCY_LEASE_MIGRATION } from './idempotency-migration.js';
+import { LEDGER_MIGRATION } from './ledger-migration.js';
+import { RESPONSES_MIGRATION } from './response-migration.js';
+import { REMEDIATION_MIGRATION } from './remediation-migration.js';
+import { OPERATORS_MIGRATION } from './operator-migration.js';
+import { USERS_MIGRATION } from './user-migration.js';
+import { SHARED_STATE_MIGRATION } from './shared-state-migration.js';
+import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
 
 export interface Migration {
   version: number;
@@ -235,4 +242,11 @@ export const MIGRATIONS: Migration[] = [
   USAGE_MIGRATION,
   BILLING_INTEGRITY_MIGRATION,
   IDEMPOTENCY_LEASE_MIGRATION,
+  LEDGER_MIGRATION,
+  RESPONSES_MIGRATION,
+  REMEDIATION_MIGRATION,
+  OPERATORS_MIGRATION,
+  USERS_MIGRATION,
+  SHARED_STATE_MIGRATION,
+  AGENT_RELAY_MIGRATION,
 ];

@@ -15,6 +15,7 @@ import type {
   NodeRecord,
   NodeStatus,
   NodeStore,
+  RelayedCommandRecord,
   StoredHealthEvent,
   TelemetryFlushRow,
 } from '../node-store.js';
@@ -25,7 +26,7 @@ type Db = Database.Database;
 const orNull = <T>(value: unknown, map: (v: unknown) => T): T | null => (value === null || value === undefined ? null : map(value));
 const bool = (value: unknown): boolean => Number(value) === 1;
 
-function toToken(row: Row): EnrollmentTokenRecord {
+export function toToken(row: Row): EnrollmentTokenRecord {
   return {
     id: String(row.id),
     hash: row.hash as Buffer,
@@ -38,7 +39,7 @@ function toToken(row: Row): EnrollmentTokenRecord {
   };
 }
 
-function toNode(row: Row): NodeRecord {
+export function toNode(row: Row): NodeRecord {
   return {
     id: String(row.id),
     hostname: String(row.hostname),
@@ -56,7 +57,10 @@ function toNode(row: Row): NodeRecord {
   };
 }
 
-function toGpu(row: Row): GpuRecord {
+/** Above every string that starts with `prefix` in byte order: U+10FFFF is the largest code point. */
+export const prefixEnd = (prefix: string): string => `${prefix}\u{10FFFF}`;
+
+export function toGpu(row: Row): GpuRecord {
   return {
     uuid: String(row.uuid),
     nodeId: String(row.node_id),
@@ -70,7 +74,7 @@ function toGpu(row: Row): GpuRecord {
   };
 }
 
-function toHealthEvent(row: Row): StoredHealthEvent {
+export function toHealthEvent(row: Row): StoredHealthEvent {
   return {
     seq: Number(row.seq),
     nodeId: String(row.node_id),
@@ -84,7 +88,7 @@ function toHealthEvent(row: Row): StoredHealthEvent {
   };
 }
 
-function toCommand(row: Row): NodeCommandRecord {
+export function toCommand(row: Row): NodeCommandRecord {
   return {
     id: String(row.id),
     nodeId: String(row.node_id),
@@ -97,6 +101,13 @@ function toCommand(row: Row): NodeCommandRecord {
     errorCode: orNull(row.error_code, String),
     errorMessage: orNull(row.error_message, String),
   };
+}
+
+/** Rows taken from agent_relay_commands, oldest first (DELETE … RETURNING keeps no order). */
+export function toRelayedCommands(rows: Row[]): RelayedCommandRecord[] {
+  return [...rows]
+    .sort((a, b) => Number(a.seq) - Number(b.seq))
+    .map((row) => ({ nodeId: String(row.node_id), command: String(row.command), createdAt: Number(row.created_at) }));
 }
 
 export class SqliteNodeStore implements NodeStore {
@@ -259,6 +270,11 @@ export class SqliteNodeStore implements NodeStore {
     return (rows as Row[]).map(toGpu);
   }
 
+  async findGpus(prefix: string, limit: number): Promise<GpuRecord[]> {
+    const rows = this.db.prepare('SELECT * FROM node_gpus WHERE uuid >= ? AND uuid < ? ORDER BY uuid LIMIT ?').all(prefix, prefixEnd(prefix), limit);
+    return (rows as Row[]).map(toGpu);
+  }
+
   async flushTelemetry(rows: TelemetryFlushRow[]): Promise<void> {
     if (rows.length === 0) return;
     this.db.transaction(() => {
@@ -306,6 +322,21 @@ export class SqliteNodeStore implements NodeStore {
       .prepare("SELECT gpu_uuid, xid, MAX(seq) AS seq FROM node_health_events WHERE kind = 'xid' AND gpu_uuid IS NOT NULL AND xid IS NOT NULL GROUP BY gpu_uuid")
       .all() as Array<{ gpu_uuid: string; xid: number }>;
     return new Map(rows.map((r) => [r.gpu_uuid, r.xid]));
+  }
+
+  async queueRelayedCommand(record: RelayedCommandRecord): Promise<void> {
+    this.db.prepare('INSERT INTO agent_relay_commands (node_id, command, created_at) VALUES (?, ?, ?)').run(record.nodeId, record.command, record.createdAt);
+  }
+
+  async takeRelayedCommands(nodeIds: string[], since: number): Promise<RelayedCommandRecord[]> {
+    return this.db.transaction(() => {
+      this.db.prepare('DELETE FROM agent_relay_commands WHERE created_at < ?').run(since);
+      if (nodeIds.length === 0) return [];
+      const rows = this.db
+        .prepare('DELETE FROM agent_relay_commands WHERE node_id IN (SELECT value FROM json_each(?)) RETURNING seq, node_id, command, created_at')
+        .all(JSON.stringify(nodeIds)) as Row[];
+      return toRelayedCommands(rows);
+    })();
   }
 
   async createCommand(command: NodeCommandRecord): Promise<void> {

@@ -31,7 +31,7 @@ const COLUMNS: Record<keyof ReplicaRecord, string> = {
 };
 const JSON_FIELDS = new Set<keyof ReplicaRecord>(['gpuUuids', 'args', 'env']);
 
-function toColumns(record: Partial<ReplicaRecord>): Record<string, unknown> {
+export function toColumns(record: Partial<ReplicaRecord>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [field, value] of Object.entries(record) as Array<[keyof ReplicaRecord, unknown]>) {
     out[COLUMNS[field]] = JSON_FIELDS.has(field) ? JSON.stringify(value) : value;
@@ -39,7 +39,7 @@ function toColumns(record: Partial<ReplicaRecord>): Record<string, unknown> {
   return out;
 }
 
-function toRecord(row: Row): ReplicaRecord {
+export function toRecord(row: Row): ReplicaRecord {
   const out: Record<string, unknown> = {};
   for (const [field, column] of Object.entries(COLUMNS) as Array<[keyof ReplicaRecord, string]>) {
     const value = row[column];

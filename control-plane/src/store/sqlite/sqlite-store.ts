@@ -26,6 +26,16 @@ import type { UsageStore } from '../usage-store.js';
 import { SqliteUsageStore } from './usage-store.js';
 import { SqliteReplicaStore } from './replica-store.js';
 import type { ReplicaStore } from '../replica-store.js';
+import type { LedgerStore } from '../ledger-store.js';
+import { SqliteLedgerStore } from './ledger-store.js';
+import type { ResponseStore } from '../response-store.js';
+import { SqliteResponseStore } from './response-store.js';
+import type { RemediationStore } from '../remediation-store.js';
+import { SqliteRemediationStore } from './remediation-store.js';
+import type { OperatorStore } from '../operator-store.js';
+import { SqliteOperatorStore } from './operator-store.js';
+import type { UserStore } from '../user-store.js';
+import { SqliteUserStore } from './user-store.js';
 
 type Row = Record<string, unknown>;
 type Db = Database.Database;
@@ -80,7 +90,7 @@ export function applyMigrations(db: Db, migrations: Migration[]): number {
 const json = (value: unknown): string => JSON.stringify(value);
 const parse = <T>(text: unknown): T => JSON.parse(String(text)) as T;
 
-function toOrg(row: Row): OrgRecord {
+export function toOrg(row: Row): OrgRecord {
   return {
     id: String(row.id),
     name: String(row.name),
@@ -88,11 +98,13 @@ function toOrg(row: Row): OrgRecord {
     ipAllowlist: parse<string[]>(row.ip_allowlist),
     referrerAllowlist: parse<string[]>(row.referrer_allowlist),
     allowedModels: row.allowed_models === null ? null : parse<string[]>(row.allowed_models),
+    // Present only when set, so records compare equal to ones built before the field existed.
+    ...(row.default_pool == null ? {} : { defaultPool: String(row.default_pool) as NonNullable<OrgRecord['defaultPool']> }),
     createdAt: Number(row.created_at),
   };
 }
 
-function toKey(row: Row): ApiKeyRecord {
+export function toKey(row: Row): ApiKeyRecord {
   return {
     id: String(row.id),
     orgId: String(row.org_id),
@@ -104,10 +116,11 @@ function toKey(row: Row): ApiKeyRecord {
     last4: String(row.last4),
     createdAt: Number(row.created_at),
     revokedAt: row.revoked_at === null ? null : Number(row.revoked_at),
+    ...(row.user_id == null ? {} : { userId: String(row.user_id) }),
   };
 }
 
-function toSecret(row: Row): KeySecretRecord {
+export function toSecret(row: Row): KeySecretRecord {
   return {
     hash: row.hash as Buffer,
     keyId: String(row.key_id),
@@ -153,9 +166,10 @@ class SqliteOrgStore implements OrgStore {
 
   async update(
     id: string,
-    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels'>>,
+    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels' | 'defaultPool'>>,
   ): Promise<OrgRecord | undefined> {
     const columns: Record<string, unknown> = {};
+    if (patch.defaultPool !== undefined) columns.default_pool = patch.defaultPool;
     if (patch.name !== undefined) columns.name = patch.name;
     if (patch.tier !== undefined) columns.tier = patch.tier;
     if (patch.ipAllowlist !== undefined) columns.ip_allowlist = json(patch.ipAllowlist);
@@ -188,10 +202,10 @@ class SqliteKeyStore implements KeyStore {
     this.db.transaction(() => {
       this.db
         .prepare(
-          `INSERT INTO api_keys (id, org_id, name, kind, admin, scopes, prefix, last4, created_at, revoked_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO api_keys (id, org_id, name, kind, admin, scopes, prefix, last4, created_at, revoked_at, user_id)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         )
-        .run(key.id, key.orgId, key.name, key.kind, key.admin ? 1 : 0, json(key.scopes), key.prefix, key.last4, key.createdAt, key.revokedAt);
+        .run(key.id, key.orgId, key.name, key.kind, key.admin ? 1 : 0, json(key.scopes), key.prefix, key.last4, key.createdAt, key.revokedAt, key.userId ?? null);
       this.insertSecret(secret);
     })();
   }
@@ -293,6 +307,11 @@ export class SqliteStore implements Store {
   readonly instances: InstanceStore;
   readonly usage: UsageStore;
   readonly replicas: ReplicaStore;
+  readonly ledger: LedgerStore;
+  readonly responses: ResponseStore;
+  readonly remediations: RemediationStore;
+  readonly operators: OperatorStore;
+  readonly users: UserStore;
 
   constructor(readonly db: Db) {
     this.orgs = new SqliteOrgStore(db);
@@ -304,6 +323,11 @@ export class SqliteStore implements Store {
     this.instances = new SqliteInstanceStore(db);
     this.usage = new SqliteUsageStore(db);
     this.replicas = new SqliteReplicaStore(db);
+    this.ledger = new SqliteLedgerStore(db);
+    this.responses = new SqliteResponseStore(db);
+    this.remediations = new SqliteRemediationStore(db);
+    this.operators = new SqliteOperatorStore(db);
+    this.users = new SqliteUserStore(db);
   }
 
   async schemaVersion(): Promise<number> {

@@ -6,7 +6,7 @@ import { newestFirstPage } from './newest-first-page.js';
 
 type Row = Record<string, unknown>;
 
-function toRecord(row: Row): UsageRecord {
+export function toRecord(row: Row): UsageRecord {
   return {
     id: String(row.id),
     orgId: String(row.org_id),
@@ -22,6 +22,7 @@ function toRecord(row: Row): UsageRecord {
     user: row.user === null ? null : String(row.user),
     sandbox: Number(row.sandbox) === 1,
     createdAt: Number(row.created_at),
+    durationMs: row.duration_ms === null || row.duration_ms === undefined ? null : Number(row.duration_ms),
   };
 }
 
@@ -35,12 +36,14 @@ export class SqliteUsageStore implements UsageStore {
   constructor(private readonly db: Database.Database) {
     this.insert = db.prepare(
       `INSERT INTO usage_records (id, org_id, key_id, request_id, kind, model, quantization, pool, prompt_tokens,
-         completion_tokens, cost_nanos, user, sandbox, created_at)
-       VALUES (@id, @orgId, @keyId, @requestId, @kind, @model, @quantization, @pool, @promptTokens,
-         @completionTokens, @costNanos, @user, @sandbox, @createdAt)`,
+         completion_tokens, cost_nanos, user, sandbox, created_at, duration_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
+    // Positional values: no copy of each record and no name lookups on this hot path.
     this.insertAll = db.transaction((records: readonly UsageRecord[]) => {
-      for (const record of records) this.insert.run({ ...record, sandbox: record.sandbox ? 1 : 0 });
+      for (const r of records) {
+        this.insert.run(r.id, r.orgId, r.keyId, r.requestId, r.kind, r.model, r.quantization, r.pool, r.promptTokens, r.completionTokens, r.costNanos, r.user, r.sandbox ? 1 : 0, r.createdAt, r.durationMs ?? null);
+      }
     });
     this.readTokens = db.prepare('SELECT tokens FROM sandbox_tokens WHERE key_id = ? AND day = ?');
     this.addTokens = db.prepare(
@@ -59,19 +62,26 @@ export class SqliteUsageStore implements UsageStore {
     if (records.length > 0) this.insertAll.immediate(records);
   }
 
-  async list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string }): Promise<UsagePage> {
+  async list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string; from?: number; to?: number }): Promise<UsagePage> {
     const where: string[] = [];
     if (options.model) where.push('model = @model');
     if (options.keyId) where.push('key_id = @keyId');
+    if (options.from !== undefined) where.push('created_at >= @from');
+    if (options.to !== undefined) where.push('created_at < @to');
     const page = newestFirstPage(this.db, {
       table: 'usage_records',
       orgId,
       where,
-      params: { model: options.model, keyId: options.keyId },
+      params: { model: options.model, keyId: options.keyId, from: options.from, to: options.to },
       limit: options.limit,
       after: options.after,
     });
     return { data: page.rows.map(toRecord), hasMore: page.hasMore };
+  }
+
+  async byRequest(orgId: string, requestId: string): Promise<UsageRecord | undefined> {
+    const row = this.db.prepare('SELECT * FROM usage_records WHERE org_id = ? AND request_id = ? ORDER BY created_at DESC, id DESC LIMIT 1').get(orgId, requestId) as Row | undefined;
+    return row && toRecord(row);
   }
 
   async takeSandboxTokens(keyId: string, day: string, tokens: number, cap: number): Promise<{ used: number; taken: boolean }> {

@@ -23,7 +23,7 @@ type Db = Database.Database;
 const nullableNumber = (value: unknown): number | null => (value === null ? null : Number(value));
 const nullableString = (value: unknown): string | null => (value === null ? null : String(value));
 
-function toSubscription(row: Row): WebhookSubscriptionRecord {
+export function toSubscription(row: Row): WebhookSubscriptionRecord {
   return {
     id: String(row.id),
     orgId: String(row.org_id),
@@ -37,7 +37,7 @@ function toSubscription(row: Row): WebhookSubscriptionRecord {
   };
 }
 
-function toSecret(row: Row): WebhookSecretRecord {
+export function toSecret(row: Row): WebhookSecretRecord {
   return {
     subscriptionId: String(row.subscription_id),
     secret: String(row.secret),
@@ -46,7 +46,7 @@ function toSecret(row: Row): WebhookSecretRecord {
   };
 }
 
-function toDelivery(row: Row): DeliveryRecord {
+export function toDelivery(row: Row): DeliveryRecord {
   return {
     id: String(row.id),
     subscriptionId: String(row.subscription_id),
@@ -61,7 +61,7 @@ function toDelivery(row: Row): DeliveryRecord {
   };
 }
 
-function toAttempt(row: Row): AttemptRecord {
+export function toAttempt(row: Row): AttemptRecord {
   return {
     deliveryId: String(row.delivery_id),
     attempt: Number(row.attempt),
@@ -74,7 +74,7 @@ function toAttempt(row: Row): AttemptRecord {
 }
 
 /** The columns of a joined row that carry `prefix` (another table's), without it. */
-function prefixed(row: Row, prefix: string): Row {
+export function prefixed(row: Row, prefix: string): Row {
   const out: Row = {};
   for (const [name, value] of Object.entries(row)) if (name.startsWith(prefix)) out[name.slice(prefix.length)] = value;
   return out;
@@ -184,6 +184,18 @@ export class SqliteWebhookStore implements WebhookStore {
       this.db.prepare('UPDATE webhook_fan_out_cursor SET last_seq = ? WHERE id = 1').run(events.at(-1)!.seq);
       return events.length;
     }).immediate();
+  }
+
+  async deliveryBacklog(): Promise<{ pending: number; oldestCreatedAt: number | null }> {
+    const row = this.db
+      .prepare(
+        `SELECT count(*) AS pending, min(d.created_at) AS oldest
+         FROM webhook_deliveries d
+         JOIN webhook_subscriptions s ON s.id = d.subscription_id AND s.status = 'enabled'
+         WHERE d.status = 'pending'`,
+      )
+      .get() as { pending: number; oldest: number | null };
+    return { pending: row.pending, oldestCreatedAt: row.oldest };
   }
 
   async dueDeliveries(now: number, limit: number): Promise<DueDelivery[]> {

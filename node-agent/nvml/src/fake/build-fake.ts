@@ -15,6 +15,8 @@ const run = promisify(execFile);
 const packageDir = fileURLToPath(new URL('../../', import.meta.url));
 /** The C source of the fake library. */
 export const FAKE_NVML_SOURCE = join(packageDir, 'fake', 'fake_nvml.c');
+/** `nvidia-smi --gpu-reset -i <uuid>` over the fake's state file (see the script's header). */
+export const FAKE_NVIDIA_SMI = join(packageDir, 'fake', 'nvidia-smi');
 const DEFAULT_CACHE_DIR = join(packageDir, 'node_modules', '.cache', 'fake-nvml');
 const FLAGS = ['-shared', '-fPIC', '-O2', '-Wall'];
 

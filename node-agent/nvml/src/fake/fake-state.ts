@@ -21,7 +21,8 @@ export type FakeNvmlField =
   | 'retired_pages'
   | 'remapped_rows'
   | 'throttle_reasons'
-  | 'events';
+  | 'events'
+  | 'recovery_action';
 
 /** One fake GPU; anything left out keeps the fake's H100 default. */
 export interface FakeGpu {
@@ -49,6 +50,8 @@ export interface FakeGpu {
   remappedRowsFailed?: boolean;
   /** nvmlClocksEventReason* bitmask. */
   throttleReasons?: number;
+  /** NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset. */
+  recoveryAction?: number;
   /** Calls that answer NVML_ERROR_NOT_SUPPORTED. */
   unsupported?: FakeNvmlField[];
   /** Calls that answer this NVML return code, e.g. { temperature: 15 } for "GPU is lost". */
@@ -107,6 +110,7 @@ const gpuKeys: Record<ValueKey, [key: string, format: (v: unknown) => string]> =
   remappedRowsPending: ['remapped_pending', flag],
   remappedRowsFailed: ['remapped_failure', flag],
   throttleReasons: ['throttle_reasons', (v) => `0x${Number(v).toString(16)}`],
+  recoveryAction: ['recovery_action', number],
 };
 
 /** The state file's text for `state` and the events still queued (each with its sequence number). */

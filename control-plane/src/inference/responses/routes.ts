@@ -1,0 +1,131 @@
+// The Responses API routes: POST /v1/responses (stream: true answers with the semantic
+// event stream), GET and DELETE /v1/responses/{response_id} for stored responses. Registered
+// inside the inference routes, so they run the same pipeline (auth, scopes, rate limits,
+// idempotency) as chat completions.
+import { Readable } from 'node:stream';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { POOLS } from '../../models/catalog.js';
+import type { ModelService } from '../../models/model-service.js';
+import { responses as withErrors, StringEnum } from '../../http/schemas.js';
+import type { CallContext } from '../chat-completions.js';
+import { ResponsesRequest } from './request.js';
+import type { ResponsesService } from './responses-service.js';
+
+const Usage = Type.Object({
+  input_tokens: Type.Integer(),
+  input_tokens_details: Type.Object({ cached_tokens: Type.Integer() }),
+  output_tokens: Type.Integer(),
+  output_tokens_details: Type.Object({ reasoning_tokens: Type.Integer() }),
+  total_tokens: Type.Integer(),
+});
+
+const OutputItem = Type.Object(
+  {
+    id: Type.String(),
+    type: StringEnum(['message', 'function_call'] as const),
+    status: Type.String(),
+    role: Type.Optional(Type.Literal('assistant')),
+    content: Type.Optional(Type.Array(Type.Object({ type: Type.Literal('output_text'), text: Type.String(), annotations: Type.Array(Type.Unknown()) }))),
+    call_id: Type.Optional(Type.String()),
+    name: Type.Optional(Type.String()),
+    arguments: Type.Optional(Type.String()),
+  },
+  { description: 'A message (its text in content) or a function_call (call_id, name, arguments).' },
+);
+
+export const ResponseSchema = Type.Object(
+  {
+    id: Type.String(),
+    object: Type.Literal('response'),
+    created_at: Type.Integer(),
+    status: StringEnum(['completed', 'incomplete', 'failed', 'in_progress'] as const),
+    error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+    incomplete_details: Type.Union([Type.Object({ reason: Type.String() }), Type.Null()]),
+    model: Type.String(),
+    pool: Type.String({ description: 'Service extension: the pool that served the request.' }),
+    instructions: Type.Union([Type.String(), Type.Null()]),
+    output: Type.Array(OutputItem),
+    previous_response_id: Type.Union([Type.String(), Type.Null()]),
+    store: Type.Boolean(),
+    metadata: Type.Record(Type.String(), Type.String()),
+    usage: Type.Union([Usage, Type.Null()]),
+  },
+  {
+    $id: 'Response',
+    additionalProperties: true,
+    description:
+      "OpenAI's Response object (also max_output_tokens, temperature, top_p, text, tools, tool_choice, parallel_tool_calls, user, truncation). With stream: true the answer is instead an SSE stream of semantic events (response.created ... response.completed), each with a sequence_number.",
+  },
+);
+
+const ResponseIdParams = Type.Object({ response_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
+
+export interface ResponsesRoutesDeps {
+  models: ModelService;
+  responses: ResponsesService;
+  callContext(request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext;
+}
+
+export function responsesRoutes(deps: ResponsesRoutesDeps): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.addSchema(ResponseSchema);
+    const tags = ['inference'];
+    const json = (reply: FastifyReply, value: unknown) => reply.type('application/json; charset=utf-8').send(JSON.stringify(value));
+
+    app.post(
+      '/responses',
+      {
+        config: { scope: 'inference:write' },
+        schema: {
+          operationId: 'createResponse',
+          tags,
+          summary: 'Create a model response (OpenAI Responses API; stream: true answers with Server-Sent Events)',
+          headers: Type.Object({ 'x-service-pool': Type.Optional(StringEnum(POOLS, { description: 'Pins a pool (data residency).' })) }),
+          body: ResponsesRequest,
+          response: withErrors({ 200: Type.Ref(ResponseSchema) }),
+        },
+      },
+      async (request, reply) => {
+        const body = request.body;
+        const model = deps.models.callable(request.principal!.org, body.model);
+        const call = { ctx: deps.callContext(request, reply, body.user), model, body };
+        if (body.stream !== true) return json(reply, await deps.responses.create(call));
+        const frames = await deps.responses.stream(call);
+        reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
+        return reply.send(Readable.from(frames, { objectMode: false }));
+      },
+    );
+
+    app.get(
+      '/responses/:response_id',
+      {
+        config: { scope: 'inference:read' },
+        schema: {
+          operationId: 'getResponse',
+          tags,
+          summary: 'Retrieve a stored response (store: true, within the retention period) of your organization',
+          params: ResponseIdParams,
+          response: withErrors({ 200: Type.Ref(ResponseSchema) }),
+        },
+      },
+      async (request, reply) => json(reply, await deps.responses.get(request.principal!.org.id, request.params.response_id)),
+    );
+
+    app.delete(
+      '/responses/:response_id',
+      {
+        config: { scope: 'inference:write' },
+        schema: {
+          operationId: 'deleteResponse',
+          tags,
+          summary: 'Delete a stored response; it can no longer be read or chained on',
+          params: ResponseIdParams,
+          response: withErrors({ 200: Type.Object({ id: Type.String(), object: Type.Literal('response'), deleted: Type.Literal(true) }) }),
+        },
+      },
+      async (request) => deps.responses.delete(request.principal!.org.id, request.params.response_id),
+    );
+  };
+}

@@ -1,0 +1,158 @@
+// PostgreSQL implementation of the instance store. Placement claims, transitions and
+// the events/charges they cause are written in one transaction each. A transition is a
+// compare-and-set on the status: a concurrent one waits for the row and then finds the
+// status changed, exactly as with SQLite's serialized writers.
+import type pg from 'pg';
+import type { ChargeRecord, InstanceRecord, RefundRecord } from '../../instances/instance-record.js';
+import type { InstanceStatus } from '../../instances/lifecycle.js';
+import { TERMINAL } from '../../instances/lifecycle.js';
+import { GpuAlreadyClaimed, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import type { EventRecord } from '../records.js';
+import { toCharge, toColumns, toRecord } from '../sqlite/instance-store.js';
+import { completeClaim } from './idempotency-store.js';
+import { insertEvent } from './event-rows.js';
+import { newestFirstPage } from './newest-first-page.js';
+import { all, inTransaction, one, run, type Queryable } from './pg-pool.js';
+
+/** `SET a = $k, b = $k+1, …` for `columns`, numbering from `first`. */
+export function assignments(columns: Record<string, unknown>, first: number): { sets: string; values: unknown[] } {
+  const names = Object.keys(columns);
+  return { sets: names.map((n, i) => `${n} = $${first + i}`).join(', '), values: names.map((n) => columns[n]) };
+}
+
+export async function insertRow(db: Queryable, table: string, columns: Record<string, unknown>): Promise<void> {
+  const names = Object.keys(columns);
+  await run(db, `INSERT INTO ${table} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`, Object.values(columns));
+}
+
+/** Claims every GPU for `owner` inside the caller's transaction; throws GpuAlreadyClaimed on the first taken one. */
+export async function claimAll(client: pg.ClientBase, nodeId: string | null, uuids: readonly string[], owner: string, at: number): Promise<void> {
+  for (const uuid of uuids) {
+    // gpu_claims' primary key makes a second claim of one GPU impossible, across replicas too.
+    const claimed = await run(client, 'INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [uuid, nodeId, owner, at]);
+    if (claimed === 0) throw new GpuAlreadyClaimed(uuid);
+  }
+}
+
+export class PgInstanceStore implements InstanceStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  private async insertCharge(client: pg.ClientBase, charge: ChargeRecord | RefundRecord | null | undefined): Promise<void> {
+    if (!charge) return;
+    if ('refund' in charge) {
+      const total = Number((await one(client, 'SELECT COALESCE(SUM(amount_micros), 0)::bigint AS total FROM charges WHERE instance_id = $1', [charge.instanceId]))!.total);
+      if (total <= 0) return;
+      charge = { id: charge.id, orgId: charge.orgId, instanceId: charge.instanceId, kind: 'refund', amountMicros: -total, description: charge.description, createdAt: charge.createdAt };
+    }
+    await run(client, 'INSERT INTO charges (id, org_id, instance_id, kind, amount_micros, description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+      charge.id,
+      charge.orgId,
+      charge.instanceId,
+      charge.kind,
+      charge.amountMicros,
+      charge.description,
+      charge.createdAt,
+    ]);
+  }
+
+  private async getOn(db: Queryable, id: string): Promise<InstanceRecord | undefined> {
+    const row = await one(db, 'SELECT * FROM instances WHERE id = $1', [id]);
+    return row && toRecord(row);
+  }
+
+  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith): Promise<void> {
+    await inTransaction(this.pool, async (client) => {
+      await claimAll(client, instance.nodeId, instance.gpuUuids, instance.id, instance.createdAt);
+      await insertRow(client, 'instances', toColumns(instance));
+      await insertEvent(client, event);
+      await this.insertCharge(client, charge);
+      await completeClaim(client, answer?.(instance));
+    });
+  }
+
+  async get(id: string): Promise<InstanceRecord | undefined> {
+    return this.getOn(this.pool, id);
+  }
+
+  async list(orgId: string, options: { statuses?: InstanceStatus[]; limit: number; after?: string }): Promise<InstancePage> {
+    const statuses = options.statuses ?? [];
+    const page = await newestFirstPage(this.pool, {
+      table: 'instances',
+      orgId,
+      where: statuses.length > 0 ? ['status = ANY($2::text[])'] : [],
+      params: statuses.length > 0 ? [statuses] : [],
+      limit: options.limit,
+      after: options.after,
+    });
+    return { data: page.rows.map(toRecord), hasMore: page.hasMore };
+  }
+
+  async listActiveOnNode(nodeId: string): Promise<InstanceRecord[]> {
+    return (await all(this.pool, `SELECT * FROM instances WHERE node_id = $1 AND status NOT IN ('terminated', 'failed')`, [nodeId])).map(toRecord);
+  }
+
+  async listActive(): Promise<InstanceRecord[]> {
+    return (await all(this.pool, `SELECT * FROM instances WHERE status NOT IN ('terminated', 'failed')`)).map(toRecord);
+  }
+
+  async transition(
+    id: string,
+    from: InstanceStatus,
+    next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
+    event: (updated: InstanceRecord) => EventRecord,
+    charge: ChargeRecord | RefundRecord | null,
+  ): Promise<InstanceRecord | undefined> {
+    return inTransaction(this.pool, async (client) => {
+      const { sets, values } = assignments(toColumns(next), 3);
+      const changed = await run(client, `UPDATE instances SET ${sets} WHERE id = $1 AND status = $2`, [id, from, ...values]);
+      if (changed === 0) return undefined;
+      await run(client, 'INSERT INTO instance_transitions (instance_id, at, from_status, to_status, reason) VALUES ($1, $2, $3, $4, $5)', [
+        id,
+        next.updatedAt,
+        from,
+        next.status,
+        next.failureReason ?? null,
+      ]);
+      if (TERMINAL.has(next.status)) await run(client, 'DELETE FROM gpu_claims WHERE owner = $1', [id]);
+      const updated = (await this.getOn(client, id))!;
+      await insertEvent(client, event(updated));
+      await this.insertCharge(client, charge);
+      return updated;
+    });
+  }
+
+  async update(
+    id: string,
+    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>,
+    charge: ChargeRecord | null = null,
+    answer?: AnswerWith,
+  ): Promise<InstanceRecord | undefined> {
+    return inTransaction(this.pool, async (client) => {
+      const columns = toColumns(patch);
+      if (Object.keys(columns).length > 0) {
+        const { sets, values } = assignments(columns, 2);
+        await run(client, `UPDATE instances SET ${sets} WHERE id = $1`, [id, ...values]);
+      } else {
+        // Charges of one instance are written one transaction at a time, as with SQLite.
+        await run(client, 'SELECT 1 FROM instances WHERE id = $1 FOR UPDATE', [id]);
+      }
+      await this.insertCharge(client, charge);
+      const updated = await this.getOn(client, id);
+      if (updated) await completeClaim(client, answer?.(updated));
+      return updated;
+    });
+  }
+
+  async claimedGpuUuids(): Promise<Set<string>> {
+    return new Set((await all(this.pool, 'SELECT gpu_uuid FROM gpu_claims')).map((r) => String(r.gpu_uuid)));
+  }
+
+  async listCharges(orgId: string, options: { limit: number; after?: string }): Promise<{ data: ChargeRecord[]; hasMore: boolean }> {
+    const page = await newestFirstPage(this.pool, { table: 'charges', orgId, limit: options.limit, after: options.after });
+    return { data: page.rows.map(toCharge), hasMore: page.hasMore };
+  }
+
+  async chargesFor(instanceId: string): Promise<ChargeRecord[]> {
+    return (await all(this.pool, 'SELECT * FROM charges WHERE instance_id = $1 ORDER BY created_at, ord', [instanceId])).map(toCharge);
+  }
+}

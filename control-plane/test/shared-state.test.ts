@@ -1,0 +1,269 @@
+// Three control planes on one PostgreSQL database, as three replicas behind a load
+// balancer: nothing a tenant or an operator relies on may live in one of them.
+// - a key's rate limit is one limit across replicas (1,300 requests, 1,200 admitted);
+// - a key revoked or rotated through one replica is refused by the others within 1 s,
+//   although their key caches never expire here (the shared clock stands still: only
+//   the change notice can evict);
+// - a replica marked running through one replica is routable from the others;
+// - one replica leads (the gauge says which); when it goes, another takes over and runs
+//   reservation expiry and webhook delivery, and every webhook arrives exactly once,
+//   verified by a real standardwebhooks receiver.
+import type { FastifyInstance } from 'fastify';
+import { ManualClock } from '@svc/shared';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../src/app.js';
+import { defaultControlPlaneConfig } from '../src/config.js';
+import type { OrgRecord } from '../src/store/records.js';
+import { openPostgresStore, type PostgresStore } from '../src/store/postgres/postgres-store.js';
+import { LEADER_LOCK } from '../src/store/postgres/advisory-leadership.js';
+import { replicaRecord } from '../src/replicas/replica-record-fixture.js';
+import { startPostgres, type TestPostgres } from '../../test/support/postgres.js';
+import { addReadyNode, expectError } from './harness.js';
+import { until, WebhookReceiver } from './webhooks-support.js';
+
+const LIMIT = 1_200;
+const TOKEN_LIMIT = 10_000;
+/** What the docs promise for a revoke or rotation to reach every replica. */
+const PROPAGATION_MS = 1_000;
+
+interface Replica {
+  app: FastifyInstance;
+  store: PostgresStore;
+  baseUrl: string;
+  closed: boolean;
+}
+
+let server: TestPostgres;
+let url: string;
+let org: OrgRecord;
+let admin: string;
+const clock = new ManualClock(Date.now());
+const replicas: Replica[] = [];
+const receiver = new WebhookReceiver();
+
+async function startReplica(): Promise<Replica> {
+  const store = await openPostgresStore(url, { poolSize: 4 });
+  const config = defaultControlPlaneConfig({
+    databaseUrl: url,
+    httpPort: 0,
+    logLevel: 'silent',
+    rateLimitTier2: LIMIT,
+    tokenLimitTier2: TOKEN_LIMIT,
+    replicas: 'none',
+    webhookPollMs: 100,
+    webhookRetrySchedule: ['0s', '5s'],
+    webhookAllowedTargets: ['127.0.0.1'],
+  });
+  const app = await buildApp({ config, store, clock, logger: false });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  return { app, store, baseUrl: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`, closed: false };
+}
+
+async function call(replica: Replica, method: string, path: string, key: string, body?: unknown) {
+  const res = await fetch(replica.baseUrl + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined, text };
+}
+
+async function newKey(): Promise<{ id: string; value: string }> {
+  const res = await call(replicas.find((r) => !r.closed)!, 'POST', '/v1/admin/keys', admin, { name: 'tenant' });
+  expect(res.status, res.text).toBe(201);
+  return { id: res.body.key_id, value: res.body.key };
+}
+
+/** Polls until every replica in `on` refuses `key` with 401; returns the ms that took. */
+async function refusedEverywhere(on: Replica[], key: string): Promise<number> {
+  const started = Date.now();
+  await until(
+    'the other replicas to refuse the key',
+    async () => (await Promise.all(on.map((r) => call(r, 'GET', '/v1/models', key)))).every((res) => res.status === 401),
+    10_000,
+  );
+  return Date.now() - started;
+}
+
+beforeAll(async () => {
+  server = await startPostgres();
+  url = await server.createDatabase();
+  // One by one, as replicas come up behind a load balancer; the first to start leads.
+  for (let i = 0; i < 3; i++) replicas.push(await startReplica());
+  org = (await replicas[0]!.app.services.orgs.ensureDefaultOrg()).org;
+  admin = (await replicas[0]!.app.services.keys.create({ orgId: org.id, admin: true })).value;
+  await receiver.listen();
+}, 60_000);
+
+afterAll(async () => {
+  for (const r of replicas) {
+    if (r.closed) continue;
+    await r.app.close();
+    await r.store.close();
+  }
+  await receiver.stop();
+  await server?.stop();
+});
+
+describe('rate limits', () => {
+  it(`1,300 requests spread over 3 replicas with a limit of ${LIMIT}/min admit exactly ${LIMIT}`, async () => {
+    const key = await newKey();
+    const statuses: number[] = [];
+    let last429: Awaited<ReturnType<typeof call>> | undefined;
+    // 30 in flight at a time, round-robin over the replicas.
+    for (let sent = 0; sent < 1_300; sent += 30) {
+      const batch = Array.from({ length: Math.min(30, 1_300 - sent) }, (_, i) => call(replicas[(sent + i) % 3]!, 'GET', '/v1/models', key.value));
+      for (const res of await Promise.all(batch)) {
+        statuses.push(res.status);
+        if (res.status === 429) last429 = res;
+      }
+    }
+    expect(statuses.filter((s) => s === 200)).toHaveLength(LIMIT);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(100);
+    // The same answer a single process gives: OpenAI's headers and the envelope.
+    expectError(last429!, 429, 'rate_limited');
+    expect(last429!.headers.get('x-ratelimit-limit-requests')).toBe(String(LIMIT));
+    expect(last429!.headers.get('x-ratelimit-remaining-requests')).toBe('0');
+    expect(Number(last429!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+
+    // Time refills the one shared bucket: a second buys 20 requests, whichever replica serves them.
+    clock.advance(1_000);
+    const after = await Promise.all(Array.from({ length: 30 }, (_, i) => call(replicas[i % 3]!, 'GET', '/v1/models', key.value)));
+    expect(after.filter((r) => r.status === 200)).toHaveLength(LIMIT / 60);
+  }, 60_000);
+
+  it('a limit that cannot be checked refuses the request with 503 and retry-after, never admits it or answers 500', async () => {
+    const key = await newKey();
+    const db = replicas[0]!.store.pool;
+    // Every write to the limits now fails, as with a database that refuses them.
+    await db.query('ALTER TABLE rate_limits ADD CONSTRAINT refuse_all CHECK (tat < 0) NOT VALID');
+    try {
+      const res = await call(replicas[1]!, 'GET', '/v1/models', key.value);
+      expectError(res, 503, 'service_unavailable');
+      expect(res.headers.get('retry-after')).toBe('1');
+    } finally {
+      await db.query('ALTER TABLE rate_limits DROP CONSTRAINT refuse_all');
+    }
+    expect((await call(replicas[1]!, 'GET', '/v1/models', key.value)).status).toBe(200);
+  });
+
+  it('tokens per minute are one allowance across replicas, and a settlement on one returns tokens to all', async () => {
+    const key = await newKey();
+    const limiter = (i: number) => replicas[i]!.app.services.tokenLimiter;
+    expect(await limiter(0).take(key.id, 'req_a', 2, 9_000)).toMatchObject({ allowed: true, remaining: 1_000 });
+    // Another replica sees the same allowance: 2,000 more do not fit.
+    expect(await limiter(1).take(key.id, 'req_b', 2, 2_000)).toMatchObject({ allowed: false, remaining: 0 });
+    // The first request used 1,000 of its 9,000: the rest comes back, written for every replica.
+    limiter(0).settle(key.id, 'req_a', 1_000);
+    await limiter(0).flush();
+    expect(await limiter(2).take(key.id, 'req_c', 2, 2_000)).toMatchObject({ allowed: true, remaining: 7_000 });
+  });
+});
+
+describe('key changes reach every replica', () => {
+  it('a key revoked through replica 2 is refused by replicas 1 and 3 within 1 s', async () => {
+    const key = await newKey();
+    // Every replica has the key cached (and the stopped clock never expires the cache).
+    for (const r of replicas) expect((await call(r, 'GET', '/v1/models', key.value)).status).toBe(200);
+    const revoked = await call(replicas[1]!, 'POST', `/v1/admin/keys/${key.id}/revoke`, admin);
+    expect(revoked.status, revoked.text).toBe(200);
+    expect(await refusedEverywhere([replicas[0]!, replicas[2]!], key.value)).toBeLessThanOrEqual(PROPAGATION_MS);
+    expectError(await call(replicas[0]!, 'GET', '/v1/models', key.value), 401, 'unauthorized');
+  });
+
+  it('a key rotated through replica 3 without overlap: the old value is refused by replicas 1 and 2 within 1 s, the new one works', async () => {
+    const key = await newKey();
+    for (const r of replicas) expect((await call(r, 'GET', '/v1/models', key.value)).status).toBe(200);
+    const rotated = await call(replicas[2]!, 'POST', `/v1/admin/keys/${key.id}/rotate`, admin, { overlap_seconds: 0 });
+    expect(rotated.status, rotated.text).toBe(200);
+    expect(await refusedEverywhere([replicas[0]!, replicas[1]!], key.value)).toBeLessThanOrEqual(PROPAGATION_MS);
+    for (const r of replicas) expect((await call(r, 'GET', '/v1/models', rotated.body.key)).status).toBe(200);
+  });
+});
+
+describe('replica directory', () => {
+  it('a model server marked running through replica 2 is routable from replicas 1 and 3', async () => {
+    const { nodeId, gpuUuids } = await addReadyNode({ app: replicas[1]!.app, store: replicas[1]!.store, clock } as never, { gpus: 1 });
+    const record = replicaRecord('rep_shared_1', { nodeId, gpuUuids, status: 'scheduled', endpoint: null, createdAt: clock.now(), readyAt: null, changedAt: clock.now() });
+    await replicas[1]!.store.replicas.create(record);
+    await replicas[1]!.store.replicas.update(record.id, 'scheduled', { status: 'running', endpoint: '127.0.0.1:9', readyAt: clock.now(), changedAt: clock.now() });
+    const routable = (r: Replica) => r.app.services.replicaDirectory.ready({ model: 'tiny-chat' }).some((live) => live.id === record.id);
+    await until('the other replicas to list the replica', () => routable(replicas[0]!) && routable(replicas[2]!), 10_000);
+    await replicas[1]!.store.replicas.update(record.id, 'running', { status: 'stopped', endedAt: clock.now(), changedAt: clock.now() });
+    await until('the other replicas to drop the replica', () => !routable(replicas[0]!) && !routable(replicas[2]!), 10_000);
+  });
+});
+
+describe('leadership', () => {
+  const leaderGauge = async (r: Replica) => {
+    const text = await (await fetch(`${r.baseUrl}/metrics`)).text();
+    return Number(/^svc_control_plane_leader (\d+)$/m.exec(text)?.[1]);
+  };
+
+  it('one replica leads; when it goes, another runs reservation expiry and webhook delivery, each webhook delivered once', async () => {
+    // Exactly one leads (the first started, unless a busy moment moved the lock since).
+    const gauges = await Promise.all(replicas.map(leaderGauge));
+    expect([...gauges].sort()).toEqual([0, 0, 1]);
+    const leader = replicas[gauges.indexOf(1)]!;
+    const followers = replicas.filter((r) => r !== leader);
+    const subscribed = await call(followers[0]!, 'POST', '/v1/webhooks', admin, { url: receiver.url, event_types: ['*'] });
+    expect(subscribed.status, subscribed.text).toBe(201);
+    receiver.secrets = [subscribed.body.secret];
+    const firstSeq = (await followers[0]!.store.events.list({ afterSeq: 0, limit: 10_000 })).at(-1)?.seq ?? 0;
+
+    // Events before the leader goes, written through the followers: the leader sends them.
+    for (const r of followers) {
+      const key = await newKey();
+      expect((await call(r, 'POST', `/v1/admin/keys/${key.id}/revoke`, admin)).status).toBe(200);
+    }
+    await until('the leader to deliver the first events', () => receiver.requests.length >= 2, 10_000);
+
+    // A reservation, through a follower, due in a few seconds of the shared clock.
+    await addReadyNode({ app: followers[1]!.app, store: followers[1]!.store, clock } as never, { gpus: 1 });
+    const created = await call(followers[1]!, 'POST', '/v1/instances', admin, { sku: 'h100-80gb', gpus: 1, duration_hours: 1 });
+    expect(created.status, created.text).toBe(201);
+    // The API sells whole hours; the test cannot wait one, so the stored expiry is brought forward.
+    await followers[1]!.store.pool.query('UPDATE instances SET expires_at = $1 WHERE id = $2', [clock.now() + 5_000, created.body.id]);
+
+    // The leader goes; the followers take over within a few seconds.
+    await leader.app.close();
+    await leader.store.close();
+    leader.closed = true;
+    await until('a follower to lead', async () => (await Promise.all(followers.map(leaderGauge))).includes(1), 10_000);
+    expect((await Promise.all(followers.map(leaderGauge))).sort()).toEqual([0, 1]);
+
+    // The reservation expires on the new leader, and more events go out through it.
+    clock.advance(6_000);
+    await until('the reservation to expire', async () => (await call(followers[0]!, 'GET', `/v1/instances/${created.body.id}`, admin)).body.status === 'draining', 10_000);
+    const key = await newKey();
+    expect((await call(followers[1]!, 'POST', `/v1/admin/keys/${key.id}/revoke`, admin)).status).toBe(200);
+
+    const events = await followers[0]!.store.events.list({ afterSeq: firstSeq, limit: 10_000 });
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['key.revoked', 'instance.lifecycle']));
+    await until('every event to be delivered', () => events.every((e) => receiver.requests.some((r) => r.event.id === e.id)), 10_000);
+    // Nothing twice: one request per event, each verified with the subscription's secret.
+    const delivered = receiver.requests.map((r) => r.event.id).sort();
+    expect(delivered).toEqual(events.map((e) => e.id).sort());
+    for (const request of receiver.requests) expect(request.verifiedWith).toEqual([subscribed.body.secret]);
+    // One expiry: a single transition to draining.
+    const drained = events.filter((e) => e.type === 'instance.lifecycle' && e.subject === created.body.id && (e.data as { status?: string }).status === 'draining');
+    expect(drained).toHaveLength(1);
+  }, 60_000);
+
+  it('a leader whose database connection is cut steps down, and the lock is held again within seconds', async () => {
+    const live = replicas.filter((r) => !r.closed);
+    const db = live[0]!.store.pool;
+    const holder = async () =>
+      (await db.query(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted`, [LEADER_LOCK])).rows.map((r) => r.pid as number);
+    const [cut] = await holder();
+    await db.query('SELECT pg_terminate_backend($1)', [cut]);
+    await until('a new session to hold the leader lock', async () => {
+      const now = await holder();
+      return now.length === 1 && now[0] !== cut;
+    }, 10_000);
+    // Exactly one replica says it leads: the one whose session holds the lock.
+    await until('the gauges to agree', async () => (await Promise.all(live.map(leaderGauge))).reduce((a, b) => a + b, 0) === 1, 10_000);
+  });
+});

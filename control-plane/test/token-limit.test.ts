@@ -1,0 +1,95 @@
+// Tokens per minute per key, next to requests per minute: OpenAI's token headers on the
+// routes that spend model tokens, 429 in the usual envelope when a burst passes the cap,
+// and the official `openai` SDK backing off on its own and then succeeding. Sandbox keys
+// answer without a model server, so the count here is the control plane's alone.
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '@svc/shared';
+import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
+
+const TOKENS_PER_MINUTE = 1_200;
+let cp: TestControlPlane;
+
+beforeAll(async () => {
+  // A real clock: the SDK's back-off waits for the bucket to refill in real time.
+  cp = await startControlPlane({ clock: systemClock, config: { tokenLimitTier2: TOKENS_PER_MINUTE, tokenLimitTier3: 10 * TOKENS_PER_MINUTE } });
+});
+afterAll(() => cp.close());
+
+const chat = { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
+
+describe('tokens per minute', () => {
+  it('puts the token headers on every token-spending answer, counting down', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const first = await cp.request('POST', '/v1/chat/completions', { key, body: chat });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-ratelimit-limit-tokens')).toBe(String(TOKENS_PER_MINUTE));
+    expect(first.headers.get('x-ratelimit-reset-tokens')).toMatch(/^\d+(\.\d+)?(ms|s)$|^\d+m\d+s$/);
+    const remainingAfterFirst = Number(first.headers.get('x-ratelimit-remaining-tokens'));
+    expect(remainingAfterFirst).toBeLessThan(TOKENS_PER_MINUTE);
+    const second = await cp.request('POST', '/v1/chat/completions', { key, body: chat });
+    expect(Number(second.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(remainingAfterFirst + 20);
+    // Routes that spend no tokens carry only the request headers.
+    const models = await cp.request('GET', '/v1/models', { key });
+    expect(models.headers.get('x-ratelimit-limit-requests')).not.toBeNull();
+    expect(models.headers.get('x-ratelimit-limit-tokens')).toBeNull();
+  });
+
+  it('answers a burst past the cap with 429, the token headers and a retry-after; the openai SDK backs off and succeeds', async () => {
+    const key = await cp.key({ kind: 'test' });
+    let limited;
+    for (let i = 0; i < 200 && !limited; i++) {
+      const res = await cp.request('POST', '/v1/chat/completions', { key, body: chat });
+      if (res.status === 429) limited = res;
+      else expect(res.status).toBe(200);
+    }
+    expect(limited, 'the burst never reached the token cap').toBeDefined();
+    const error = expectError(limited!, 429, 'rate_limited');
+    expect(error.message).toContain('tokens per minute');
+    expect(limited!.headers.get('x-ratelimit-limit-tokens')).toBe(String(TOKENS_PER_MINUTE));
+    expect(Number(limited!.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(60);
+    expect(Number(limited!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(Number(limited!.headers.get('retry-after-ms'))).toBeGreaterThan(0);
+
+    const attempts: number[] = [];
+    const client = new OpenAI({
+      apiKey: key,
+      baseURL: `${cp.baseUrl}/v1`,
+      maxRetries: 5,
+      fetch: async (url, init) => {
+        const res = await fetch(url, init);
+        attempts.push(res.status);
+        return res;
+      },
+    });
+    const completion = await client.chat.completions.create({ ...chat, messages: [{ role: 'user', content: 'Say hello.' }] });
+    expect(completion.choices[0]!.message.content).toBeTruthy();
+    expect(attempts[0]).toBe(429);
+    expect(attempts.at(-1)).toBe(200);
+  });
+
+  it('refuses a request that alone needs more than the cap, saying why', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const res = await cp.request('POST', '/v1/chat/completions', { key, body: { ...chat, max_tokens: 5_000 } });
+    const error = expectError(res, 429, 'rate_limited');
+    expect(error.message).toMatch(/needs about \d+ tokens .* more than this key's limit of 1200/);
+    // Nothing was taken: a normal request still goes through.
+    expect((await cp.request('POST', '/v1/chat/completions', { key, body: chat })).status).toBe(200);
+  });
+
+  it('counts embeddings input too, per key', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const big = { model: 'bge-m3', input: ['x'.repeat(4_000)] };
+    expect((await cp.request('POST', '/v1/embeddings', { key, body: big })).status).toBe(200);
+    expectError(await cp.request('POST', '/v1/embeddings', { key, body: big }), 429, 'rate_limited');
+    // Another key of the same org has its own budget.
+    expect((await cp.request('POST', '/v1/embeddings', { key: await cp.key({ kind: 'test' }), body: big })).status).toBe(200);
+  });
+
+  it('gives a tier 3 org the tier 3 cap', async () => {
+    const org = await cp.app.services.orgs.create('tpm-tier-three', 3);
+    const key = await cp.key({ kind: 'test', orgId: org.id });
+    const res = await cp.request('POST', '/v1/chat/completions', { key, body: chat });
+    expect(res.headers.get('x-ratelimit-limit-tokens')).toBe(String(10 * TOKENS_PER_MINUTE));
+  });
+});
