@@ -582,8 +582,13 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t dev, unsigne
 
 /* ---- events ------------------------------------------------------------ */
 
+/* Like NVML, every set gets every event it registered for: a set left waiting by a watch
+ * that was abandoned must not take an event from the watch that replaced it. A set starts
+ * after what was delivered before it was created (consumed_seq), so a new process or
+ * watch does not see old events again. */
 typedef struct nvmlEventSet_st {
     unsigned long long registered[MAX_GPUS]; /* event type mask per GPU index */
+    unsigned long long consumed[MAX_GPUS];   /* highest event seq this set delivered, per GPU */
 } *nvmlEventSet_t;
 
 typedef struct {
@@ -607,6 +612,7 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
     nvmlReturn_t rc = enter();
     if (rc != NVML_SUCCESS) return rc;
     *set = calloc(1, sizeof **set);
+    if (*set) memcpy((*set)->consumed, consumed_seq, sizeof consumed_seq);
     return leave(*set ? NVML_SUCCESS : NVML_ERROR_UNKNOWN);
 }
 
@@ -625,7 +631,7 @@ static const struct event *next_event(nvmlEventSet_t set)
     const struct event *best = NULL;
     for (unsigned i = 0; i < st.event_count; i++) {
         const struct event *e = &st.events[i];
-        if (e->gpu >= st.gpu_count || e->seq <= consumed_seq[e->gpu]) continue;
+        if (e->gpu >= st.gpu_count || e->seq <= set->consumed[e->gpu]) continue;
         if (!(set->registered[e->gpu] & e->type)) continue;
         if (!best || e->seq < best->seq) best = e;
     }
@@ -649,8 +655,11 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
         if (rc != NVML_SUCCESS) return rc;
         const struct event *e = next_event(set);
         if (e) {
-            consumed_seq[e->gpu] = e->seq;
-            write_consumed();
+            set->consumed[e->gpu] = e->seq;
+            if (e->seq > consumed_seq[e->gpu]) {
+                consumed_seq[e->gpu] = e->seq;
+                write_consumed();
+            }
             memset(data, 0, sizeof *data);
             data->device = &st.gpus[e->gpu];
             data->eventType = e->type;

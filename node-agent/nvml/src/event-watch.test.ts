@@ -82,6 +82,21 @@ describe('watchEvents', () => {
     }
   });
 
+  it('gives every watch the event, so an abandoned watch still in its native wait takes it from no one', async () => {
+    const { nvml, fixture } = await open({ gpus: [{}, {}] });
+    // The first watch is abandoned while its 800 ms native wait still polls the driver.
+    const first = new AbortController();
+    const abandoned = nvml.watchEvents({ timeoutMs: 800, signal: first.signal })[Symbol.asyncIterator]();
+    const ended = abandoned.next();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    first.abort();
+    expect(await ended).toEqual({ done: true, value: undefined });
+
+    const seen = collect(nvml.watchEvents({ timeoutMs: 50, signal: stop.signal }), 1, 3000);
+    fixture.state.injectXid(1, 79);
+    expect(await seen).toEqual([{ type: 'xid', index: 1, uuid: uuidOf(1), xid: 79, data: 79 }]);
+  });
+
   it('times out cleanly, again and again, when nothing happens', async () => {
     const { nvml } = await open({ gpus: [{}] });
     // About eight 30 ms waits answer NVML_ERROR_TIMEOUT; none of them may surface.
