@@ -142,7 +142,7 @@ describe('cpu engine image', () => {
     expect(z.finish_reason).toBe('stop');
   });
 
-  it('applies logit_bias: -100 bans a token, a large bias makes one win; penalties are taken', async () => {
+  it('applies logit_bias: -100 bans a token, a large bias makes one win', async () => {
     const ask = async (extra: Record<string, unknown>) =>
       (await engine('f16').client.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], max_tokens: 3, seed: 1, ...extra })).choices[0]!.message.content;
     expect(await ask({})).toBe('def');
@@ -150,7 +150,37 @@ describe('cpu engine image', () => {
     expect(await ask({ logit_bias: { [charTokenId('e')]: -100 } })).not.toMatch(/e/);
     // 'Q' pushed past every other token: it comes first, and after it the capitals continue.
     expect(await ask({ logit_bias: { [charTokenId('Q')]: 100 } })).toBe('QQQ');
-    expect(await ask({ frequency_penalty: 0.5, presence_penalty: 0.5 })).toBe('def');
+  });
+
+  it('applies frequency_penalty and presence_penalty to the tokens it generated', async () => {
+    // The tiny model's logits: its favourite next token scores sqrt(128) * 127/32 ≈ 44.9,
+    // every other token exactly 0. A logit_bias on 'Q' makes 'Q' repeat under greedy
+    // decoding; llama.cpp's penalty sampler subtracts count * frequency_penalty +
+    // (count > 0) * presence_penalty from a token already generated, so it ends the run.
+    const Q = charTokenId('Q');
+    const ask = async (maxTokens: number, extra: Record<string, unknown>) =>
+      (await engine('f16').client.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], temperature: 0, max_tokens: maxTokens, ...extra })).choices[0]!.message.content;
+    // Bias 100: 'Q' scores 100 against the favourite's 44.9. Alone it repeats to the cap; with
+    // frequency_penalty 2 its 29th turn scores 100 - 2 * 28 = 44 and loses: the capitals continue.
+    expect(await ask(40, { logit_bias: { [Q]: 100 } })).toBe('Q'.repeat(40));
+    expect(await ask(40, { logit_bias: { [Q]: 100 }, frequency_penalty: 2 })).toBe(`${'Q'.repeat(28)}RSTUVWXYZ`);
+    // Bias 46: 'Q' leads by about 1.1 until it has been said once; presence_penalty 2 then puts it behind.
+    expect(await ask(12, { logit_bias: { [Q]: 46 } })).toBe('Q'.repeat(12));
+    expect(await ask(12, { logit_bias: { [Q]: 46 }, presence_penalty: 2 })).toBe('QRSTUVWXYZ');
+  });
+
+  it('samples reproducibly: the same seed gives the same text at temperature > 0, another seed another text', async () => {
+    // 'd' banned after "abc": the model has no favourite, every other token scores 0, so the
+    // first token is a uniform draw over the vocabulary and the text depends on the seed.
+    const ask = async (seed: number) =>
+      (await engine('q8_0').client.chat.completions.create({
+        model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], temperature: 1, max_tokens: 5, seed, logit_bias: { [charTokenId('d')]: -100 },
+      })).choices[0]!.message.content;
+    const seeds = [1, 2, 3, 4, 5, 6];
+    const first = await Promise.all(seeds.map(ask));
+    const again = await Promise.all(seeds.map(ask));
+    expect(again).toEqual(first);
+    expect(new Set(first).size).toBeGreaterThan(1);
   });
 
   it('constrains output to a response_format schema or a forced tool call; tool_choice none answers in text', async () => {
