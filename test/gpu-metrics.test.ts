@@ -1,16 +1,20 @@
 // End to end: operators' GPU metrics. A real control plane (SQLite, gRPC gateway) and a
 // real node agent process with 8 GPUs from the fake libnvidia-ml; the operators' listener
-// must carry every dcgm-exporter series for every GPU with dcgm-exporter's labels, the
-// public API port none of them, and `promtool check metrics` must parse the exposition.
+// must carry every dcgm-exporter series for every GPU with dcgm-exporter's labels (and
+// ours: node, pool, and the instance on the GPU with its org, from a real instance in a
+// Docker container), the public API port none of them, and `promtool check metrics` must
+// parse the exposition.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Docker from 'dockerode';
 import { buildFakeNvml, FakeNvmlStateFile } from 'node-nvml-bindings';
 import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/src/config.js';
 import { startControlPlane } from '../control-plane/src/server.js';
-import { eventually, freePort, spawnAgent, type AgentProcess } from './support/node-agent-process.js';
+import { SLEEPER_IMAGE } from './support/images.js';
+import { eventually, freePort, removeNodeContainers, spawnAgent, type AgentProcess } from './support/node-agent-process.js';
 
 const GPU_COUNT = 8;
 const HOSTNAME = 'dcgm-host';
@@ -35,6 +39,8 @@ let cp: Awaited<ReturnType<typeof startControlPlane>>;
 let gpuState: FakeNvmlStateFile;
 let agent: AgentProcess | undefined;
 let nodeId: string;
+/** The instance running on one of the GPUs: its id, org and GPU UUID. */
+let running: { id: string; orgId: string; gpuUuid: string };
 
 interface Sample {
   name: string;
@@ -88,6 +94,7 @@ beforeAll(async () => {
     SVC_AGENT_HOSTNAME: HOSTNAME,
     SVC_NVML_LIBRARY: libraryPath,
     SVC_NODE_TOKEN: token,
+    SVC_PUBLIC_HOST: '127.0.0.1',
     ...gpuState.env(),
   });
   const detail = await eventually(async () => {
@@ -95,10 +102,27 @@ beforeAll(async () => {
     return d.node.status === 'ready' && d.gpus.length === GPU_COUNT && d.gpus.every((g) => g.sample !== null) ? d : undefined;
   }, 30_000, 'the node ready with 8 sampled GPUs');
   nodeId = detail.node.id;
-}, 60_000);
+
+  // A customer's instance on one GPU (a real container), so one GPU's series name it.
+  const { org } = await cp.app.services.orgs.ensureDefaultOrg();
+  const key = (await cp.app.services.keys.create({ orgId: org.id, scopes: ['compute:write', 'compute:read'] })).value;
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const created = await fetch(`${cp.baseUrl}/v1/instances`, { method: 'POST', headers, body: JSON.stringify({ sku: 'h100-80gb', gpus: 1, image: SLEEPER_IMAGE }) });
+  const instance = (await created.json()) as { id: string };
+  expect(created.status, JSON.stringify(instance)).toBe(201);
+  await eventually(async () => {
+    const res = await fetch(`${cp.baseUrl}/v1/instances/${instance.id}`, { headers });
+    const body = (await res.json()) as { status: string; failure_reason?: string };
+    if (body.status === 'failed') throw new Error(`the instance failed: ${body.failure_reason}`);
+    return body.status === 'ready' ? true : undefined;
+  }, 60_000, 'the instance to be ready');
+  // Tenants are not told GPU UUIDs; the operator's store is.
+  running = { id: instance.id, orgId: org.id, gpuUuid: (await cp.store.instances.get(instance.id))!.gpuUuids[0]! };
+}, 120_000);
 
 afterAll(async () => {
   if (agent && agent.child.exitCode === null) agent.child.kill('SIGKILL');
+  if (nodeId) await removeNodeContainers(new Docker(), nodeId);
   await cp?.app.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -112,6 +136,7 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
       expect(rows.map((r) => r.labels.gpu), name).toEqual(Array.from({ length: GPU_COUNT }, (_, i) => String(i)));
       for (const row of rows) {
         const i = Number(row.labels.gpu);
+        const held = uuid(i) === running.gpuUuid;
         expect(row.labels, `${name} gpu ${i}`).toEqual({
           gpu: String(i),
           UUID: uuid(i),
@@ -120,6 +145,8 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
           Hostname: HOSTNAME,
           node: nodeId,
           pool: 'na',
+          instance: held ? running.id : '',
+          org: held ? running.orgId : '',
         });
         expect(Number.isFinite(row.value)).toBe(true);
       }
@@ -136,6 +163,18 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
     expect(value('DCGM_FI_DEV_XID_ERRORS', 0)).toBe(0);
     // Used + free is the 80 GB of an H100, in MiB.
     expect(value('DCGM_FI_DEV_FB_USED', 0)! + value('DCGM_FI_DEV_FB_FREE', 0)!).toBeGreaterThan(75_000);
+  });
+
+  it('names the instance on a busy GPU and its org; an idle GPU has the same labels, empty', async () => {
+    const all = samples(await scrape());
+    const util = (gpuUuid: string) => all.find((s) => s.name === 'DCGM_FI_DEV_GPU_UTIL' && s.labels.UUID === gpuUuid)!.labels;
+    expect(running.id).toMatch(/^inst_/);
+    expect(util(running.gpuUuid)).toMatchObject({ instance: running.id, org: running.orgId });
+    const idle = Array.from({ length: GPU_COUNT }, (_, i) => uuid(i)).find((u) => u !== running.gpuUuid)!;
+    expect(util(idle)).toMatchObject({ instance: '', org: '' });
+    // Exactly one GPU of the eight is busy, in every series.
+    expect(all.filter((s) => s.labels.instance === running.id)).toHaveLength(all.filter((s) => s.labels.UUID === running.gpuUuid).length);
+    expect(all.filter((s) => s.labels.instance !== '' && s.labels.instance !== running.id)).toEqual([]);
   });
 
   it('DCGM_FI_DEV_XID_ERRORS is the last XID a GPU reported', async () => {

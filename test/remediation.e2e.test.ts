@@ -1,12 +1,17 @@
 // GPU fault remediation end to end: a real control plane, a real agent process on GPUs
 // from the fake libnvidia-ml (XIDs scripted through its state file), the fake nvidia-smi
 // for resets, real containers for instances, a webhook receiver that verifies every
-// delivery with the standardwebhooks package, and `svcctl why` run as a process.
+// delivery with the standardwebhooks package, and `svcctl why` run as a process: remotely
+// (--url/--key, an operator key, over the operator API) at every stage, checked against
+// the same command on the server's data dir.
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '@svc/shared';
+import { OperatorKeyService } from '../control-plane/src/operators/operator-key-service.js';
 import { WebhookReceiver } from '../control-plane/test/webhooks-support.js';
 import type { SqliteStore } from '../control-plane/src/store/sqlite/sqlite-store.js';
 import { SLEEPER_IMAGE } from './support/images.js';
@@ -23,13 +28,50 @@ let tenantA: WebhookReceiver;
 let tenantB: WebhookReceiver;
 let keyB: string;
 let orgAName: string;
+let operatorKey: string;
+/** The laptop's HOME: no config file, no data dir. */
+const laptopHome = mkdtempSync(join(tmpdir(), 'remediation-laptop-'));
 
-/** `svcctl why REF [--json]` as an operator runs it, against the server's data dir. */
-async function why(ref: string, json = false): Promise<string> {
-  const args = ['--import', 'tsx', join(ROOT, 'control-plane/src/cli/svcctl.ts'), 'why', ref, ...(json ? ['--json'] : [])];
-  const { stdout } = await promisify(execFile)(process.execPath, args, { cwd: ROOT, env: { ...process.env, SVC_DATA_DIR: join(stack.dir, 'cp') } });
-  return stdout;
+const svcctl = async (args: string[], env: NodeJS.ProcessEnv): Promise<string> =>
+  (await promisify(execFile)(process.execPath, ['--import', 'tsx', join(ROOT, 'control-plane/src/cli/svcctl.ts'), ...args], { cwd: ROOT, env })).stdout;
+
+/** `svcctl why REF [--json]` from a laptop: over the operator API with an operator key. */
+function whyRemote(ref: string, json = false): Promise<string> {
+  const { SVC_DATA_DIR: _local, ...env } = process.env;
+  return svcctl(['--url', stack.cp.baseUrl, '--key', operatorKey, 'why', ref, ...(json ? ['--json'] : [])], { ...env, HOME: laptopHome });
 }
+
+/** `svcctl why REF` on the control-plane host, against the server's data dir. */
+const whyLocal = (ref: string): Promise<string> => svcctl(['why', ref], { ...process.env, SVC_DATA_DIR: join(stack.dir, 'cp') });
+
+/** What differs between two reads a moment apart: when the report was made, the node last seen, live temperatures. */
+const steady = (text: string): string => text.replace(/\(at [^)]+\)/, '(at X)').replace(/last seen \S+/, 'last seen X').replace(/\d+ °C/g, 'N °C');
+
+/** `svcctl why REF`, remotely and on the data dir at once: the same screen; returns the remote one. */
+async function why(ref: string): Promise<string> {
+  const [remote, local] = await Promise.all([whyRemote(ref), whyLocal(ref)]);
+  expect(steady(remote), `svcctl why ${ref}: remote and local differ`).toBe(steady(local));
+  return remote;
+}
+
+/** The screen's TIMELINE lines, oldest first, as `kind: text`. */
+const timelineOf = (screen: string): string[] =>
+  screen
+    .slice(screen.indexOf('TIMELINE (newest first)'))
+    .split('\n')
+    .slice(1)
+    .filter((l) => l.trim() !== '')
+    .map((l) => l.replace(/^ +\S+ +(gpu \d+|node ) +/, '').replace(/^(\w+) +/, '$1: '))
+    .reverse();
+/** Whether every pattern matches a line, each after the one before. */
+const inOrder = (lines: string[], patterns: RegExp[]): boolean => {
+  let at = -1;
+  for (const p of patterns) {
+    at = lines.findIndex((l, i) => i > at && p.test(l));
+    if (at < 0) return false;
+  }
+  return true;
+};
 
 const remediationsOf = (gpu: string) => store.remediations.list({ gpuUuid: gpu, limit: 10 });
 const gpuRecord = async (gpu: string) => (await store.nodes.listGpus(stack.nodeId)).find((g) => g.uuid === gpu)!;
@@ -62,9 +104,12 @@ beforeAll(async () => {
   keyB = (await services.keys.create({ orgId: orgB.id, scopes: ['compute:write', 'compute:read'] })).value;
   tenantB = await WebhookReceiver.start();
   tenantB.secrets = [(await services.webhooks.create({ orgId: orgB.id, url: tenantB.url, eventTypes: ['*'] })).secret];
+  // The on-call's key: read-only is all `svcctl why` needs.
+  operatorKey = (await new OperatorKeyService(stack.cp.store.operators, systemClock).create({ scopes: ['operator:read'], name: 'on-call', createdBy: 'local' })).value;
 }, 240_000);
 
 afterAll(async () => {
+  rmSync(laptopHome, { recursive: true, force: true });
   await stack?.close();
   await tenantA?.stop();
   await tenantB?.stop();
@@ -97,7 +142,17 @@ describe('GPU fault remediation', () => {
     expect((await gpuRecord(uuid(1))).healthy).toBe(true);
     expect((await store.nodes.getNode(stack.nodeId))!.cordoned).toBe(false);
     expect(stack.gpuState.path && existsSync(`${stack.gpuState.path}.resets`)).toBe(false);
-  });
+
+    // svcctl why: the GPU healthy, no remediation, nothing affected; the XID once, with NVIDIA's meaning.
+    const screen = await why(uuid(1));
+    expect(screen).toMatch(new RegExp(`^  > \\[1\\] ${uuid(1)}  NVIDIA H100 80GB HBM3  healthy`, 'm'));
+    expect(screen).not.toContain('UNHEALTHY');
+    expect(screen).toContain('REMEDIATION\n  none\n');
+    expect(screen).toContain('AFFECTED WORKLOADS\n  none\n');
+    const xids = timelineOf(screen).filter((l) => l.startsWith('xid: '));
+    expect(xids).toEqual(['xid: XID 13 graphics engine exception; NVIDIA: restart the application (the GPU is fine) (RESTART_APP)']);
+    expect(timelineOf(screen).filter((l) => /^(remediation|reset_requested|recovered): /.test(l))).toEqual([]);
+  }, 60_000);
 
   it('XID 48 drains the GPU, tells only the affected org, waits for its instance, then resets it and returns it', async () => {
     const a = (await stack.create({ image: SLEEPER_IMAGE })).body;
@@ -154,7 +209,7 @@ describe('GPU fault remediation', () => {
     const order = [/^xid: XID 48/, /^remediation: remediation: XID 48.*reset the GPU.*notified 1 org/, /waiting for/, /resetting it/, /^reset_requested: GPU reset sent/, /^recovered: GPU reset/, /back in service/];
     expect(order.map(at).every((i, n, all) => i >= 0 && (n === 0 || i > all[n - 1]!)), steps.join('\n')).toBe(true);
 
-    const done = JSON.parse(await why(gpu, true));
+    const done = JSON.parse(await whyRemote(gpu, true));
     expect(done.remediations[0]).toMatchObject({ stage: 'closed', outcome: 'returned_to_service', xid: 48 });
     expect(done.gpus.find((g: { uuid: string }) => g.uuid === gpu)).toMatchObject({ healthy: true, in_question: true });
 
@@ -169,6 +224,24 @@ describe('GPU fault remediation', () => {
     await eventually(async () => ((await remediationsOf(gpu)).some((r) => r.xid === 95 && r.stage === 'closed') ? true : undefined), 20_000, 'the idle GPU to be reset');
     expect((await remediationsOf(gpu))[0]).toMatchObject({ xid: 95, kind: 'reset_gpu', outcome: 'returned_to_service', holders: [] });
     expect(readFileSync(`${stack.gpuState.path}.resets`, 'utf8').slice(before.length)).toBe(`${gpu}\n`);
+
+    // svcctl why: back in service, the reset done, each step on the timeline in order.
+    const screen = await why(gpu);
+    expect(screen).toMatch(new RegExp(`^  > \\[${index}\\] ${gpu}  NVIDIA H100 80GB HBM3  healthy since \\d{4}-`, 'm'));
+    expect(screen).not.toContain('IN PROGRESS');
+    expect(screen).toMatch(/^  rem_\w+  reset_gpu  done \(returned_to_service\) at \d{4}-\S+  opened \d{4}-/m);
+    expect(screen).toContain('    XID 95: uncontained memory error -> reset the GPU (RESET_GPU)\n');
+    expect(screen).toContain('AFFECTED WORKLOADS\n  none\n');
+    const steps = timelineOf(screen);
+    const order = [
+      /^xid: XID 95 uncontained memory error; NVIDIA: reset the GPU \(RESET_GPU\)$/,
+      /^remediation: remediation: XID 95.*reset the GPU/,
+      /resetting it/,
+      /^reset_requested: GPU reset sent/,
+      /^recovered: GPU reset/,
+      /back in service/,
+    ];
+    expect(inOrder(steps, order), steps.join('\n')).toBe(true);
   }, 120_000);
 
   it('a reset that fails leaves the GPU drained for an operator', async () => {

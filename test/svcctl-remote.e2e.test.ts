@@ -2,12 +2,14 @@
 // a running control plane (real agent, fake-NVML GPUs, real Docker) through the operator
 // API with an operator key from a named context. Every read command prints the same as
 // svcctl on the control-plane host's data dir; every write command works and is audited
-// under the operator key that made it.
-import { execFile } from 'node:child_process';
+// under the operator key that made it; `instances show --watch` draws the pull from an
+// instance still provisioning.
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROTOCOL_VERSION } from '@svc/proto';
 import { runCli } from '../control-plane/src/cli/program.js';
 import { SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
@@ -25,6 +27,8 @@ const hostHome = mkdtempSync(join(tmpdir(), 'svcctl-host-'));
 let operatorKey: string;
 let operatorKeyId: string;
 let instanceId: string;
+/** A webhook of the default org, for `webhooks show`. */
+let hookId: string;
 
 function svcctl(args: string[], env: Record<string, string>): Promise<Run> {
   return new Promise((resolve) => {
@@ -36,6 +40,27 @@ function svcctl(args: string[], env: Record<string, string>): Promise<Run> {
         resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr: stderr + (err?.signal ? `[svcctl ended by ${err.signal}]` : '') }),
     );
   });
+}
+
+/** svcctl as a process whose stdout is read while it runs (for --watch). */
+function svcctlLive(args: string[], env: Record<string, string>): { stdout: () => string; done: Promise<Run> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'control-plane/src/cli/svcctl.ts'), ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+  const done = new Promise<Run>((resolve) =>
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? 1, stdout, stderr: stderr + (signal ? `[svcctl ended by ${signal}]` : '') });
+    }),
+  );
+  return { stdout: () => stdout, done };
 }
 
 /** The laptop: its own HOME (the context file lives there), no data dir anywhere near. */
@@ -87,9 +112,8 @@ beforeAll(async () => {
   operatorKeyId = created.id;
   const added = await remote('context', 'add', 'lab', '--url', stack.cp.baseUrl, '--key', operatorKey);
   expect(added.stdout, added.stderr).toContain('is current');
-  const instance = await stack.create({ image: SLEEPER_IMAGE, labels: { team: 'ml' } });
-  expect(instance.status, JSON.stringify(instance.body)).toBe(201);
-  instanceId = instance.body.id;
+  const { org } = await stack.cp.app.services.orgs.ensureDefaultOrg();
+  hookId = (await stack.cp.app.services.webhooks.create({ orgId: org.id, url: 'http://127.0.0.1:9/ops-hook', eventTypes: ['model.deprecation_announced'], description: 'read by svcctl' })).subscription.id;
 }, 240_000);
 
 afterAll(async () => {
@@ -107,12 +131,40 @@ describe('svcctl on a laptop', () => {
     expect(listed.stdout).not.toContain(operatorKey);
   });
 
-  it('follows the instance with --watch until it is ready, over the operator API', async () => {
-    const watched = await remote('instances', 'show', instanceId, '--watch');
+  it('follows the instance with --watch from provisioning until it is ready, over the operator API', async () => {
+    // The start order is held back until the watch has drawn the instance still
+    // provisioning: a watch loop that never polls (or never draws) fails here.
+    const dispatcher = stack.cp.app.services.taskDispatcher;
+    const startTask = dispatcher.startTask;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    dispatcher.startTask = (nodeId, order) => {
+      void held.then(() => startTask.call(dispatcher, nodeId, order));
+      return true;
+    };
+    let watch: ReturnType<typeof svcctlLive> | undefined;
+    try {
+      const instance = await stack.create({ image: SLEEPER_IMAGE, labels: { team: 'ml' } });
+      expect(instance.status, JSON.stringify(instance.body)).toBe(201);
+      instanceId = instance.body.id;
+      watch = svcctlLive(['instances', 'show', instanceId, '--watch'], { HOME: laptopHome });
+      // Not a TTY: one line per poll, `provisioning [????…]  provisioning` while nothing is known.
+      await eventually(() => (/^provisioning +\[/m.test(watch!.stdout()) ? true : undefined), 60_000, 'the watch to draw the instance provisioning', 100);
+      expect((await stack.read(instanceId)).status).toBe('provisioning');
+    } finally {
+      dispatcher.startTask = startTask;
+      release();
+    }
+    const watched = await watch!.done;
     expect(watched.code, watched.stderr).toBe(0);
+    const polls = watched.stdout.split('\n').filter((l) => /^(provisioning|starting) +\[/.test(l));
+    expect(polls.length, watched.stdout).toBeGreaterThanOrEqual(1);
+    for (const line of polls) expect(line).toMatch(/^(provisioning|starting) +\[([?]{30}\]  \w+|[#-]{30}\] +\d+%  \w+)$/);
+    // Then the final table, once: the instance ready.
+    expect(watched.stdout.indexOf('┌')).toBeGreaterThan(watched.stdout.lastIndexOf(polls.at(-1)!));
     expect(watched.stdout).toMatch(/status\s+│\s+ready/);
     expect(watched.stdout).toContain('team=ml');
-  }, 90_000);
+  }, 120_000);
 
   it('prints what svcctl prints on the host for every read command', async () => {
     const node = stack.nodeId;
@@ -130,6 +182,8 @@ describe('svcctl on a laptop', () => {
       ['instances', 'show', instanceId],
       ['replicas', 'list', '--all'],
       ['webhooks', 'list'],
+      ['webhooks', 'show', hookId],
+      ['billing', 'show', 'default'],
       ['operators', 'keys', 'list'],
     ];
     const runs = reads.flatMap((args) => [args, [...args, '--json']]);
@@ -197,6 +251,33 @@ describe('svcctl on a laptop', () => {
     expect(shown.stdout).toContain(delivery.delivery.id);
     expect((await remote('webhooks', 'delete', hook.id)).stdout).toContain(`Deleted webhook ${hook.id}`);
 
+    // Billing: a credit grant, then postpaid with limits; the host reads the same account.
+    const before = json(await remote('billing', 'show', 'acme', '--json'));
+    expect(before.org_id).toBe(org.id);
+    const granted = json(await remote('billing', 'grant', 'acme', '25.50', '--note', 'on-call goodwill', '--json'));
+    expect(granted.credited_nanos - before.credited_nanos).toBe(25.5e9);
+    expect(granted.balance_nanos - before.balance_nanos).toBe(25.5e9);
+    const set = json(await remote('billing', 'set', 'acme', '--mode', 'postpaid', '--credit-limit', '500', '--low-balance', '10', '--json'));
+    expect(set).toMatchObject({ org_id: org.id, mode: 'postpaid', credit_limit_nanos: 500e9, low_balance_nanos: 10e9 });
+    const cleared = await remote('billing', 'set', 'acme', '--low-balance', 'none');
+    expect(cleared.stdout, cleared.stderr).toMatch(/low-balance alert below\s+│\s+\(none\)/);
+    for (const args of [['billing', 'show', 'acme'], ['billing', 'show', 'acme', '--json']]) {
+      const [there, here] = [await remote(...args), await local(...args)];
+      expect(there.code, there.stderr).toBe(0);
+      expect(there.stdout, `svcctl ${args.join(' ')}`).toBe(here.stdout);
+    }
+
+    // A node that enrolled and was never heard of again can be forgotten at once.
+    const services = stack.cp.app.services;
+    const ghost = (await services.enrollment.enroll({ token: (await services.enrollment.createToken()).value, hostname: 'ghost-host', pool: 'na', protocolVersion: PROTOCOL_VERSION })).node;
+    const forgotten = await remote('nodes', 'forget', 'ghost-host');
+    expect(forgotten.code, forgotten.stderr).toBe(0);
+    expect(forgotten.stdout).toBe(`${ghost.id} (ghost-host) is forgotten; 0 instance(s) settled as of never.\n`);
+    expect((await stack.cp.store.nodes.getNode(ghost.id))!).toMatchObject({ cordoned: true, forgottenAt: expect.any(Number) });
+    const [ghostThere, ghostHere] = [await remote('nodes', 'show', ghost.id), await local('nodes', 'show', ghost.id)];
+    expect(ghostThere.code, ghostThere.stderr).toBe(0);
+    expect(steady(ghostThere.stdout)).toBe(steady(ghostHere.stdout));
+
     const node = stack.nodeId;
     expect((await remote('nodes', 'cordon', node)).stdout).toMatch(/is now ready,cordoned/);
     expect(json(await remote('nodes', 'drain', node, '--json'))).toMatchObject({ draining: true, schedulable: false });
@@ -212,7 +293,7 @@ describe('svcctl on a laptop', () => {
     const audit = json(await remote('operators', 'audit', '--limit', '100', '--json')).data as Array<{ actor: string; action: string }>;
     const mine = audit.filter((e) => e.actor === operatorKeyId).map((e) => e.action);
     for (const action of [
-      'createOrg', 'updateOrg', 'createKey', 'rotateKey', 'revokeKey', 'createWebhook', 'redeliverWebhook', 'rotateWebhookSecret', 'deleteWebhook',
+      'createOrg', 'updateOrg', 'createKey', 'rotateKey', 'revokeKey', 'createWebhook', 'redeliverWebhook', 'rotateWebhookSecret', 'deleteWebhook', 'grantCredit', 'configureBilling', 'forgetNode',
       'createEnrollmentToken', 'revokeEnrollmentToken', 'cordonNode', 'drainNode', 'uncordonNode', 'resetGpuHealth', 'createOperatorKey', 'revokeOperatorKey', 'terminateInstance',
     ]) {
       expect(mine, action).toContain(action);

@@ -2,6 +2,7 @@
 // an operator key; one may be current. The file holds keys, so it is written 0600 in a
 // 0700 directory. Pure functions edit the parsed file; read/write are the I/O edges.
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { isIPv4 } from 'node:net';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { isOperatorKeyValue, looksLikeOperatorKey } from '../operators/operator-key.js';
@@ -9,6 +10,8 @@ import { isOperatorKeyValue, looksLikeOperatorKey } from '../operators/operator-
 export interface SvcContext {
   url: string;
   key: string;
+  /** Allows an http:// URL to a host other than loopback (the key then travels in cleartext). */
+  insecure?: boolean;
 }
 
 export interface SvcConfigFile {
@@ -26,8 +29,21 @@ export function configPath(env: NodeJS.ProcessEnv = process.env): string {
   return join(base, 'svcctl', 'config.json');
 }
 
-/** The operator API base URL (scheme, host, optional path), without a trailing slash. */
-export function checkUrl(url: string): string {
+/** True for a URL host that never leaves the machine: 127.0.0.0/8, ::1 (also IPv4-mapped) and localhost. */
+export function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+  if (host === 'localhost') return true;
+  if (isIPv4(host)) return host.startsWith('127.');
+  // WHATWG URL parsing has already compressed IPv6: [0:0::1] is [::1], [::ffff:127.0.0.1] is [::ffff:7f00:1].
+  return host === '::1' || /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(host);
+}
+
+/**
+ * The operator API base URL (scheme, host, optional path), without a trailing slash.
+ * http:// only to loopback: an operator key must not cross a network in cleartext, unless
+ * the operator says so (`insecure`: svcctl --insecure, or a context added with --insecure).
+ */
+export function checkUrl(url: string, options: { insecure?: boolean } = {}): string {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -37,6 +53,12 @@ export function checkUrl(url: string): string {
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error(`${url}: the URL must be http:// or https://`);
   if (parsed.username || parsed.password) throw new Error(`${url}: put the key in --key or SVC_OPERATOR_KEY, not in the URL`);
   if (parsed.search || parsed.hash) throw new Error(`${url}: the URL takes no query string or fragment`);
+  if (parsed.protocol === 'http:' && !options.insecure && !isLoopbackHost(parsed.hostname)) {
+    throw new Error(
+      `${url}: refusing to send an operator key over plain http:// to ${parsed.hostname}; use https://, ` +
+        'or pass --insecure (svcctl --insecure …, or context add --insecure) to accept a cleartext key on that network',
+    );
+  }
   return parsed.toString().replace(/\/+$/, '');
 }
 
@@ -65,7 +87,8 @@ export function parseConfig(text: string, path: string): SvcConfigFile {
   for (const [name, value] of Object.entries(contexts as Record<string, unknown>)) {
     const v = value as Record<string, unknown> | null;
     if (!v || typeof v.url !== 'string' || typeof v.key !== 'string') throw bad(`context "${name}" needs a string url and key`);
-    out[name] = { url: v.url, key: v.key };
+    if (v.insecure !== undefined && typeof v.insecure !== 'boolean') throw bad(`context "${name}": "insecure" must be true or false`);
+    out[name] = { url: v.url, key: v.key, ...(v.insecure === true ? { insecure: true } : {}) };
   }
   if (current !== null && !(current in out)) throw bad(`the current context "${current}" is not defined`);
   return { current, contexts: out };
@@ -73,7 +96,8 @@ export function parseConfig(text: string, path: string): SvcConfigFile {
 
 export function addContext(config: SvcConfigFile, name: string, context: SvcContext, use: boolean): SvcConfigFile {
   if (!NAME.test(name)) throw new Error(`context name "${name}": use letters, digits, dot, dash or underscore (up to 63)`);
-  const entry = { url: checkUrl(context.url), key: checkOperatorKey(context.key) };
+  const insecure = context.insecure === true;
+  const entry: SvcContext = { url: checkUrl(context.url, { insecure }), key: checkOperatorKey(context.key), ...(insecure ? { insecure } : {}) };
   return { current: use || config.current === null ? name : config.current, contexts: { ...config.contexts, [name]: entry } };
 }
 

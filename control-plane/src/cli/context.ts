@@ -4,6 +4,7 @@
 //   --data-dir (local) > --url (+ --key or SVC_OPERATOR_KEY) > --context > SVC_URL
 //   > SVC_DATA_DIR (local) > the config file's current context > ./data (local).
 // Local mode opens PostgreSQL instead of the data dir when SVC_DATABASE_URL is set.
+// http:// is refused except to loopback, unless --insecure (or the context's "insecure").
 import type { Command } from 'commander';
 import type { OperatorClient } from '../operators/fleet-operations.js';
 import { checkOperatorKey, checkUrl, configPath, readConfig } from './config-file.js';
@@ -19,13 +20,15 @@ interface GlobalOptions {
   url?: string;
   key?: string;
   context?: string;
+  /** Allows http:// to a host other than loopback (the operator key in cleartext). */
+  insecure?: boolean;
 }
 
 /** Where the command goes, from the global options, the environment and the config file. */
 export function resolveTarget(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): Target {
-  const remote = (url: string, key: string | undefined, source: string): Target => {
+  const remote = (url: string, key: string | undefined, source: string, insecure = false): Target => {
     if (!key) throw new Error(`${source} needs an operator key: --key or SVC_OPERATOR_KEY`);
-    return { kind: 'remote', url: checkUrl(url), key: checkOperatorKey(key), source };
+    return { kind: 'remote', url: checkUrl(url, { insecure: insecure || opts.insecure === true }), key: checkOperatorKey(key), source };
   };
   if (opts.dataDir) return { kind: 'local', dataDir: opts.dataDir };
   if (opts.url) return remote(opts.url, opts.key ?? env.SVC_OPERATOR_KEY, '--url');
@@ -34,7 +37,7 @@ export function resolveTarget(opts: GlobalOptions, env: NodeJS.ProcessEnv = proc
     const path = configPath(env);
     const context = readConfig(path).contexts[name];
     if (!context) throw new Error(`no context named "${name}" in ${path}`);
-    return remote(context.url, context.key, `context "${name}"`);
+    return remote(context.url, context.key, `context "${name}"`, context.insecure === true);
   };
   if (opts.context) return fromFile(opts.context);
   if (env.SVC_URL) return remote(env.SVC_URL, env.SVC_OPERATOR_KEY, 'SVC_URL');

@@ -15,13 +15,15 @@ export function registerContextCommands(program: Command): void {
     .requiredOption('--url <url>', "the control plane's base URL, e.g. https://cp.example.com")
     .option('--key <key>', 'an operator key (svcop_…); default: SVC_OPERATOR_KEY')
     .option('--use', 'make it the current context', false)
+    .option('--insecure', 'allow an http:// URL to a host other than loopback (the key travels in cleartext); kept in the context', false)
     .action(async (name: string, opts) => {
       const key = opts.key ?? process.env.SVC_OPERATOR_KEY;
       if (!key) throw new Error('context add needs an operator key: --key or SVC_OPERATOR_KEY');
       const path = configPath();
-      const next = addContext(readConfig(path), name, { url: opts.url, key }, opts.use);
+      const next = addContext(readConfig(path), name, { url: opts.url, key, insecure: opts.insecure === true }, opts.use);
       writeConfig(path, next);
-      process.stdout.write(`Context "${name}" points at ${next.contexts[name]!.url}${next.current === name ? ' and is current' : ''} (${path}).\n`);
+      const insecure = next.contexts[name]!.insecure ? ' (insecure: the key goes over plain http)' : '';
+      process.stdout.write(`Context "${name}" points at ${next.contexts[name]!.url}${insecure}${next.current === name ? ' and is current' : ''} (${path}).\n`);
     });
 
   context
@@ -39,9 +41,9 @@ export function registerContextCommands(program: Command): void {
     .option('--json', 'print JSON', false)
     .action(async (opts) => {
       const config = readConfig(configPath());
-      const rows = Object.entries(config.contexts).map(([name, c]) => ({ name, url: c.url, key: masked(c.key), current: config.current === name }));
+      const rows = Object.entries(config.contexts).map(([name, c]) => ({ name, url: c.url, key: masked(c.key), current: config.current === name, insecure: c.insecure === true }));
       if (opts.json) return printJson({ object: 'list', data: rows });
-      printTable(['CURRENT', 'NAME', 'URL', 'KEY'], rows.map((r) => [r.current ? '*' : '', r.name, r.url, r.key]));
+      printTable(['CURRENT', 'NAME', 'URL', 'KEY'], rows.map((r) => [r.current ? '*' : '', r.name, r.insecure ? `${r.url} (insecure)` : r.url, r.key]));
     });
 
   context

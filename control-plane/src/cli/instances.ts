@@ -9,11 +9,16 @@ import { agoFrom, printJson, printTable, splitList, wholeNumber } from './output
 
 type InstanceView = Awaited<ReturnType<OperatorClient['showInstance']>>;
 
-/** `[#########-----------]  45%  pulling`: the pull as a terminal progress bar. */
+/**
+ * `[#########-----------]  45%  pulling`: the pull as a terminal progress bar. An unknown
+ * fraction (null, or not a finite number) draws `?`; one outside 0..1 is clamped, bar and
+ * percentage alike.
+ */
 export function progressBar(fraction: number | null, phase: string, width = 30): string {
-  if (fraction === null) return `[${'?'.repeat(width)}]  ${phase}`;
-  const done = Math.round(Math.min(1, Math.max(0, fraction)) * width);
-  return `[${'#'.repeat(done)}${'-'.repeat(width - done)}] ${String(Math.round(fraction * 100)).padStart(3)}%  ${phase}`;
+  if (fraction === null || !Number.isFinite(fraction)) return `[${'?'.repeat(width)}]  ${phase}`;
+  const clamped = Math.min(1, Math.max(0, fraction));
+  const done = Math.round(clamped * width);
+  return `[${'#'.repeat(done)}${'-'.repeat(width - done)}] ${String(Math.round(clamped * 100)).padStart(3)}%  ${phase}`;
 }
 
 function printInstance(v: InstanceView): void {

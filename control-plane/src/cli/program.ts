@@ -22,6 +22,7 @@ export function buildProgram(): Command {
     .option('--key <key>', 'operator key for --url (default: SVC_OPERATOR_KEY)')
     .option('--context <name>', 'a context from the config file (svcctl context list)')
     .option('--data-dir <dir>', 'work on this data directory on the control-plane host (default: SVC_DATA_DIR or ./data)')
+    .option('--insecure', 'allow an http:// URL to a host other than loopback: the operator key travels in cleartext', false)
     // Global options go before the command (`svcctl --url U nodes list`): `webhooks create
     // --url` and `context add --url` have their own.
     .enablePositionalOptions()

@@ -65,7 +65,7 @@ describe('dcgm-exporter metrics', () => {
     expect(Object.keys(await values(sample)).sort()).toEqual([...names].sort());
   });
 
-  it("labels as dcgm-exporter does, plus our node and pool", () => {
+  it("labels as dcgm-exporter does, plus our node and pool; an idle GPU's instance and org are empty", () => {
     expect(dcgmLabels(node, gpu(3, null))).toEqual({
       gpu: '3',
       UUID: 'GPU-3',
@@ -74,7 +74,19 @@ describe('dcgm-exporter metrics', () => {
       Hostname: 'gpu-1',
       node: 'node_1',
       pool: 'na',
+      instance: '',
+      org: '',
     });
+  });
+
+  it('names the instance holding a GPU and its org; the idle GPU beside it keeps the same label set', async () => {
+    const holders = new Map([['GPU-1', { instanceId: 'inst_a', orgId: 'org_a' }]]);
+    const text = await renderDcgmMetrics([{ node, gpus: [gpu(0, FULL), gpu(1, FULL)], lastXid: new Map(), holders }]);
+    const util = text.split('\n').filter((l) => l.startsWith('DCGM_FI_DEV_GPU_UTIL{'));
+    expect(util).toEqual([
+      'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-0",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-1",node="node_1",pool="na",instance="",org=""} 42',
+      'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-1",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-1",node="node_1",pool="na",instance="inst_a",org="org_a"} 42',
+    ]);
   });
 
   it('escapes label values, so a hostile hostname cannot forge a series', async () => {

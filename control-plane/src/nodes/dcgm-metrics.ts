@@ -11,9 +11,17 @@ export interface DcgmNodeInput {
   gpus: GpuRecord[];
   /** The last XID each GPU reported (by UUID); a GPU without one exports 0, as dcgm-exporter does. */
   lastXid: ReadonlyMap<string, number>;
+  /** The instance holding each GPU (by UUID); a GPU absent here is idle (or a model replica's). */
+  holders?: ReadonlyMap<string, GpuHolder>;
 }
 
-const LABELS = ['gpu', 'UUID', 'device', 'modelName', 'Hostname', 'node', 'pool'] as const;
+/** What runs on a GPU, as the `instance` and `org` labels name it. */
+export interface GpuHolder {
+  instanceId: string;
+  orgId: string;
+}
+
+const LABELS = ['gpu', 'UUID', 'device', 'modelName', 'Hostname', 'node', 'pool', 'instance', 'org'] as const;
 type Labels = Record<(typeof LABELS)[number], string>;
 
 const MIB = 2 ** 20;
@@ -64,8 +72,12 @@ export const DCGM_SERIES: readonly Series[] = [
   { name: 'svc_gpu_healthy', type: 'gauge', help: "1 when the node agent's health policy holds the GPU healthy, 0 when not.", value: (_s, gpu) => (gpu.healthy ? 1 : 0) },
 ];
 
-/** dcgm-exporter's labels for one GPU, plus our node id and pool. */
-export function dcgmLabels(node: DcgmNodeInput['node'], gpu: GpuRecord): Labels {
+/**
+ * dcgm-exporter's labels for one GPU, plus our node id, pool, and the instance holding the
+ * GPU with its org. An idle GPU has empty `instance` and `org`, as dcgm-exporter leaves
+ * `pod` and `namespace` empty for a GPU no pod holds, so the label set never changes.
+ */
+export function dcgmLabels(node: DcgmNodeInput['node'], gpu: GpuRecord, holder?: GpuHolder): Labels {
   return {
     gpu: String(gpu.index),
     UUID: gpu.uuid,
@@ -74,6 +86,8 @@ export function dcgmLabels(node: DcgmNodeInput['node'], gpu: GpuRecord): Labels 
     Hostname: node.hostname,
     node: node.id,
     pool: node.pool,
+    instance: holder?.instanceId ?? '',
+    org: holder?.orgId ?? '',
   };
 }
 
@@ -84,11 +98,11 @@ export async function renderDcgmMetrics(nodes: readonly DcgmNodeInput[]): Promis
   for (const series of DCGM_SERIES) {
     const options = { name: series.name, help: series.help, labelNames: LABELS, registers: [registry] };
     const metric = series.type === 'gauge' ? new Gauge(options) : new Counter(options);
-    for (const { node, gpus, lastXid } of sorted) {
+    for (const { node, gpus, lastXid, holders } of sorted) {
       for (const gpu of [...gpus].sort((a, b) => a.index - b.index)) {
         const value = series.value(gpu.sample ?? {}, gpu, lastXid.get(gpu.uuid) ?? 0);
         if (value === undefined) continue;
-        const labels = dcgmLabels(node, gpu);
+        const labels = dcgmLabels(node, gpu, holders?.get(gpu.uuid));
         if (metric instanceof Gauge) metric.set(labels, value);
         else metric.inc(labels, value);
       }

@@ -9,10 +9,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { systemClock, type Clock, type Logger } from '@svc/shared';
 import type { NodeStore } from '../store/node-store.js';
+import type { InstanceStore } from '../store/instance-store.js';
 import type { DesiredReplica } from '../replicas/desired.js';
 import type { FleetSource } from '../status/fleet-read.js';
 import { operatorPages } from '../status/operator-pages.js';
-import { renderDcgmMetrics, type DcgmNodeInput } from './dcgm-metrics.js';
+import { renderDcgmMetrics, type DcgmNodeInput, type GpuHolder } from './dcgm-metrics.js';
 
 export interface OperatorMetricsServer {
   /** GET /metrics. */
@@ -22,14 +23,24 @@ export interface OperatorMetricsServer {
   close(): Promise<void>;
 }
 
-/** The nodes worth exporting: reachable and not forgotten. A silent node's last values would lie; its series go stale instead. */
-export async function collectDcgmInput(store: Pick<NodeStore, 'listNodes' | 'listGpus' | 'lastXidByGpu'>): Promise<DcgmNodeInput[]> {
-  const [nodes, gpus, lastXid] = await Promise.all([store.listNodes(), store.listGpus(), store.lastXidByGpu()]);
+/**
+ * The nodes worth exporting: reachable and not forgotten. A silent node's last values would
+ * lie; its series go stale instead. Four reads per scrape whatever the fleet's size (nodes,
+ * GPUs, last XIDs, live instances): the `instance` and `org` labels come from the live
+ * instances' GPU lists, not from a read per GPU.
+ */
+export async function collectDcgmInput(
+  store: Pick<NodeStore, 'listNodes' | 'listGpus' | 'lastXidByGpu'>,
+  instances: Pick<InstanceStore, 'listActive'>,
+): Promise<DcgmNodeInput[]> {
+  const [nodes, gpus, lastXid, active] = await Promise.all([store.listNodes(), store.listGpus(), store.lastXidByGpu(), instances.listActive()]);
   const byNode = new Map<string, DcgmNodeInput['gpus']>();
   for (const gpu of gpus) byNode.set(gpu.nodeId, [...(byNode.get(gpu.nodeId) ?? []), gpu]);
+  const holders = new Map<string, GpuHolder>();
+  for (const instance of active) for (const uuid of instance.gpuUuids) holders.set(uuid, { instanceId: instance.id, orgId: instance.orgId });
   return nodes
     .filter((n) => n.status === 'ready' && !n.forgottenAt)
-    .map((node) => ({ node, gpus: byNode.get(node.id) ?? [], lastXid }));
+    .map((node) => ({ node, gpus: byNode.get(node.id) ?? [], lastXid, holders }));
 }
 
 function sendError(res: ServerResponse, status: number, type: string, message: string, headers: Record<string, string> = {}): void {
@@ -54,7 +65,7 @@ export async function startOperatorMetricsServer(options: {
   const pages = operatorPages({ ...options, clock: options.clock ?? systemClock });
 
   const metrics = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const text = await renderDcgmMetrics(await collectDcgmInput(options.store));
+    const text = await renderDcgmMetrics(await collectDcgmInput(options.store, options.fleet.instances));
     res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
     res.end(req.method === 'HEAD' ? undefined : text);
   };
