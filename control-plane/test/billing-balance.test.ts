@@ -2,7 +2,8 @@
 // with 402 insufficient_quota (inference with live keys, instance creation and
 // extension) while sandbox keys and reads go on; a credit granted with svcctl lets it
 // spend again; a postpaid org stops at its monthly credit limit; the balance falling
-// below the org's threshold records a billing.balance_low event for its webhooks.
+// below the org's threshold records a billing.balance_low event, which a real webhook
+// receiver gets signed (verified with the `standardwebhooks` library).
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -11,7 +12,8 @@ import { ManualClock } from '@svc/shared';
 import { usdToNanos } from '../src/billing/billing-service.js';
 import { spendingDecision } from '../src/billing/spending.js';
 import type { BillingAccount } from '../src/store/ledger-store.js';
-import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
+import { addReadyNode, expectError, startControlPlane, type TestControlPlane } from './harness.js';
+import { WebhookReceiver, until } from './webhooks-support.js';
 
 const clock = new ManualClock(Date.UTC(2026, 10, 24, 12));
 let cp: TestControlPlane;
@@ -24,9 +26,9 @@ const run = async (...args: string[]) =>
 
 const chat = { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 };
 
-async function spend(orgId: string, nanos: number): Promise<void> {
-  await cp.store.usage.append([
-    { id: `usage_${Math.random()}`, orgId, keyId: 'key_x', requestId: `req_${Math.random()}`, kind: 'chat', model: 'llama-3.1-8b-instruct', quantization: 'fp16', pool: 'na', promptTokens: 1, completionTokens: 1, costNanos: nanos, user: null, sandbox: false, createdAt: clock.now() },
+async function spend(orgId: string, nanos: number, on: TestControlPlane = cp): Promise<void> {
+  await on.store.usage.append([
+    { id: `usage_${Math.random()}`, orgId, keyId: 'key_x', requestId: `req_${Math.random()}`, kind: 'chat', model: 'llama-3.1-8b-instruct', quantization: 'fp16', pool: 'na', promptTokens: 1, completionTokens: 1, costNanos: nanos, user: null, sandbox: false, createdAt: on.clock.now() },
   ]);
 }
 
@@ -88,6 +90,38 @@ describe('a prepaid org', () => {
     expectError(await cp.request('POST', '/v1/chat/completions', { key: live, body: chat }), 402, 'insufficient_quota');
   }, 120_000); // three svcctl processes, each compiling the CLI
 
+  it('is refused a reservation extension at zero, with nothing charged, and extends once credited', async () => {
+    await addReadyNode(cp, { pool: 'na', gpus: 8 });
+    cp.app.services.taskDispatcher.attach(() => true);
+    const org = await cp.app.services.orgs.create('reserved-co', 2);
+    const key = await cp.key({ orgId: org.id, scopes: ['compute:write', 'compute:read', 'billing:read'] });
+    await cp.app.services.billing.configure(org.id, { mode: 'prepaid' });
+    await cp.app.services.billing.grant(org.id, 50_000_000_000, 'top-up', null);
+    clock.advance(1_000);
+    const reserved = await cp.request('POST', '/v1/instances', { key, body: { sku: 'h100-80gb', gpus: 1, duration_hours: 24 } });
+    expect(reserved.status).toBe(201);
+    const id = reserved.body.id as string;
+    // The reservation was charged up front; spend the rest of the credit to reach exactly zero.
+    const left = (await cp.request('GET', '/v1/billing/balance', { key })).body.balance_nanos as number;
+    expect(left).toBeGreaterThan(0);
+    await spend(org.id, left);
+    clock.advance(1_000);
+    expect((await cp.request('GET', '/v1/billing/balance', { key })).body).toMatchObject({ mode: 'prepaid', balance_nanos: 0 });
+
+    const refused = expectError(await cp.request('POST', `/v1/instances/${id}/extend`, { key, body: { hours: 24 } }), 402, 'insufficient_quota');
+    expect(refused.message).toMatch(/prepaid balance is \$0\.00; add credit/);
+    const charges = async () => (await cp.request('GET', '/v1/billing/charges?limit=100', { key })).body.data.map((c: { kind: string }) => c.kind).sort();
+    expect(await charges()).toEqual(['reservation']);
+    expect((await cp.request('GET', `/v1/instances/${id}`, { key })).body).toMatchObject({ duration_hours: 24 });
+
+    await cp.app.services.billing.grant(org.id, 50_000_000_000, 'top-up', null);
+    clock.advance(1_000);
+    const extended = await cp.request('POST', `/v1/instances/${id}/extend`, { key, body: { hours: 24 } });
+    expect(extended.status).toBe(200);
+    expect(extended.body).toMatchObject({ duration_hours: 48 });
+    expect(await charges()).toEqual(['extension', 'reservation']);
+  });
+
   it('records billing.balance_low once when the balance falls below its threshold', async () => {
     const org = await cp.app.services.orgs.create('low-balance-co', 2);
     const live = await cp.key({ orgId: org.id });
@@ -105,6 +139,60 @@ describe('a prepaid org', () => {
     const events = (await cp.store.events.list({ type: 'billing.balance_low', limit: 100 })).filter((e) => e.orgId === org.id);
     expect(events).toHaveLength(1);
     expect(events[0]!.data).toMatchObject({ balance: 4, threshold: 5, currency: 'usd', mode: 'prepaid' });
+  });
+});
+
+describe('billing.balance_low webhooks', () => {
+  // Standard Webhooks receivers refuse a signature timestamp more than 5 minutes from their
+  // own clock, and deliveries are stamped with the control plane's: this one's clock starts
+  // at wall time (and is moved by hand, a second at a time, for the balance re-reads).
+  const wallClock = new ManualClock(Date.now());
+  let hooked: TestControlPlane;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    // The receiver listens on loopback, which only an operator exception allows.
+    hooked = await startControlPlane({ clock: wallClock, config: { webhookAllowedTargets: ['127.0.0.1'] } });
+    receiver = await WebhookReceiver.start();
+  });
+  afterAll(async () => {
+    await hooked?.close();
+    await receiver?.stop();
+  });
+
+  it('delivers billing.balance_low to a real receiver, signed, once per crossing', async () => {
+    const org = await hooked.app.services.orgs.create('webhook-balance-co', 2);
+    const admin = await hooked.key({ orgId: org.id, admin: true });
+    const live = await hooked.key({ orgId: org.id });
+    const hook = await hooked.request('POST', '/v1/webhooks', { key: admin, body: { url: receiver.url, event_types: ['billing.balance_low'] } });
+    expect(hook.status).toBe(201);
+    receiver.secrets = [hook.body.secret];
+    await hooked.app.services.billing.configure(org.id, { mode: 'prepaid', lowBalanceNanos: 5_000_000_000 });
+    await hooked.app.services.billing.grant(org.id, 10_000_000_000, 'top-up', null);
+    wallClock.advance(1_000);
+    await hooked.request('POST', '/v1/chat/completions', { key: live, body: chat });
+
+    await spend(org.id, 7_500_000_000, hooked);
+    wallClock.advance(1_000);
+    await hooked.request('POST', '/v1/chat/completions', { key: live, body: chat });
+    await until('the billing.balance_low delivery', () => receiver.delivered().length >= 1);
+
+    const [delivery] = receiver.delivered();
+    expect(delivery!.verifiedWith).toEqual([hook.body.secret]);
+    expect(delivery!.event).toMatchObject({
+      type: 'billing.balance_low',
+      data: { balance: 2.5, balance_nanos: 2_500_000_000, threshold: 5, currency: 'usd', mode: 'prepaid' },
+    });
+    const stored = (await hooked.store.events.list({ type: 'billing.balance_low', limit: 100 })).filter((e) => e.orgId === org.id);
+    expect(stored.map((e) => e.id)).toEqual([delivery!.event.id]);
+    expect(delivery!.webhookId).toBe(delivery!.event.id);
+
+    // Still below the threshold: no new event, so nothing more is sent.
+    wallClock.advance(1_000);
+    await hooked.request('POST', '/v1/chat/completions', { key: live, body: chat });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.requests).toHaveLength(1);
+    expect((await hooked.store.events.list({ type: 'billing.balance_low', limit: 100 })).filter((e) => e.orgId === org.id)).toHaveLength(1);
   });
 });
 

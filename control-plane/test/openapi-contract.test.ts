@@ -26,7 +26,7 @@ interface Operation {
   operationId?: string;
   summary?: string;
   tags?: string[];
-  responses?: Record<string, { description?: string }>;
+  responses?: Record<string, { description?: string; headers?: Record<string, unknown>; content?: Record<string, unknown> }>;
 }
 interface OpenApiDocument {
   paths: Record<string, Record<string, Operation>>;
@@ -105,6 +105,46 @@ describe('the OpenAPI document', () => {
     expect(doc.paths['/metrics']!.get!.responses!['200']).toMatchObject({ content: { 'text/plain': {} } });
     expect(doc.servers).toEqual([expect.objectContaining({ url: expect.any(String) })]);
     expect(doc.info).toMatchObject({ license: { name: 'Apache-2.0' } });
+  });
+
+  it('documents the billing, request-metadata and user endpoints with their methods', () => {
+    const expected: Record<string, string[]> = {
+      '/v1/billing/usage': ['get'],
+      '/v1/billing/balance': ['get'],
+      '/v1/billing/invoices': ['get'],
+      '/v1/billing/invoices/{id}': ['get'],
+      '/v1/billing/invoices/{id}/pdf': ['get'],
+      '/v1/billing/charges': ['get'],
+      '/v1/requests/{request_id}': ['get'],
+      '/v1/admin/users': ['get', 'post'],
+      '/v1/admin/users/{user_id}': ['delete', 'get', 'patch'],
+    };
+    const missing: string[] = [];
+    for (const [path, methods] of Object.entries(expected)) {
+      for (const method of methods) if (!doc.paths[path]?.[method]?.operationId) missing.push(`${method.toUpperCase()} ${path}`);
+    }
+    expect(missing, `not in the document:\n${missing.join('\n')}`).toEqual([]);
+    expect(Object.keys(doc.paths['/v1/admin/users']!).sort()).toEqual(['get', 'post']);
+  });
+
+  it('documents the CSV export of the usage rollup next to its JSON', () => {
+    const ok = doc.paths['/v1/billing/usage']!.get!.responses!['200']!;
+    expect(Object.keys(ok.content ?? {}).sort()).toEqual(['application/json', 'text/csv']);
+    expect(ok.content!['text/csv']).toMatchObject({ schema: { type: 'string' } });
+    expect(ok.content!['application/json']).toMatchObject({ schema: { type: 'object', properties: { totals: { type: 'object' } } } });
+  });
+
+  it('documents the token-limit headers and the 429 on the routes that spend tokens, and lets browsers read them', async () => {
+    const tokenHeaders = ['x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'];
+    for (const path of ['/v1/chat/completions', '/v1/embeddings']) {
+      const responses = doc.paths[path]!.post!.responses!;
+      expect(Object.keys(responses['200']!.headers ?? {}).sort(), path).toEqual(tokenHeaders);
+      expect(Object.keys(responses['429']!.headers ?? {}).sort(), path).toEqual(['retry-after', 'retry-after-ms', ...tokenHeaders]);
+      expect(responses['429']!.content!['application/json'], path).toMatchObject({ schema: { $ref: '#/components/schemas/ErrorEnvelope' } });
+    }
+    const res = await fetch(`${cp.baseUrl}/v1/models`, { headers: { origin: 'https://app.example' } });
+    const exposed = (res.headers.get('access-control-expose-headers') ?? '').split(',').map((h) => h.trim());
+    expect(exposed).toEqual(expect.arrayContaining([...tokenHeaders, 'retry-after', 'retry-after-ms']));
   });
 
   it('the lint catches a broken document and names the operation (this suite can fail)', async () => {

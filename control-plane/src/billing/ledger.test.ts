@@ -2,15 +2,20 @@
 // server: the proof that the two ledgers are one): for random months of compute
 // charges (on-demand, reservations, extensions, refunds), inference usage (live and
 // sandbox) and credits, every grouping and bucket of the rollup sums to the ledger to the
-// nano-dollar, the store's SQL hour rows equal the reference computed line by line, and
-// the account's running totals equal the lines.
+// nano-dollar, the store's SQL hour rows equal the reference computed line by line, the
+// account's running totals equal the lines, and every month finalized through the
+// invoice service (at month end, on an injected clock) invoices exactly that month's
+// lines: the invoices of all the months add up to the ledger.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '@svc/shared';
 import { STORE_ENGINES, storeFixture, type StoreEngine, type StoreFixture } from '../../../test/support/postgres-stores.js';
 import type { Store } from '../store/store.js';
 import type { SqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { PostgresStore } from '../store/postgres/postgres-store.js';
 import { draftInvoice, invoiceNumber, nanosToCents } from './invoice.js';
+import { InvoiceService } from './invoice-service.js';
+import { billingPeriod } from './periods.js';
 import {
   bucketEnd,
   bucketStart,
@@ -25,6 +30,7 @@ import {
   type LedgerLine,
 } from './ledger.js';
 
+const OCT = Date.UTC(2026, 9, 1);
 const NOV = Date.UTC(2026, 10, 1);
 const DEC = Date.UTC(2026, 11, 1);
 const JAN = Date.UTC(2027, 0, 1);
@@ -206,13 +212,18 @@ describe.each(STORE_ENGINES)('ledger and rollups on %s', (engine: StoreEngine) =
     await fx?.close();
   });
 
-  it('agree to the nano-dollar in every grouping and bucket, and with the running balance', async () => {
+  it('agree to the nano-dollar in every grouping and bucket, with the running balance and with every finalized invoice', async () => {
+    let finalizedInvoices = 0;
     await fc.assert(
       fc.asyncProperty(
         fc.array(fact, { minLength: 1, maxLength: 40 }),
         fc.subarray<Dimension>(['model', 'key_id', 'instance_id', 'sku', 'pool', 'kind', 'label:team'], { maxLength: 3 }),
         fc.constantFrom<Bucket>('hour', 'day', 'month'),
         async (facts, dimensions, bucket) => {
+          // Each run on an empty database: month end finalizes every org with lines, and
+          // invoice numbers start again from 1.
+          await fx.reset();
+          store = await fx.open();
           const orgId = `org_${orgSeq++}`;
           await createOrg(orgId);
           await record(orgId, facts);
@@ -249,10 +260,48 @@ describe.each(STORE_ENGINES)('ledger and rollups on %s', (engine: StoreEngine) =
           const invoice = draftInvoice(orgId, { id: '2026-11', start: NOV, end: DEC }, invoiceRows, await store.ledger.credits(orgId, november));
           expect(invoice.totalNanos).toBe(totals(novRollup).amountNanos);
           expect(invoice.items.reduce((sum, item) => sum + item.amountNanos, 0)).toBe(invoice.totalNanos);
+
+          // Month end, as the leader runs it: every month the facts touch (they fall from the
+          // last day of October to the first of January) is finalized after it ends.
+          const clock = new ManualClock();
+          const invoices = new InvoiceService(store.ledger, clock);
+          let invoiced = 0;
+          let sequence = 0;
+          for (const period of [OCT, NOV, DEC, JAN].map(billingPeriod)) {
+            clock.set(period.end + 10_000);
+            const finalized = await invoices.finalize(period);
+            const monthLines = lines.filter((l) => l.createdAt >= period.start && l.createdAt < period.end);
+            if (monthLines.length === 0) {
+              expect(finalized).toEqual([]);
+              continue;
+            }
+            expect(finalized.map((f) => [f.orgId, f.period])).toEqual([[orgId, period.id]]);
+            const final = finalized[0]!;
+            expect(final).toMatchObject({ number: invoiceNumber(period.id, ++sequence), finalizedAt: clock.now(), periodStart: period.start, periodEnd: period.end });
+            // The month's ledger, to the nano-dollar; the lines sum to the total, by section too.
+            expect(final.totalNanos).toBe(monthLines.reduce((sum, l) => sum + l.amountNanos, 0));
+            expect(final.items.reduce((sum, item) => sum + item.amountNanos, 0)).toBe(final.totalNanos);
+            expect(final.subtotalNanos + final.creditsNanos).toBe(final.totalNanos);
+            expect(final.items.filter((i) => i.section !== 'credits').reduce((sum, i) => sum + i.amountNanos, 0)).toBe(final.subtotalNanos);
+            expect(final.items.filter((i) => i.section === 'credits').reduce((sum, i) => sum + i.amountNanos, 0)).toBe(final.creditsNanos);
+            expect(final.amountDueCents).toBe(Math.max(0, nanosToCents(final.totalNanos)));
+            // Stored as returned, and never finalized twice.
+            expect(await store.ledger.getInvoice(orgId, final.id)).toEqual(final);
+            expect(await invoices.finalize(period)).toEqual([]);
+            invoiced += final.totalNanos;
+          }
+          expect((await store.ledger.listInvoices(orgId)).length).toBe(sequence);
+          expect(invoiced).toBe(ledgerTotal);
+          finalizedInvoices += sequence;
         },
       ),
       { numRuns: 60, seed: 20261124 },
     );
+    // Not vacuous: the runs finalize more than one invoice each on average (111 with this seed).
+    expect(finalizedInvoices).toBeGreaterThan(60);
+    // The tests below start on an empty database, as the first run did.
+    await fx.reset();
+    store = await fx.open();
   });
 
   it('leaves sandbox usage out and carries GPU-seconds exactly', async () => {
@@ -274,6 +323,8 @@ describe.each(STORE_ENGINES)('ledger and rollups on %s', (engine: StoreEngine) =
   it('refuses to change or remove a line or a finalized invoice', async () => {
     await expect(exec("UPDATE charges SET amount_micros = 0 WHERE id = 'ch_org_exact_0'")).rejects.toThrow(/append-only/);
     await expect(exec("DELETE FROM charges WHERE id = 'ch_org_exact_0'")).rejects.toThrow(/append-only/);
+    await expect(exec("UPDATE usage_records SET cost_nanos = 0 WHERE id = 'u_org_exact_2'")).rejects.toThrow(/append-only/);
+    await expect(exec("DELETE FROM usage_records WHERE id = 'u_org_exact_2'")).rejects.toThrow(/append-only/);
     await store.ledger.addCredit({ id: 'cr_exact', orgId: 'org_exact', kind: 'grant', amountNanos: 1, instanceId: null, period: null, description: 'c', createdBy: null, createdAt: NOV });
     await expect(exec("UPDATE credits SET amount_nanos = 2 WHERE id = 'cr_exact'")).rejects.toThrow(/append-only/);
     await expect(exec("DELETE FROM credits WHERE id = 'cr_exact'")).rejects.toThrow(/append-only/);

@@ -279,19 +279,35 @@ export function billingRoutes(deps: BillingRouteDeps): FastifyPluginAsyncTypebox
             },
             { additionalProperties: false },
           ),
-          response: responses({
-            200: Type.Object({
-              object: Type.Literal('list'),
-              from: Type.String({ format: 'date-time' }),
-              to: Type.String({ format: 'date-time' }),
-              bucket: StringEnum(['hour', 'day', 'month'] as const),
-              group_by: Type.Array(Type.String()),
-              data: Type.Array(Type.Ref(UsageBucket)),
-              totals: Type.Object(QuantityFields, { description: 'Sums over every bucket of the range, not just this page.' }),
-              has_more: Type.Boolean(),
-              next_cursor: Type.Union([Type.String(), Type.Null()]),
-            }),
-          }),
+          response: {
+            ...responses({}),
+            200: {
+              description: 'The buckets as JSON, one page at a time; with Accept: text/csv, every bucket of the range as one CSV download.',
+              content: {
+                'application/json': {
+                  schema: Type.Object({
+                    object: Type.Literal('list'),
+                    from: Type.String({ format: 'date-time' }),
+                    to: Type.String({ format: 'date-time' }),
+                    bucket: StringEnum(['hour', 'day', 'month'] as const),
+                    group_by: Type.Array(Type.String()),
+                    data: Type.Array(Type.Ref(UsageBucket)),
+                    totals: Type.Object(QuantityFields, { description: 'Sums over every bucket of the range, not just this page.' }),
+                    has_more: Type.Boolean(),
+                    next_cursor: Type.Union([Type.String(), Type.Null()]),
+                  }),
+                },
+                'text/csv': {
+                  schema: Type.String({
+                    description:
+                      'RFC 4180, CRLF line ends, sent as an attachment (content-disposition). Header row: start, end, one column per group_by dimension, ' +
+                      'amount_usd (exact, nine decimal places), input_tokens, output_tokens, gpu_seconds, requests. A cell starting with =, +, - or @ is ' +
+                      "prefixed with ' so a spreadsheet does not run it. At most 100,000 rows; no paging (limit and after are ignored).",
+                  }),
+                },
+              },
+            },
+          },
         },
       },
       async (request, reply) => {

@@ -16,7 +16,7 @@ import { requestMetadataView, usageView, type UsageRecorder } from '../inference
 import { parseTimeRange } from '../http/time-param.js';
 import { ApiError } from '@svc/shared';
 import type { UsageStore } from '../store/usage-store.js';
-import { StringEnum, responses } from '../http/schemas.js';
+import { StringEnum, responses, tokenLimitedResponses } from '../http/schemas.js';
 import { responsesRoutes } from '../inference/responses/routes.js';
 import type { ResponsesService } from '../inference/responses/responses-service.js';
 
@@ -168,7 +168,7 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
           summary: 'Create a chat completion (OpenAI-compatible; stream: true answers with Server-Sent Events)',
           headers: PoolHeaders,
           body: ChatCompletionRequest,
-          response: responses({ 200: Type.Ref(ChatCompletion) }),
+          response: tokenLimitedResponses(Type.Ref(ChatCompletion), 'The completion; with stream: true, an SSE stream of chat.completion.chunk objects ending with data: [DONE].'),
         },
       },
       async (request, reply) => {
@@ -193,7 +193,7 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
           summary: 'Create embeddings for a string or up to 2,048 strings (OpenAI-compatible)',
           headers: PoolHeaders,
           body: EmbeddingsRequest,
-          response: responses({ 200: Type.Ref(EmbeddingList) }),
+          response: tokenLimitedResponses(Type.Ref(EmbeddingList), 'The embeddings, in input order.'),
         },
       },
       async (request, reply) => {

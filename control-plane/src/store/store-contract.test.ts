@@ -24,7 +24,7 @@ import type { InvoiceDraft } from '../billing/invoice.js';
 import type { HourRow } from '../billing/ledger.js';
 import type { TestPostgres } from '../../../test/support/postgres.js';
 import { openPostgresStore, type PostgresStore } from './postgres/postgres-store.js';
-import { openSqliteStore } from './sqlite/sqlite-store.js';
+import { openSqliteStore, type SqliteStore } from './sqlite/sqlite-store.js';
 import { appendEvent } from './postgres/node-store.js';
 import { PG_MIGRATIONS } from './postgres/migrations.js';
 
@@ -579,6 +579,26 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect((await store.usage.byRequest('org_1', 'req_1'))?.durationMs).toBe(251);
       expect(await store.usage.byRequest('org_1', 'req_x')).toBeUndefined();
       expect((await store.usage.byRequest('org_2', 'req_x'))?.id).toBe('usage_007');
+    });
+
+    it('refuses to change, remove or truncate a usage record: the ledger is append-only', async () => {
+      /** Raw SQL as a tool or a careless migration would run it, bypassing the store. */
+      const exec = async (sql: string): Promise<void> => {
+        if (engine === 'sqlite') (store as SqliteStore).db.prepare(sql).run();
+        else await (store as PostgresStore).pool.query(sql);
+      };
+      const records = [usage(1, { costNanos: 700 }), usage(2, { costNanos: 0, sandbox: true })];
+      await store.usage.append(records);
+      const before = await store.ledger.account('org_1', '1970-01');
+      await expect(exec("UPDATE usage_records SET cost_nanos = 0 WHERE id = 'usage_001'")).rejects.toThrow(/append-only/);
+      // Not even a redaction of the tenant's own `user` field, nor a sandbox record.
+      await expect(exec(`UPDATE usage_records SET "user" = NULL WHERE id = 'usage_001'`)).rejects.toThrow(/append-only/);
+      await expect(exec("DELETE FROM usage_records WHERE id = 'usage_002'")).rejects.toThrow(/append-only/);
+      await expect(exec('DELETE FROM usage_records')).rejects.toThrow(/append-only/);
+      if (engine === 'postgres') await expect(exec('TRUNCATE usage_records')).rejects.toThrow(/append-only/);
+      expect((await store.usage.list('org_1', { limit: 10 })).data).toEqual([...records].reverse());
+      expect(await store.ledger.account('org_1', '1970-01')).toEqual(before);
+      expect(before.spentNanos).toBe(700);
     });
 
     it('counts sandbox tokens per key and day without passing the cap', async () => {
@@ -1165,7 +1185,12 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
           const big = Number.MAX_SAFE_INTEGER;
           await store.usage.append([usage(1, { costNanos: big })]);
           expect((await store.usage.list('org_1', { limit: 1 })).data[0]!.costNanos).toBe(big);
-          await store.pool.query(`UPDATE usage_records SET cost_nanos = cost_nanos + 1`);
+          // Usage records are append-only: the value past the range comes in as a new row.
+          await store.pool.query(
+            `INSERT INTO usage_records (id, org_id, key_id, request_id, kind, model, quantization, pool, prompt_tokens, completion_tokens, cost_nanos, sandbox, created_at)
+             VALUES ('usage_big', 'org_1', 'key_1', 'req_big', 'chat', 'm', 'int4', 'na', 1, 1, $1::bigint + 1, FALSE, 2000)`,
+            [String(big)],
+          );
           await expect(store.usage.list('org_1', { limit: 1 })).rejects.toThrow(/safe integer range/);
         } finally {
           await store.close();

@@ -17,6 +17,7 @@ import { LEDGER_MIGRATION } from './ledger-migration.js';
 import { USERS_SCHEMA } from './user-migration.js';
 import { SHARED_STATE_MIGRATION } from './shared-state-migration.js';
 import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
+import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
 
 export type { Migration };
 
@@ -33,6 +34,7 @@ export const PG_MIGRATIONS: Migration[] = [
   { version: 18, name: 'org users, key owners, org default pool', sql: USERS_SCHEMA },
   SHARED_STATE_MIGRATION,
   AGENT_RELAY_MIGRATION,
+  USAGE_APPEND_ONLY_MIGRATION,
 ];
 
 /** The advisory lock replicas take while migrating: one migrates, the others wait and find nothing left. */

@@ -14,6 +14,7 @@ import { OPERATORS_MIGRATION } from './operator-migration.js';
 import { USERS_MIGRATION } from './user-migration.js';
 import { SHARED_STATE_MIGRATION } from './shared-state-migration.js';
 import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
+import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
 
 export interface Migration {
   version: number;
@@ -249,4 +250,5 @@ export const MIGRATIONS: Migration[] = [
   USERS_MIGRATION,
   SHARED_STATE_MIGRATION,
   AGENT_RELAY_MIGRATION,
+  USAGE_APPEND_ONLY_MIGRATION,
 ];
