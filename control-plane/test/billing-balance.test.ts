@@ -1,5 +1,6 @@
 // Credit balance and spending limits: a prepaid org at zero is refused new billable work
-// with 402 insufficient_quota (inference with live keys, instance creation and
+// with 402 insufficient_quota (inference with live keys: chat, embeddings and responses;
+// instance creation and
 // extension) while sandbox keys and reads go on; a credit granted with svcctl lets it
 // spend again; a postpaid org stops at its monthly credit limit; the balance falling
 // below the org's threshold records a billing.balance_low event, which a real webhook
@@ -72,6 +73,7 @@ describe('a prepaid org', () => {
     const error = expectError(refused, 402, 'insufficient_quota');
     expect(error.message).toMatch(/prepaid balance is \$0\.00; add credit/);
     expectError(await cp.request('POST', '/v1/embeddings', { key: live, body: { model: 'bge-m3', input: 'x' } }), 402, 'insufficient_quota');
+    expectError(await cp.request('POST', '/v1/responses', { key: live, body: { model: 'llama-3.1-8b-instruct', input: 'hi' } }), 402, 'insufficient_quota');
     expectError(await cp.request('POST', '/v1/instances', { key: live, body: { sku: 'h100-80gb', gpus: 1 } }), 402, 'insufficient_quota');
     // Refused before the limits: nothing was taken from the key's token budget.
     expect(refused.headers.get('x-ratelimit-limit-tokens')).toBeNull();

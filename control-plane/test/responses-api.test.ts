@@ -76,7 +76,7 @@ describe('validation', () => {
     ['an image input', { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x/y.png' }] }] }, 'input[0].content[0].type'],
     ['a function call output answering nothing', { input: [{ role: 'user', content: 'x' }, { type: 'function_call_output', call_id: 'c9', output: 'r' }] }, 'input[1]'],
     ['temperature above 2', { temperature: 3 }, 'temperature'],
-    ['max_output_tokens past the context window', { max_output_tokens: 10_000_000 }, 'max_output_tokens'],
+    ['max_output_tokens past the context window', { max_output_tokens: 200_000 }, 'max_output_tokens'],
     ['a tool whose parameters are not a JSON Schema', { tools: [{ type: 'function', name: 'f', parameters: { type: 'object', required: 'x' } }] }, 'tools[0].parameters'],
     ['17 metadata keys', { metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) }, 'metadata'],
     ['a text format that is not one', { text: { format: { type: 'xml' } } }, 'text.format.type'],

@@ -86,6 +86,17 @@ describe('tokens per minute', () => {
     expect((await cp.request('POST', '/v1/embeddings', { key: await cp.key({ kind: 'test' }), body: big })).status).toBe(200);
   });
 
+  it('counts the Responses API like chat completions: its headers, and a request that alone needs more than the cap refused', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const body = { model: 'llama-3.1-8b-instruct', input: 'Say hello.', max_output_tokens: 16 };
+    const first = await cp.request('POST', '/v1/responses', { key, body });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-ratelimit-limit-tokens')).toBe(String(TOKENS_PER_MINUTE));
+    expect(Number(first.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(TOKENS_PER_MINUTE);
+    const error = expectError(await cp.request('POST', '/v1/responses', { key, body: { ...body, max_output_tokens: 5_000 } }), 429, 'rate_limited');
+    expect(error.message).toMatch(/more than this key's limit of 1200/);
+  });
+
   it('gives a tier 3 org the tier 3 cap', async () => {
     const org = await cp.app.services.orgs.create('tpm-tier-three', 3);
     const key = await cp.key({ kind: 'test', orgId: org.id });

@@ -8,7 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { POOLS } from '../../models/catalog.js';
 import type { ModelService } from '../../models/model-service.js';
-import { responses as withErrors, StringEnum } from '../../http/schemas.js';
+import { responses as withErrors, StringEnum, tokenLimitedResponses } from '../../http/schemas.js';
 import type { CallContext } from '../chat-completions.js';
 import { ResponsesRequest } from './request.js';
 import type { ResponsesService } from './responses-service.js';
@@ -77,14 +77,15 @@ export function responsesRoutes(deps: ResponsesRoutesDeps): FastifyPluginAsyncTy
     app.post(
       '/responses',
       {
-        config: { scope: 'inference:write' },
+        // Spends model tokens like chat completions: the same token limit and balance check.
+        config: { scope: 'inference:write', tokenLimit: 'responses', billable: true },
         schema: {
           operationId: 'createResponse',
           tags,
           summary: 'Create a model response (OpenAI Responses API; stream: true answers with Server-Sent Events)',
           headers: Type.Object({ 'x-service-pool': Type.Optional(StringEnum(POOLS, { description: 'Pins a pool (data residency).' })) }),
           body: ResponsesRequest,
-          response: withErrors({ 200: Type.Ref(ResponseSchema) }),
+          response: tokenLimitedResponses(Type.Ref(ResponseSchema), 'The response; with stream: true, an SSE stream of response.* events.'),
         },
       },
       async (request, reply) => {
