@@ -136,7 +136,7 @@ describe('the OpenAPI document', () => {
 
   it('documents the token-limit headers and the 429 on the routes that spend tokens, and lets browsers read them', async () => {
     const tokenHeaders = ['x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'];
-    for (const path of ['/v1/chat/completions', '/v1/embeddings']) {
+    for (const path of ['/v1/chat/completions', '/v1/responses', '/v1/embeddings']) {
       const responses = doc.paths[path]!.post!.responses!;
       expect(Object.keys(responses['200']!.headers ?? {}).sort(), path).toEqual(tokenHeaders);
       expect(Object.keys(responses['429']!.headers ?? {}).sort(), path).toEqual(['retry-after', 'retry-after-ms', ...tokenHeaders]);
