@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Type } from '@sinclair/typebox';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, describeConfig, loadConfig, setting } from './config.js';
+import { describeConfig, loadConfig, setting } from './config.js';
+import { ConfigError } from './errors.js';
 
 const spec = {
   port: setting('T_PORT', Type.Integer({ minimum: 1, maximum: 65535 }), 8080, 'Port.'),

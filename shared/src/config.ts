@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Kind, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { ConfigError } from './errors.js';
 
 export interface Setting<T extends TSchema = TSchema> {
   env: string;
@@ -26,13 +27,6 @@ export function setting<T extends TSchema>(
   options: { secret?: boolean } = {},
 ): Setting<T> {
   return { env, schema, default: defaultValue, description, ...options };
-}
-
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
 }
 
 export interface LoadConfigOptions {

@@ -1,3 +1,6 @@
+// Everything shared, in one import. Modules svcctl loads import the light parts by subpath
+// instead (@svc/shared/errors, /clock, /ids, /xid-catalog): the whole package brings the
+// config schema library and the logger, which would double the CLI's start-up time.
 export * from './errors.js';
 export * from './clock.js';
 export * from './ids.js';

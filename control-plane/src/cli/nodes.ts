@@ -3,9 +3,9 @@
 // every report interval; reset-health queues a command the running server sends to the
 // agent, and --wait polls the command through the client (local or remote alike).
 import type { Command } from 'commander';
-import { systemClock } from '@svc/shared';
+import { systemClock } from '@svc/shared/clock';
 import { parseTtlSeconds } from '../nodes/node-credentials.js';
-import { isPool } from '../nodes/enrollment-service.js';
+import { isPool } from '../models/pools.js';
 import { formatAgo, formatGiB, shortUuid } from '../nodes/views.js';
 import type { OperatorClient } from '../operators/fleet-operations.js';
 import { withClient } from './context.js';

@@ -3,7 +3,7 @@
 // context) or on the local data dir (SVC_DATA_DIR, default ./data) on the control-plane
 // host; cli/context.ts says which applies.
 import { Command, CommanderError } from 'commander';
-import { ApiError, ConfigError } from '@svc/shared';
+import { ApiError, ConfigError } from '@svc/shared/errors';
 import { registerKeyCommands } from './keys.js';
 import { registerInstanceCommands } from './instances.js';
 import { registerNodeCommands } from './nodes.js';

@@ -1,7 +1,7 @@
 // svcctl replicas list: the model-server replicas the control plane placed, with what
 // their agents last reported (status, endpoint, restarts).
 import type { Command } from 'commander';
-import { systemClock } from '@svc/shared';
+import { systemClock } from '@svc/shared/clock';
 import { formatAgo } from '../nodes/views.js';
 import { withClient } from './context.js';
 import { printJson, printTable, wholeNumber } from './output.js';

@@ -1,6 +1,6 @@
 // svcctl webhooks list|show|create|delete|rotate-secret|deliveries|redeliver
 import type { Command } from 'commander';
-import { toRfc3339 } from '@svc/shared';
+import { toRfc3339 } from '@svc/shared/clock';
 import { DEFAULT_SECRET_OVERLAP_SECONDS } from '../webhooks/webhook-service.js';
 import { withClient } from './context.js';
 import { printJson, printTable, splitList, wholeNumber } from './output.js';

@@ -2,7 +2,9 @@
 // buildWhyReport reads the store into a plain data object (also the --json output, and what
 // an operator API can serve as is); renderWhyReport turns that object into text. Reads are
 // scoped to the one node involved, so the report stays fast on a large fleet.
-import { ApiError, classifyXid, recommendedActionOf, toRfc3339, XID_ACTION_TEXT, type XidAction } from '@svc/shared';
+import { toRfc3339 } from '@svc/shared/clock';
+import { ApiError } from '@svc/shared/errors';
+import { classifyXid, recommendedActionOf, XID_ACTION_TEXT, type XidAction } from '@svc/shared/xid-catalog';
 import type { GpuRecord, NodeRecord, NodeStore, StoredHealthEvent } from '../store/node-store.js';
 import type { InstanceStore } from '../store/instance-store.js';
 import type { ReplicaStore } from '../store/replica-store.js';

@@ -1,7 +1,7 @@
 // API key values: kind prefixes from the spec, 256 bits of base62 randomness, and the
 // SHA-256 digest that is all the store ever keeps.
 import { hash } from 'node:crypto';
-import { randomBase62 } from '@svc/shared';
+import { randomBase62 } from '@svc/shared/ids';
 import type { KeyKind } from '../store/records.js';
 
 export const KEY_PREFIXES: Record<KeyKind, string> = {

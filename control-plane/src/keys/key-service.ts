@@ -1,6 +1,8 @@
 // Creating, listing, rotating and revoking API keys. A key value exists only in the
 // answer to create or rotate; the store keeps its SHA-256.
-import { ApiError, newId, type Clock } from '@svc/shared';
+import type { Clock } from '@svc/shared/clock';
+import { ApiError } from '@svc/shared/errors';
+import { newId } from '@svc/shared/ids';
 import type { ChangeFeed } from '../changes.js';
 import type { ApiKeyRecord, KeyKind, KeySecretRecord } from '../store/records.js';
 import type { Store } from '../store/store.js';

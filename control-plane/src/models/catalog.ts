@@ -7,8 +7,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { parseWithSchema } from '@svc/shared';
 import { imageReferenceProblem } from '../instances/input-validation.js';
 
-export const POOLS = ['na', 'eu', 'apac'] as const;
-export type Pool = (typeof POOLS)[number];
+export { POOLS, type Pool } from './pools.js';
 
 export const QUANTIZATIONS = ['fp16', 'fp8', 'int4'] as const;
 export type Quantization = (typeof QUANTIZATIONS)[number];

@@ -3,7 +3,7 @@
 // tokens and secrets are stored; values exist only in the answers that create them.
 import { ApiError, newId, type Clock } from '@svc/shared';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from '@svc/proto';
-import { POOLS, type Pool } from '../models/catalog.js';
+import { isPool, POOLS, type Pool } from '../models/pools.js';
 import type { EnrollmentTokenRecord, NodeRecord, NodeStore } from '../store/node-store.js';
 import {
   enrollRefusal,
@@ -26,8 +26,6 @@ export interface EnrollInput {
   pool: string;
   protocolVersion: number;
 }
-
-export const isPool = (value: string): value is Pool => (POOLS as readonly string[]).includes(value);
 
 /** Refuses agents older than MIN_PROTOCOL_VERSION, naming both versions. */
 export function checkProtocolVersion(version: number): void {

@@ -1,7 +1,7 @@
 // Node enrollment tokens and node secrets: prefixed base62 values of 256 bits whose
 // SHA-256 is all the store keeps, plus the pure rules that say why a token is refused.
 import { hash, timingSafeEqual } from 'node:crypto';
-import { randomBase62 } from '@svc/shared';
+import { randomBase62 } from '@svc/shared/ids';
 import type { EnrollmentTokenRecord } from '../store/node-store.js';
 
 export const ENROLLMENT_TOKEN_PREFIX = 'svc_nt_';

@@ -1,6 +1,7 @@
 // How nodes look to operators: JSON views (snake_case, RFC 3339 times) for `--json`, and
 // the small formatters the tables use. Pure functions of records and a time.
-import { recommendedActionOf, toRfc3339 } from '@svc/shared';
+import { toRfc3339 } from '@svc/shared/clock';
+import { recommendedActionOf } from '@svc/shared/xid-catalog';
 import type { GpuRecord, NodeCommandRecord, NodeRecord, StoredHealthEvent } from '../store/node-store.js';
 import { isSchedulable, statusLabel } from './node-status.js';
 

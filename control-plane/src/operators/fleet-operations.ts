@@ -9,7 +9,7 @@ import type { ControlPlaneConfig } from '../config.js';
 import { instanceView } from '../instances/instance-service.js';
 import type { InstanceRecord } from '../instances/instance-record.js';
 import { INSTANCE_STATUSES, type InstanceStatus } from '../instances/lifecycle.js';
-import { isPool } from '../nodes/enrollment-service.js';
+import { isPool } from '../models/pools.js';
 import { forgetNode } from '../nodes/forget-node.js';
 import { tokenState } from '../nodes/node-credentials.js';
 import { commandView, gpuView, nodeView, timelineView } from '../nodes/views.js';

@@ -1,7 +1,7 @@
 // Operator key values: a prefix no customer key can carry (`svcop_`), 256 bits of base62
 // randomness, and the SHA-256 digest that is all the store keeps (like API keys).
 import { hash } from 'node:crypto';
-import { randomBase62 } from '@svc/shared';
+import { randomBase62 } from '@svc/shared/ids';
 import type { OperatorScope } from '../store/operator-store.js';
 
 export const OPERATOR_KEY_PREFIX = 'svcop_';

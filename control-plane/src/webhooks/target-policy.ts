@@ -9,7 +9,7 @@
 import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
-import { ConfigError } from '@svc/shared';
+import { ConfigError } from '@svc/shared/errors';
 import { parseCidr, type ParsedCidr } from '../orgs/ip-allowlist.js';
 
 export type AddressClass =

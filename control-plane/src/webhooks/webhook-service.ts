@@ -1,7 +1,9 @@
 // Webhook subscriptions of an org: create (the secret is shown once), list, read,
 // delete, rotate the secret with an overlap, list deliveries, redeliver. URLs are
 // checked against the target policy (SSRF) before anything is stored.
-import { ApiError, newId, type Clock } from '@svc/shared';
+import type { Clock } from '@svc/shared/clock';
+import { ApiError } from '@svc/shared/errors';
+import { newId } from '@svc/shared/ids';
 import type { Store } from '../store/store.js';
 import { ALL_EVENT_TYPES, EVENT_TYPES } from './event-types.js';
 import { generateSecret } from './signing.js';
