@@ -44,6 +44,7 @@ import { BalanceGuard } from './billing/spending.js';
 import { BillingService } from './billing/billing-service.js';
 import { previousPeriod, SlaService } from './billing/sla-service.js';
 import { InvoiceService } from './billing/invoice-service.js';
+import { accrualBoundaries } from './billing/accrual.js';
 import { BILLING_BALANCE_LOW } from './webhooks/event-types.js';
 import { installPipeline } from './pipeline/index.js';
 import { echoRequestId, genReqId } from './pipeline/request-id.js';
@@ -353,26 +354,45 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onClose', async () => clearInterval(housekeeping));
   app.addHook('onClose', async () => services.tokenLimiter.flush());
 
-  // Month end: SLA credits of the month that ended, then its invoices, on the leader, once
-  // per month (the store keeps one credit per instance and month, one invoice per org and
-  // month). With several processes the leader also waits out every replica's last usage
-  // batch of the month (each flushes within milliseconds; the grace is generous).
+  // The billing tick, on the leader. Each new hour: running on-demand instances are billed
+  // up to it (and up to the month's start first, so a month's compute is on its own
+  // invoice; billing/accrual.ts). Month end: that accrual, then SLA credits of the month
+  // that ended, then its invoices, once per month (the store bills an instance's seconds
+  // once, keeps one credit per instance and month, one invoice per org and month). With
+  // several processes the leader also waits out every replica's last usage batch of the
+  // month (each flushes within milliseconds; the grace is generous).
+  let accruedTo: number | null = null;
   let closedPeriod: string | null = null;
+  let ticking = false;
   const monthEndGraceMs = store.campaign ? MONTH_END_GRACE_MS : 0;
-  const monthEnd = setInterval(() => {
-    if (!leadership.isLeader()) return;
+  const billingTick = async (): Promise<void> => {
+    const boundary = accrualBoundaries(clock.now()).at(-1)!;
+    if (boundary !== accruedTo) {
+      const accrued = await services.instances.accrueOnDemand();
+      if (accrued > 0) app.log.info({ lines: accrued, to: new Date(boundary).toISOString() }, 'running on-demand instances billed');
+      accruedTo = boundary;
+    }
     const period = previousPeriod(clock.now());
     if (period.id === closedPeriod || clock.now() < period.end + monthEndGraceMs) return;
-    services.sla
-      .issueCredits(period)
-      .then(async (issued) => {
-        if (issued > 0) app.log.info({ period: period.id, issued }, 'SLA credits issued');
-        await services.inference.recorder.flush();
-        const finalized = await services.invoices.finalize(period);
-        if (finalized.length > 0) app.log.info({ period: period.id, invoices: finalized.length }, 'invoices finalized');
-        closedPeriod = period.id;
+    const issued = await services.sla.issueCredits(period);
+    if (issued > 0) app.log.info({ period: period.id, issued }, 'SLA credits issued');
+    await services.inference.recorder.flush();
+    const finalized = await services.invoices.finalize(period);
+    if (finalized.length > 0) app.log.info({ period: period.id, invoices: finalized.length }, 'invoices finalized');
+    closedPeriod = period.id;
+  };
+  const monthEnd = setInterval(() => {
+    if (!leadership.isLeader() || ticking) return;
+    ticking = true;
+    billingTick()
+      .catch((err: unknown) => {
+        // A new leader, or the next tick, runs it all again: every step is idempotent.
+        accruedTo = null;
+        app.log.error({ err }, 'billing tick (on-demand accrual, SLA credits, invoices) failed');
       })
-      .catch((err: unknown) => app.log.error({ err }, 'closing the month (SLA credits, invoices) failed'));
+      .finally(() => {
+        ticking = false;
+      });
   }, config.slaCreditCheckMs);
   monthEnd.unref();
   app.addHook('onClose', async () => clearInterval(monthEnd));

@@ -70,3 +70,20 @@ export interface RefundRecord {
   description: string;
   createdAt: number;
 }
+
+/**
+ * The end of an on-demand run: `seconds` it is billed for in all (at least 60). The store
+ * writes one `on_demand` line for what hourly and month-end accruals have not billed
+ * already (billing/accrual.ts), reading and moving the instance's billed mark inside the
+ * transaction that writes it, so an accrual committed just before is not billed twice.
+ */
+export interface OnDemandEnd {
+  onDemandSeconds: number;
+  id: string;
+  orgId: string;
+  instanceId: string;
+  createdAt: number;
+}
+
+/** What a transition may write to the ledger. */
+export type TransitionCharge = ChargeRecord | RefundRecord | OnDemandEnd;

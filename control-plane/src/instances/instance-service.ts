@@ -6,14 +6,15 @@
 // `instance.lifecycle` event and their charge or refund in one transaction.
 import { ApiError, newId, type Clock } from '@svc/shared';
 import { billedUntil } from '../billing/billing-end.js';
-import { billableSeconds, onDemandChargeMicros, reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
+import { accrualBoundaries, finalSeconds, secondsRun } from '../billing/accrual.js';
+import { reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
 import type { Pool } from '../models/catalog.js';
 import { GpuAlreadyClaimed, type AnswerWith, type InstanceStore } from '../store/instance-store.js';
 import type { EventRecord } from '../store/records.js';
 import { REDACTED, accessView, sameAccess, type ViewerRights } from './instance-access.js';
-import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, RefundRecord } from './instance-record.js';
+import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, TransitionCharge } from './instance-record.js';
 import { imageReferenceProblem, labelProblem, sshPublicKeyProblem } from './input-validation.js';
-import { TERMINAL, decide, transition, type Decision, type InstanceStatus, type LifecycleEvent, type Occurrence, type StopAction } from './lifecycle.js';
+import { TERMINAL, decide, isBillable, transition, type Decision, type InstanceStatus, type LifecycleEvent, type Occurrence, type StopAction } from './lifecycle.js';
 import { place } from './placement.js';
 import { poolsOf, taskResources, type Sku, type SkuCatalog } from './sku-catalog.js';
 import { requestStop, stopOverdue, stopTiming } from './stop-request.js';
@@ -293,6 +294,27 @@ export class InstanceService {
   }
 
   /**
+   * Bills running on-demand instances (ready or draining) for their time so far, in the
+   * period it ran (billing/accrual.ts): up to the start of the current month (closing the
+   * month that ended; month end runs this before finalizing invoices) and then up to the
+   * start of the current hour, each line dated 1 ms before its boundary. Safe to repeat
+   * and to run on two replicas: the store moves each instance's billed mark once per
+   * boundary. Run on the leader by the billing tick (app.ts). Returns the lines written.
+   */
+  async accrueOnDemand(): Promise<number> {
+    let written = 0;
+    const boundaries = accrualBoundaries(this.clock.now());
+    for (const record of await this.store.listActive()) {
+      if (record.mode !== 'on_demand' || !isBillable(record.status) || record.readyAt === null) continue;
+      for (const until of boundaries) {
+        if (until <= record.readyAt) continue;
+        if (await this.store.accrueOnDemand(record.id, secondsRun(record.readyAt, until), { id: newId('chg'), createdAt: until - 1 })) written++;
+      }
+    }
+    return written;
+  }
+
+  /**
    * Carries out what the lifecycle table decides for `happened`, one occurrence per
    * instance at a time, in arrival order. `nodeId`: the reporting node; reports about an
    * unknown instance, or one on another node, are ignored (the reconciler removes unknown
@@ -377,8 +399,8 @@ export class InstanceService {
 
   /**
    * Applies one lifecycle event with what it costs: `terminated` bills on-demand time up to
-   * when the container stopped (billing/billing-end.ts); `failed` refunds everything
-   * charged for the instance. Returns the updated record, or undefined if it raced.
+   * when the container stopped (billing/billing-end.ts), less what hourly and month-end
+   * accruals billed already; `failed` refunds everything charged for the instance. Returns the updated record, or undefined if it raced.
    */
   private async apply(record: InstanceRecord, event: LifecycleEvent, patch: Partial<InstanceRecord>, context: Context = {}): Promise<InstanceRecord | undefined> {
     const step = transition(record.status, event);
@@ -388,15 +410,15 @@ export class InstanceService {
     }
     const now = this.clock.now();
     const next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number } = { ...patch, status: step.to, updatedAt: now };
-    let charge: ChargeRecord | RefundRecord | null = null;
+    let charge: TransitionCharge | null = null;
     if (step.to === 'terminated') {
       next.terminatedAt = now;
       next.stop = null;
       next.progress = null;
       const end = billedUntil(record.readyAt, context.stoppedAt ?? null, context.lastContact ?? record.stop?.unseenSince ?? null, now);
       if (record.mode === 'on_demand' && end !== null) {
-        const seconds = billableSeconds(record.readyAt, end);
-        charge = this.charge(record, 'on_demand', onDemandChargeMicros(microsToUsd(record.rateMicros), record.gpus, seconds), `${seconds} s on demand of ${record.gpus} x ${record.sku}`);
+        // The whole run (60 s minimum); the store bills what accruals have not billed yet.
+        charge = { onDemandSeconds: finalSeconds(record.readyAt!, end), id: newId('chg'), orgId: record.orgId, instanceId: record.id, createdAt: now };
       }
     }
     if (step.to === 'failed') {

@@ -2,7 +2,7 @@
 // Every status change goes through `transition`, which checks the expected current
 // status, writes the change and appends its `instance.lifecycle` event in one
 // transaction; GPUs are claimed and released in the same transactions.
-import type { ChargeRecord, InstanceRecord, RefundRecord } from '../instances/instance-record.js';
+import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../instances/instance-record.js';
 import type { InstanceStatus } from '../instances/lifecycle.js';
 import type { EventRecord, IdempotencyCompletion } from './records.js';
 
@@ -43,8 +43,16 @@ export interface InstanceStore {
     from: InstanceStatus,
     next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
     event: (updated: InstanceRecord) => EventRecord,
-    charge: ChargeRecord | RefundRecord | null,
+    charge: TransitionCharge | null,
   ): Promise<InstanceRecord | undefined>;
+  /**
+   * Bills on-demand instance `id`, if it is still ready or draining, up to `totalSeconds`
+   * since it became ready: one `on_demand` line (billing/accrual.ts) for the seconds not
+   * billed yet, written with the instance's new billed mark in one transaction. The mark
+   * only moves forward (a compare-and-set), so a repeat, or a second replica at the same
+   * boundary, bills nothing. Returns the line, or undefined when nothing was owed.
+   */
+  accrueOnDemand(id: string, totalSeconds: number, line: { id: string; createdAt: number }): Promise<ChargeRecord | undefined>;
   /** Changes that are not a status (progress, stop request, expiry, access endpoints): no event. */
   update(
     id: string,

@@ -91,6 +91,9 @@ const instance = (id: string, over: Partial<InstanceRecord> = {}): InstanceRecor
   updatedAt: 1,
   ...over,
 });
+/** A ready on-demand instance at 3.60 USD per GPU-hour (1,000 micro-dollars a second), ready at 1 s. */
+const onDemand = (id: string, over: Partial<InstanceRecord> = {}): InstanceRecord =>
+  instance(id, { mode: 'on_demand', durationHours: null, status: 'ready', readyAt: 1_000, rateMicros: 3_600_000, ...over });
 const replica = (id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord => ({
   id,
   model: 'm',
@@ -511,6 +514,49 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.instances.list('org_other', { limit: 10, after: 'inst_3' })).toEqual({ data: [], hasMore: false });
       expect((await store.instances.listActiveOnNode('node_1')).length).toBe(5);
       expect(await store.instances.listActiveOnNode('node_2')).toEqual([]);
+    });
+
+    it('accrues a running on-demand instance once per boundary; its end bills only the rest, with the 60 s minimum on the whole run', async () => {
+      // 3.60 USD per GPU-hour: 1,000 micro-dollars a second.
+      await store.instances.create(onDemand('inst_1'), event('evt_1'), null);
+      expect(await store.instances.accrueOnDemand('inst_1', 30, { id: 'chg_a', createdAt: 30_999 })).toMatchObject({ kind: 'on_demand', amountMicros: 30_000, createdAt: 30_999 });
+      // The month end run twice (a restart, a second replica), or an older boundary: nothing more.
+      expect(await store.instances.accrueOnDemand('inst_1', 30, { id: 'chg_b', createdAt: 30_999 })).toBeUndefined();
+      expect(await store.instances.accrueOnDemand('inst_1', 20, { id: 'chg_c', createdAt: 20_999 })).toBeUndefined();
+      // It ends 10 s later: 40 s run, 60 s billed in all, so its end bills 30 s.
+      const ended = await store.instances.transition('inst_1', 'ready', { status: 'terminated', terminatedAt: 41_000, updatedAt: 41_000 }, (i) => event('evt_end', 'instance.lifecycle', i.id), {
+        onDemandSeconds: 60,
+        id: 'chg_end',
+        orgId: 'org_1',
+        instanceId: 'inst_1',
+        createdAt: 41_000,
+      });
+      expect(ended).toMatchObject({ status: 'terminated' });
+      expect(await store.instances.accrueOnDemand('inst_1', 100, { id: 'chg_d', createdAt: 99_999 })).toBeUndefined();
+      expect((await store.instances.chargesFor('inst_1')).map((c) => [c.id, c.kind, c.amountMicros])).toEqual([
+        ['chg_a', 'on_demand', 30_000],
+        ['chg_end', 'on_demand', 30_000],
+      ]);
+      expect((await store.ledger.account('org_1', '1970-01')).spentNanos).toBe(60_000_000);
+
+      // Draining is billed too; a stop reported before the last boundary gives the difference back.
+      await store.instances.create(onDemand('inst_2', { status: 'draining' }), event('evt_2'), null);
+      expect(await store.instances.accrueOnDemand('inst_2', 3_600, { id: 'chg_2a', createdAt: 3_600_999 })).toMatchObject({ amountMicros: 3_600_000 });
+      await store.instances.transition('inst_2', 'draining', { status: 'terminated', updatedAt: 3_700_000 }, (i) => event('evt_2end', 'instance.lifecycle', i.id), {
+        onDemandSeconds: 3_000,
+        id: 'chg_2end',
+        orgId: 'org_1',
+        instanceId: 'inst_2',
+        createdAt: 3_700_000,
+      });
+      expect((await store.instances.chargesFor('inst_2')).map((c) => c.amountMicros)).toEqual([3_600_000, -600_000]);
+
+      // Reservations, and instances not ready yet, are not accrued.
+      await store.instances.create(instance('inst_3', { status: 'ready', readyAt: 1_000 }), event('evt_3'), null);
+      await store.instances.create(onDemand('inst_4', { status: 'starting', readyAt: null }), event('evt_4'), null);
+      expect(await store.instances.accrueOnDemand('inst_3', 3_600, { id: 'chg_3', createdAt: 1 })).toBeUndefined();
+      expect(await store.instances.accrueOnDemand('inst_4', 3_600, { id: 'chg_4', createdAt: 1 })).toBeUndefined();
+      expect(await store.instances.chargesFor('inst_3')).toEqual([]);
     });
   });
 
@@ -1002,6 +1048,31 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.events.list({ type: 'instance.lifecycle' })).toHaveLength(1);
       const total = (await store.instances.chargesFor('inst_1')).reduce((sum, c) => sum + c.amountMicros, 0);
       expect(total).toBe(won[0]!.status === 'failed' ? 0 : 7);
+    });
+
+    it('month-end accrual on two replicas racing terminations: every second billed once', async () => {
+      const other = await fx.open();
+      const ids = Array.from({ length: 6 }, (_, i) => `inst_${i}`);
+      for (const id of ids) await store.instances.create(onDemand(id), event(`evt_${id}`), null);
+      await Promise.all(
+        ids.flatMap((id, i) => [
+          store.instances.accrueOnDemand(id, 3_600, { id: `chg_a_${i}`, createdAt: 3_600_999 }),
+          other.instances.accrueOnDemand(id, 3_600, { id: `chg_b_${i}`, createdAt: 3_600_999 }),
+          (i % 2 ? other : store).instances.transition(id, 'ready', { status: 'terminated', updatedAt: 3_701_000 }, (u) => event(`evt_end_${i}`, 'instance.lifecycle', u.id), {
+            onDemandSeconds: 3_700,
+            id: `chg_end_${i}`,
+            orgId: 'org_1',
+            instanceId: id,
+            createdAt: 3_701_000,
+          }),
+        ]),
+      );
+      for (const id of ids) {
+        const lines = await store.instances.chargesFor(id);
+        // An accrual that won is followed by the rest; one that lost found the instance ended.
+        expect(lines.map((c) => c.amountMicros)).toSatisfy((a: number[]) => (a.length === 1 && a[0] === 3_700_000) || (a.length === 2 && a[0] === 3_600_000 && a[1] === 100_000));
+      }
+      expect((await store.ledger.account('org_1', '1970-01')).spentNanos).toBe(6 * 3_700_000_000);
     });
 
     it('two creates for one GPU: one instance gets it', async () => {

@@ -3,12 +3,13 @@
 // compare-and-set on the status: a concurrent one waits for the row and then finds the
 // status changed, exactly as with SQLite's serialized writers.
 import type pg from 'pg';
-import type { ChargeRecord, InstanceRecord, RefundRecord } from '../../instances/instance-record.js';
+import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../instances/instance-record.js';
+import { onDemandLine } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
 import type { EventRecord } from '../records.js';
-import { toCharge, toColumns, toRecord } from '../sqlite/instance-store.js';
+import { ON_DEMAND_COLUMNS, toCharge, toColumns, toOnDemandState, toRecord } from '../sqlite/instance-store.js';
 import { completeClaim } from './idempotency-store.js';
 import { insertEvent } from './event-rows.js';
 import { newestFirstPage } from './newest-first-page.js';
@@ -37,8 +38,17 @@ export async function claimAll(client: pg.ClientBase, nodeId: string | null, uui
 export class PgInstanceStore implements InstanceStore {
   constructor(private readonly pool: pg.Pool) {}
 
-  private async insertCharge(client: pg.ClientBase, charge: ChargeRecord | RefundRecord | null | undefined): Promise<void> {
+  private async insertCharge(client: pg.ClientBase, charge: TransitionCharge | null | undefined): Promise<void> {
     if (!charge) return;
+    if ('onDemandSeconds' in charge) {
+      // The row is locked by this transaction (its transition): a concurrent accrual either
+      // committed before (and is read here) or waits and then finds the instance ended.
+      const row = (await one(client, `SELECT ${ON_DEMAND_COLUMNS} FROM instances WHERE id = $1 FOR UPDATE`, [charge.instanceId]))!;
+      const line = onDemandLine(toOnDemandState(charge.instanceId, row), charge.onDemandSeconds, { id: charge.id, createdAt: charge.createdAt, accrual: false });
+      await run(client, 'UPDATE instances SET billed_seconds = $2 WHERE id = $1', [charge.instanceId, charge.onDemandSeconds]);
+      if (!line) return;
+      charge = line;
+    }
     if ('refund' in charge) {
       const total = Number((await one(client, 'SELECT COALESCE(SUM(amount_micros), 0)::bigint AS total FROM charges WHERE instance_id = $1', [charge.instanceId]))!.total);
       if (total <= 0) return;
@@ -100,7 +110,7 @@ export class PgInstanceStore implements InstanceStore {
     from: InstanceStatus,
     next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
     event: (updated: InstanceRecord) => EventRecord,
-    charge: ChargeRecord | RefundRecord | null,
+    charge: TransitionCharge | null,
   ): Promise<InstanceRecord | undefined> {
     return inTransaction(this.pool, async (client) => {
       const { sets, values } = assignments(toColumns(next), 3);
@@ -118,6 +128,21 @@ export class PgInstanceStore implements InstanceStore {
       await insertEvent(client, event(updated));
       await this.insertCharge(client, charge);
       return updated;
+    });
+  }
+
+  async accrueOnDemand(id: string, totalSeconds: number, line: { id: string; createdAt: number }): Promise<ChargeRecord | undefined> {
+    return inTransaction(this.pool, async (client) => {
+      // The row lock orders this against a transition of the instance: after waiting for
+      // one, the status is read again, so an instance that just ended is not billed here.
+      const row = await one(client, `SELECT ${ON_DEMAND_COLUMNS} FROM instances WHERE id = $1 AND mode = 'on_demand' AND status IN ('ready', 'draining') FOR UPDATE`, [id]);
+      if (!row) return undefined;
+      const state = toOnDemandState(id, row);
+      const charge = onDemandLine(state, totalSeconds, { ...line, accrual: true });
+      if (!charge) return undefined;
+      await run(client, 'UPDATE instances SET billed_seconds = $2 WHERE id = $1', [id, totalSeconds]);
+      await this.insertCharge(client, charge);
+      return charge;
     });
   }
 

@@ -18,6 +18,7 @@ import { USERS_SCHEMA } from './user-migration.js';
 import { SHARED_STATE_MIGRATION } from './shared-state-migration.js';
 import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
 import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
+import { ACCRUAL_MIGRATION } from './accrual-migration.js';
 
 export type { Migration };
 
@@ -35,6 +36,7 @@ export const PG_MIGRATIONS: Migration[] = [
   SHARED_STATE_MIGRATION,
   AGENT_RELAY_MIGRATION,
   USAGE_APPEND_ONLY_MIGRATION,
+  ACCRUAL_MIGRATION,
 ];
 
 /** The advisory lock replicas take while migrating: one migrates, the others wait and find nothing left. */

@@ -1,7 +1,8 @@
 // SQLite implementation of the instance store. Placement claims, transitions and the
 // events/charges they cause are written in one transaction each.
 import type Database from 'better-sqlite3';
-import type { ChargeRecord, InstanceRecord, RefundRecord } from '../../instances/instance-record.js';
+import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../instances/instance-record.js';
+import { onDemandLine, type OnDemandState } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
@@ -70,11 +71,26 @@ export function toCharge(row: Row): ChargeRecord {
   };
 }
 
+/** The columns an on-demand line is priced from (billing/accrual.ts). */
+export const ON_DEMAND_COLUMNS = 'org_id, sku, gpus, rate_micros, billed_seconds';
+
+export function toOnDemandState(id: string, row: Row): OnDemandState {
+  return { orgId: String(row.org_id), instanceId: id, sku: String(row.sku), gpus: Number(row.gpus), rateMicros: Number(row.rate_micros), billedSeconds: Number(row.billed_seconds) };
+}
+
 export class SqliteInstanceStore implements InstanceStore {
   constructor(private readonly db: Database.Database) {}
 
-  private insertCharge(charge: ChargeRecord | RefundRecord | null | undefined): void {
+  private insertCharge(charge: TransitionCharge | null | undefined): void {
     if (!charge) return;
+    if ('onDemandSeconds' in charge) {
+      // Inside the transaction: what accruals billed already is not billed again.
+      const row = this.db.prepare(`SELECT ${ON_DEMAND_COLUMNS} FROM instances WHERE id = ?`).get(charge.instanceId) as Row;
+      const line = onDemandLine(toOnDemandState(charge.instanceId, row), charge.onDemandSeconds, { id: charge.id, createdAt: charge.createdAt, accrual: false });
+      this.db.prepare('UPDATE instances SET billed_seconds = ? WHERE id = ?').run(charge.onDemandSeconds, charge.instanceId);
+      if (!line) return;
+      charge = line;
+    }
     if ('refund' in charge) {
       const { total } = this.db.prepare('SELECT COALESCE(SUM(amount_micros), 0) AS total FROM charges WHERE instance_id = ?').get(charge.instanceId) as { total: number };
       if (total <= 0) return;
@@ -138,7 +154,7 @@ export class SqliteInstanceStore implements InstanceStore {
     from: InstanceStatus,
     next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
     event: (updated: InstanceRecord) => EventRecord,
-    charge: ChargeRecord | RefundRecord | null,
+    charge: TransitionCharge | null,
   ): Promise<InstanceRecord | undefined> {
     return this.db.transaction(() => {
       const columns = toColumns(next);
@@ -153,6 +169,23 @@ export class SqliteInstanceStore implements InstanceStore {
       insertEvent(this.db, event(updated));
       this.insertCharge(charge);
       return updated;
+    }).immediate();
+  }
+
+  async accrueOnDemand(id: string, totalSeconds: number, line: { id: string; createdAt: number }): Promise<ChargeRecord | undefined> {
+    return this.db.transaction((): ChargeRecord | undefined => {
+      const row = this.db
+        .prepare(`SELECT ${ON_DEMAND_COLUMNS} FROM instances WHERE id = ? AND mode = 'on_demand' AND status IN ('ready', 'draining')`)
+        .get(id) as Row | undefined;
+      if (!row) return undefined;
+      const state = toOnDemandState(id, row);
+      const charge = onDemandLine(state, totalSeconds, { ...line, accrual: true });
+      if (!charge) return undefined;
+      // A compare-and-set on the mark, as on PostgreSQL (SQLite's writers are serialized anyway).
+      const moved = this.db.prepare('UPDATE instances SET billed_seconds = ? WHERE id = ? AND billed_seconds = ?').run(totalSeconds, id, state.billedSeconds);
+      if (moved.changes === 0) return undefined;
+      this.insertCharge(charge);
+      return charge;
     }).immediate();
   }
 

@@ -15,6 +15,7 @@ import { USERS_MIGRATION } from './user-migration.js';
 import { SHARED_STATE_MIGRATION } from './shared-state-migration.js';
 import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
 import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
+import { ACCRUAL_MIGRATION } from './accrual-migration.js';
 
 export interface Migration {
   version: number;
@@ -251,4 +252,5 @@ export const MIGRATIONS: Migration[] = [
   SHARED_STATE_MIGRATION,
   AGENT_RELAY_MIGRATION,
   USAGE_APPEND_ONLY_MIGRATION,
+  ACCRUAL_MIGRATION,
 ];
