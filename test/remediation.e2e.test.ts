@@ -47,11 +47,20 @@ const whyLocal = (ref: string): Promise<string> => svcctl(['why', ref], { ...pro
 /** What differs between two reads a moment apart: when the report was made, the node last seen, live temperatures. */
 const steady = (text: string): string => text.replace(/\(at [^)]+\)/, '(at X)').replace(/last seen \S+/, 'last seen X').replace(/\d+ °C/g, 'N °C');
 
-/** `svcctl why REF`, remotely and on the data dir at once: the same screen; returns the remote one. */
+/**
+ * `svcctl why REF`, remotely and on the data dir at once: the same screen; returns the
+ * remote one. The server writes a node's latest GPU readings to the store on a timer, so
+ * the data dir may show the previous reading for a moment: read both again until they agree.
+ */
 async function why(ref: string): Promise<string> {
-  const [remote, local] = await Promise.all([whyRemote(ref), whyLocal(ref)]);
-  expect(steady(remote), `svcctl why ${ref}: remote and local differ`).toBe(steady(local));
-  return remote;
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const [remote, local] = await Promise.all([whyRemote(ref), whyLocal(ref)]);
+    if (steady(remote) === steady(local) || Date.now() > deadline) {
+      expect(steady(remote), `svcctl why ${ref}: remote and local differ`).toBe(steady(local));
+      return remote;
+    }
+  }
 }
 
 /** The screen's TIMELINE lines, oldest first, as `kind: text`. */
