@@ -6,7 +6,7 @@ import type pg from 'pg';
 import type { Dimension, HourRow, LedgerLine } from '../../billing/ledger.js';
 import type { BillingAccount, BillingMode, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
 import type { CreditLine, InvoiceDraft } from '../../billing/invoice.js';
-import { toLine } from '../sqlite/ledger-store.js';
+import { toLine, toSlaInstance } from '../sqlite/ledger-store.js';
 import { all, inTransaction, one, run } from './pg-pool.js';
 
 const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', instance_id: 'instance_id', sku: 'sku', pool: 'pool', kind: 'kind' };
@@ -149,19 +149,7 @@ export class PgLedgerStore implements LedgerStore {
         WHERE ${where}`,
       params,
     );
-    return rows.map((r) => ({
-      id: String(r.id),
-      orgId: String(r.org_id),
-      mode: String(r.mode) as SlaInstance['mode'],
-      nodeId: nullable(r.node_id),
-      gpuUuids: JSON.parse(String(r.gpu_uuids)) as string[],
-      gpus: Number(r.gpus),
-      rateMicros: Number(r.rate_micros),
-      readyAt: r.ready_at === null ? null : Number(r.ready_at),
-      endedAt: r.terminated_at === null ? null : Number(r.terminated_at),
-      expiresAt: r.expires_at === null ? null : Number(r.expires_at),
-      endedWithoutDrain: r.last_from === 'ready' && (r.last_to === 'terminated' || r.last_to === 'failed'),
-    }));
+    return rows.map(toSlaInstance);
   }
 
   async setAccount(orgId: string, patch: Partial<Pick<BillingAccount, 'mode' | 'creditLimitNanos' | 'lowBalanceNanos'>>): Promise<void> {

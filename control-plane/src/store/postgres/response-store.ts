@@ -2,6 +2,7 @@
 // transaction is needed; an expired row reads as absent before it is purged.
 import type pg from 'pg';
 import type { ResponseStore, StoredResponseRecord } from '../response-store.js';
+import { toStoredResponse } from '../sqlite/response-store.js';
 import { one, run } from './pg-pool.js';
 
 export class PgResponseStore implements ResponseStore {
@@ -20,15 +21,7 @@ export class PgResponseStore implements ResponseStore {
 
   async get(orgId: string, id: string, now: number): Promise<StoredResponseRecord | undefined> {
     const row = await one(this.pool, 'SELECT * FROM stored_responses WHERE id = $1 AND org_id = $2 AND expires_at > $3', [id, orgId, now]);
-    if (!row) return undefined;
-    return {
-      id: String(row.id),
-      orgId: String(row.org_id),
-      response: JSON.parse(String(row.response)) as Record<string, unknown>,
-      history: JSON.parse(String(row.history)) as unknown[],
-      createdAt: Number(row.created_at),
-      expiresAt: Number(row.expires_at),
-    };
+    return row && toStoredResponse(row);
   }
 
   async getResponse(orgId: string, id: string, now: number): Promise<Record<string, unknown> | undefined> {

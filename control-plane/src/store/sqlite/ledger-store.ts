@@ -11,6 +11,21 @@ const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', insta
 
 const nullable = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 
+/** An instance row with its last transition (last_from, last_to) as the SLA reads it; PostgreSQL's store selects the same columns. */
+export const toSlaInstance = (r: Row): SlaInstance => ({
+  id: String(r.id),
+  orgId: String(r.org_id),
+  mode: String(r.mode) as SlaInstance['mode'],
+  nodeId: nullable(r.node_id),
+  gpuUuids: JSON.parse(String(r.gpu_uuids)) as string[],
+  gpus: Number(r.gpus),
+  rateMicros: Number(r.rate_micros),
+  readyAt: r.ready_at === null ? null : Number(r.ready_at),
+  endedAt: r.terminated_at === null ? null : Number(r.terminated_at),
+  expiresAt: r.expires_at === null ? null : Number(r.expires_at),
+  endedWithoutDrain: r.last_from === 'ready' && (r.last_to === 'terminated' || r.last_to === 'failed'),
+});
+
 export function toLine(row: Row): LedgerLine {
   return {
     id: String(row.id),
@@ -160,19 +175,7 @@ export class SqliteLedgerStore implements LedgerStore {
            FROM instances i WHERE ${where}`,
       )
       .all(range) as Row[];
-    return rows.map((r) => ({
-      id: String(r.id),
-      orgId: String(r.org_id),
-      mode: String(r.mode) as SlaInstance['mode'],
-      nodeId: nullable(r.node_id),
-      gpuUuids: JSON.parse(String(r.gpu_uuids)) as string[],
-      gpus: Number(r.gpus),
-      rateMicros: Number(r.rate_micros),
-      readyAt: r.ready_at === null ? null : Number(r.ready_at),
-      endedAt: r.terminated_at === null ? null : Number(r.terminated_at),
-      expiresAt: r.expires_at === null ? null : Number(r.expires_at),
-      endedWithoutDrain: r.last_from === 'ready' && (r.last_to === 'terminated' || r.last_to === 'failed'),
-    }));
+    return rows.map(toSlaInstance);
   }
 
   async setAccount(orgId: string, patch: Partial<Pick<BillingAccount, 'mode' | 'creditLimitNanos' | 'lowBalanceNanos'>>): Promise<void> {

@@ -4,6 +4,16 @@ import type { ResponseStore, StoredResponseRecord } from '../response-store.js';
 
 type Row = Record<string, unknown>;
 
+/** A stored_responses row as a record; PostgreSQL's store reads the same columns. */
+export const toStoredResponse = (row: Row): StoredResponseRecord => ({
+  id: String(row.id),
+  orgId: String(row.org_id),
+  response: JSON.parse(String(row.response)) as Record<string, unknown>,
+  history: JSON.parse(String(row.history)) as unknown[],
+  createdAt: Number(row.created_at),
+  expiresAt: Number(row.expires_at),
+});
+
 export class SqliteResponseStore implements ResponseStore {
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
@@ -27,15 +37,7 @@ export class SqliteResponseStore implements ResponseStore {
 
   async get(orgId: string, id: string, now: number): Promise<StoredResponseRecord | undefined> {
     const row = this.select.get(id, orgId, now) as Row | undefined;
-    if (!row) return undefined;
-    return {
-      id: String(row.id),
-      orgId: String(row.org_id),
-      response: JSON.parse(String(row.response)) as Record<string, unknown>,
-      history: JSON.parse(String(row.history)) as unknown[],
-      createdAt: Number(row.created_at),
-      expiresAt: Number(row.expires_at),
-    };
+    return row && toStoredResponse(row);
   }
 
   async getResponse(orgId: string, id: string, now: number): Promise<Record<string, unknown> | undefined> {
