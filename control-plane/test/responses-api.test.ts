@@ -254,6 +254,10 @@ describe('stored responses', () => {
     expectError(await cp.request('GET', `/v1/responses/${response.id}`, { key }), 404, 'not_found');
     expectError(await cp.request('DELETE', `/v1/responses/${response.id}`, { key }), 404, 'not_found');
     expectError(await post({ model: MODEL, input: 'y', previous_response_id: response.id }), 404, 'not_found');
+    // Deleting a stored response is no inference request: /metrics counts only the create.
+    const metrics = (await cp.request('GET', '/metrics')).text;
+    expect(metrics).toMatch(/svc_inference_requests_total\{endpoint="\/v1\/responses",model="llama-3\.1-8b-instruct"[^}]*status="200"\} \d+/);
+    expect(metrics).not.toContain('endpoint="/v1/responses/:response_id"');
   });
 
   it('expires after SVC_RESPONSES_RETENTION_DAYS, and the purge removes it', async () => {

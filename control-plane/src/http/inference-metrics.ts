@@ -79,11 +79,11 @@ export class InferenceMetrics {
   }
 
   install(app: FastifyInstance): void {
-    // Attached to the inference routes only (those needing inference:write: chat, embeddings,
-    // responses) as they are added: every other request pays nothing, and no request builds
-    // `routeOptions` (a new object per read) to find out.
+    // Attached to the inference routes only (the POSTs needing inference:write: chat,
+    // embeddings, responses; not deleting a stored response) as they are added: every other
+    // request pays nothing, and no request builds `routeOptions` (a new object per read) to find out.
     app.addHook('onRoute', (route) => {
-      if ((route.config as { scope?: string } | undefined)?.scope !== 'inference:write') return;
+      if ((route.config as { scope?: string } | undefined)?.scope !== 'inference:write' || route.method !== 'POST') return;
       const endpoint = route.url;
       const track = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
         this.inFlight.set(request.id, {});
