@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
+import { OperatorKeyService } from '../src/operators/operator-key-service.js';
 import { addReadyNode, startControlPlane, type TestControlPlane } from './harness.js';
 
 const H = 3_600_000;
@@ -125,6 +126,28 @@ describe('a billing month', () => {
     expect(text).toMatch(/Amount due\s+\$[\d,]+\.\d{2}/);
     expect(statSync(join(out, 'invoice-2026-11.png')).size).toBeGreaterThan(10_000);
     console.log(`invoice PDF and its rendering: ${join(out, 'invoice-2026-11.pdf')}, ${join(out, 'invoice-2026-11.png')}`);
+  });
+});
+
+describe('an instance the provider ends', () => {
+  it("counts a reservation an operator terminated as down until it would have expired; the tenant's own terminate does not", async () => {
+    clock.set(Date.UTC(2026, 11, 10));
+    const operatorKey = (await new OperatorKeyService(cp.store.operators, cp.clock).create({ scopes: ['operator:write'], name: 'on-call', createdBy: 'local' })).value;
+    const byOperator = await readyInstance('eu', { duration_hours: 24 });
+    const byTenant = await readyInstance('apac', { duration_hours: 24 });
+    clock.advance(2 * H);
+    const ended = await cp.request('POST', `/ops/v1/instances/${byOperator.id}/terminate`, { key: operatorKey, body: { force: true } });
+    expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+    await cp.request('POST', `/v1/instances/${byTenant.id}/terminate`, { key, body: { force: true } });
+    for (const i of [byOperator, byTenant]) await cp.app.services.instances.onTaskState(i.nodeId, i.id, 'exited', {});
+    // Down so far: the hour since the operator's terminate.
+    clock.advance(H);
+    expect((await cp.request('GET', `/v1/instances/${byOperator.id}`, { key })).body.sla).toMatchObject({ met: false, downtime_seconds: 3600 });
+    clock.advance(23 * H);
+
+    // Past its expiry: 2 h served of the 24 reserved, the other 22 h are the provider's.
+    expect((await cp.request('GET', `/v1/instances/${byOperator.id}`, { key })).body.sla).toMatchObject({ met: false, downtime_seconds: 22 * 3600 });
+    expect((await cp.request('GET', `/v1/instances/${byTenant.id}`, { key })).body.sla).toMatchObject({ met: true, downtime_seconds: 0 });
   });
 });
 

@@ -57,8 +57,11 @@ export class SlaService {
 
   private async measure(instance: SlaInstance, period: BillingPeriod): Promise<Availability> {
     const outages = await this.outages(instance);
+    // The provider ended it: an operator terminated it, or it ended with its node or GPU down.
     const endedByProvider =
-      instance.endedAt !== null && instance.endedWithoutDrain && outages.some((o) => instance.endedAt! >= o.start && instance.endedAt! <= (o.end ?? Infinity) + END_AFTER_OUTAGE_MS);
+      instance.endedAt !== null &&
+      (instance.terminatedByOperator ||
+        (instance.endedWithoutDrain && outages.some((o) => instance.endedAt! >= o.start && instance.endedAt! <= (o.end ?? Infinity) + END_AFTER_OUTAGE_MS)));
     return availability(
       { mode: instance.mode, readyAt: instance.readyAt, endedAt: instance.endedAt, endedByProvider, expiresAt: instance.expiresAt, outages },
       period,

@@ -5,7 +5,8 @@
 //
 // - The instance "should have been ready" from its first ready moment to its end, within
 //   the month. An end the tenant caused (terminate, expiry, its own process exiting)
-//   closes the window; an end the provider caused (node lost or forgotten, GPU fault)
+//   closes the window; an end the provider caused (node lost or forgotten, GPU fault, an
+//   operator terminating it)
 //   does not: a reservation should have run to its expiry, so the rest is downtime; an
 //   on-demand instance is not billed after its end, so only the outage before it counts.
 // - Downtime is the union of the provider-caused outages inside the window.

@@ -50,6 +50,8 @@ export interface SlaInstance {
   expiresAt: number | null;
   /** Its last status change: whether it went from ready straight to its end (no drain asked for). */
   endedWithoutDrain: boolean;
+  /** An operator terminated it (the operator audit trail says so): its end is the provider's doing. */
+  terminatedByOperator: boolean;
 }
 
 export interface StoredInvoice extends InvoiceDraft {

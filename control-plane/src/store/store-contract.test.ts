@@ -971,15 +971,19 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       // Drained and ended in the same millisecond: the later row is the last transition.
       await move('inst_b', 'ready', 'draining', NOV + 30);
       await move('inst_b', 'draining', 'terminated', NOV + 30, { terminatedAt: NOV + 30 });
+      // An operator terminated inst_b (the audit trail names it); another action on it, or a terminate of another instance, does not count.
+      await store.operators.appendAudit({ at: NOV + 29, actor: 'opkey_1', action: 'terminateInstance', target: 'inst_b', detail: { force: false } });
+      await store.operators.appendAudit({ at: NOV + 29, actor: 'opkey_1', action: 'showInstance', target: 'inst_c', detail: {} });
+      await store.operators.appendAudit({ at: NOV + 29, actor: 'opkey_1', action: 'terminateInstance', target: 'inst_zz', detail: {} });
       const inRange = await store.ledger.slaInstances({ from: NOV + 15, to: DEC });
-      expect(inRange.map((i) => [i.id, i.readyAt, i.endedAt, i.endedWithoutDrain]).sort()).toEqual([
-        ['inst_a', NOV + 10, NOV + 20, true],
-        ['inst_b', NOV + 10, NOV + 30, false],
-        ['inst_c', NOV + 10, null, false],
+      expect(inRange.map((i) => [i.id, i.readyAt, i.endedAt, i.endedWithoutDrain, i.terminatedByOperator]).sort()).toEqual([
+        ['inst_a', NOV + 10, NOV + 20, true, false],
+        ['inst_b', NOV + 10, NOV + 30, false, true],
+        ['inst_c', NOV + 10, null, false, false],
       ]);
       expect((await store.ledger.slaInstances({ from: NOV + 25, to: DEC })).map((i) => i.id).sort()).toEqual(['inst_b', 'inst_c']);
       expect(await store.ledger.slaInstances({ instanceId: 'inst_d' })).toEqual([
-        { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, endedWithoutDrain: false },
+        { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, endedWithoutDrain: false, terminatedByOperator: false },
       ]);
     });
   });

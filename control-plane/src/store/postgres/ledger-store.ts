@@ -142,7 +142,8 @@ export class PgLedgerStore implements LedgerStore {
     const rows = await all(
       this.pool,
       `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at,
-              t.from_status AS last_from, t.to_status AS last_to
+              t.from_status AS last_from, t.to_status AS last_to,
+              EXISTS (SELECT 1 FROM operator_audit a WHERE a.target = i.id AND a.action = 'terminateInstance') AS ended_by_operator
          FROM instances i
          LEFT JOIN LATERAL (SELECT from_status, to_status FROM instance_transitions
                              WHERE instance_id = i.id ORDER BY at DESC, ord DESC LIMIT 1) t ON TRUE

@@ -19,6 +19,7 @@ import { SHARED_STATE_MIGRATION } from './shared-state-migration.js';
 import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
 import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
 import { ACCRUAL_MIGRATION } from './accrual-migration.js';
+import { AUDIT_TARGET_MIGRATION } from './audit-target-migration.js';
 
 export type { Migration };
 
@@ -37,6 +38,7 @@ export const PG_MIGRATIONS: Migration[] = [
   AGENT_RELAY_MIGRATION,
   USAGE_APPEND_ONLY_MIGRATION,
   ACCRUAL_MIGRATION,
+  AUDIT_TARGET_MIGRATION,
 ];
 
 /** The advisory lock replicas take while migrating: one migrates, the others wait and find nothing left. */

@@ -11,7 +11,7 @@ const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', insta
 
 const nullable = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 
-/** An instance row with its last transition (last_from, last_to) as the SLA reads it; PostgreSQL's store selects the same columns. */
+/** An instance row with its last transition (last_from, last_to) and whether an operator terminated it, as the SLA reads it; PostgreSQL's store selects the same columns. */
 export const toSlaInstance = (r: Row): SlaInstance => ({
   id: String(r.id),
   orgId: String(r.org_id),
@@ -24,6 +24,8 @@ export const toSlaInstance = (r: Row): SlaInstance => ({
   endedAt: r.terminated_at === null ? null : Number(r.terminated_at),
   expiresAt: r.expires_at === null ? null : Number(r.expires_at),
   endedWithoutDrain: r.last_from === 'ready' && (r.last_to === 'terminated' || r.last_to === 'failed'),
+  // SQLite answers EXISTS with 1 or 0, PostgreSQL with a boolean.
+  terminatedByOperator: r.ended_by_operator === true || r.ended_by_operator === 1,
 });
 
 export function toLine(row: Row): LedgerLine {
@@ -171,7 +173,8 @@ export class SqliteLedgerStore implements LedgerStore {
       .prepare(
         `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at,
                 (SELECT t.from_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_from,
-                (SELECT t.to_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_to
+                (SELECT t.to_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_to,
+                EXISTS (SELECT 1 FROM operator_audit a WHERE a.target = i.id AND a.action = 'terminateInstance') AS ended_by_operator
            FROM instances i WHERE ${where}`,
       )
       .all(range) as Row[];

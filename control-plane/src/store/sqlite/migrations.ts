@@ -16,6 +16,7 @@ import { SHARED_STATE_MIGRATION } from './shared-state-migration.js';
 import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
 import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
 import { ACCRUAL_MIGRATION } from './accrual-migration.js';
+import { AUDIT_TARGET_MIGRATION } from './audit-target-migration.js';
 
 export interface Migration {
   version: number;
@@ -253,4 +254,5 @@ export const MIGRATIONS: Migration[] = [
   AGENT_RELAY_MIGRATION,
   USAGE_APPEND_ONLY_MIGRATION,
   ACCRUAL_MIGRATION,
+  AUDIT_TARGET_MIGRATION,
 ];
