@@ -59,6 +59,35 @@ describe('rate limits', () => {
     expect(res.headers.get('x-ratelimit-limit-requests')).toBe('5');
   });
 
+  it('counts a token-limited request once, body valid or not, and refuses past the limit before validating the body', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const post = (options: { body?: unknown; rawBody?: string; headers?: Record<string, string> }) => cp.request('POST', '/v1/embeddings', { key, ...options });
+    const remaining = (res: { headers: Headers }) => res.headers.get('x-ratelimit-remaining-requests');
+
+    // A body that fails validation spends its slot (no free 400s); it holds no tokens, so it shows no token headers.
+    const invalid = await post({ body: { input: 'x' } });
+    expectError(invalid, 400, 'invalid_request');
+    expect(remaining(invalid)).toBe('4');
+    expect(invalid.headers.get('x-ratelimit-limit-tokens')).toBeNull();
+    // A body that is not JSON fails before the limits' step; it spends its slot all the same.
+    const notJson = await post({ rawBody: '{"model": ', headers: { 'content-type': 'application/json' } });
+    expect(notJson.status).toBe(400);
+    expect(remaining(notJson)).toBe('3');
+    // A served request takes one slot, not two, and reports both limits.
+    const served = await post({ body: { model: 'bge-m3', input: 'x' } });
+    expect(served.status).toBe(200);
+    expect(remaining(served)).toBe('2');
+    expect(served.headers.get('x-ratelimit-limit-tokens')).not.toBeNull();
+    expect(remaining(await post({ body: { input: 'x' } }))).toBe('1');
+    expect(remaining(await post({ body: { model: 'bge-m3', input: 'x' } }))).toBe('0');
+
+    // Spent: the request limit answers first, whatever the body.
+    const limited = await post({ body: { input: 'x' } });
+    expect(expectError(limited, 429, 'rate_limited').message).toContain('requests per minute');
+    expect(limited.headers.get('x-ratelimit-limit-tokens')).toBeNull();
+    expectError(await post({ body: { model: 'bge-m3', input: 'x' } }), 429, 'rate_limited');
+  });
+
   it('defaults to the spec limits: 1,200 (tier 2) and 12,000 (tier 3)', async () => {
     const defaults = await startControlPlane();
     try {

@@ -1,6 +1,7 @@
 // Three control planes on one PostgreSQL database, as three replicas behind a load
 // balancer: nothing a tenant or an operator relies on may live in one of them.
-// - a key's rate limit is one limit across replicas (1,300 requests, 1,200 admitted);
+// - a key's rate limit is one limit across replicas (1,300 requests, 1,200 admitted),
+//   token-spending requests (their slot and tokens in one statement) counted once each;
 // - a key revoked or rotated through one replica is refused by the others within 1 s,
 //   although their key caches never expire here (the shared clock stands still: only
 //   the change notice can evict);
@@ -108,31 +109,54 @@ afterAll(async () => {
 });
 
 describe('rate limits', () => {
-  it(`1,300 requests spread over 3 replicas with a limit of ${LIMIT}/min admit exactly ${LIMIT}`, async () => {
+  const EMBEDDING = { model: 'bge-m3', input: 'x' };
+  /** The i-th request of a mix: a plain route, or one that spends tokens (its slot and tokens in one statement). */
+  const mixed = (i: number, key: string) =>
+    i % 2 ? call(replicas[i % 3]!, 'POST', '/v1/embeddings', key, EMBEDDING) : call(replicas[i % 3]!, 'GET', '/v1/models', key);
+
+  it(`1,300 requests spread over 3 replicas with a limit of ${LIMIT}/min admit exactly ${LIMIT}, token-spending ones among them`, async () => {
     const key = await newKey();
     const statuses: number[] = [];
     let last429: Awaited<ReturnType<typeof call>> | undefined;
-    // 30 in flight at a time, round-robin over the replicas.
+    // 30 in flight at a time, round-robin over the replicas; every other one an embeddings
+    // request, which no model server answers here (409 no_capacity) but which took its slot.
     for (let sent = 0; sent < 1_300; sent += 30) {
-      const batch = Array.from({ length: Math.min(30, 1_300 - sent) }, (_, i) => call(replicas[(sent + i) % 3]!, 'GET', '/v1/models', key.value));
+      const batch = Array.from({ length: Math.min(30, 1_300 - sent) }, (_, i) => mixed(sent + i, key.value));
       for (const res of await Promise.all(batch)) {
         statuses.push(res.status);
         if (res.status === 429) last429 = res;
       }
     }
-    expect(statuses.filter((s) => s === 200)).toHaveLength(LIMIT);
+    expect(statuses.filter((s) => s !== 429)).toHaveLength(LIMIT);
+    expect(statuses.filter((s, i) => s !== 429 && s !== (i % 2 ? 409 : 200))).toEqual([]);
     expect(statuses.filter((s) => s === 429)).toHaveLength(100);
     // The same answer a single process gives: OpenAI's headers and the envelope.
-    expectError(last429!, 429, 'rate_limited');
+    expect(expectError(last429!, 429, 'rate_limited').message).toContain('requests per minute');
     expect(last429!.headers.get('x-ratelimit-limit-requests')).toBe(String(LIMIT));
     expect(last429!.headers.get('x-ratelimit-remaining-requests')).toBe('0');
     expect(Number(last429!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
 
     // Time refills the one shared bucket: a second buys 20 requests, whichever replica serves them.
     clock.advance(1_000);
-    const after = await Promise.all(Array.from({ length: 30 }, (_, i) => call(replicas[i % 3]!, 'GET', '/v1/models', key.value)));
-    expect(after.filter((r) => r.status === 200)).toHaveLength(LIMIT / 60);
+    const after = await Promise.all(Array.from({ length: 30 }, (_, i) => mixed(i, key.value)));
+    expect(after.filter((r) => r.status !== 429)).toHaveLength(LIMIT / 60);
   }, 60_000);
+
+  it('a token-spending request takes one request slot and its tokens once, whichever replica serves it', async () => {
+    const key = await newKey();
+    const remaining: [string | null, string | null][] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await call(replicas[i % 3]!, 'POST', '/v1/embeddings', key.value, EMBEDDING);
+      expectError(res, 409, 'no_capacity');
+      remaining.push([res.headers.get('x-ratelimit-remaining-requests'), res.headers.get('x-ratelimit-remaining-tokens')]);
+    }
+    // Each estimate (the body's size / 4) comes back when its request ends without usage,
+    // written a little later: the token count never falls by more than one estimate.
+    const estimate = Math.ceil(JSON.stringify(EMBEDDING).length / 4);
+    expect(remaining.map(([requests]) => requests)).toEqual(['1199', '1198', '1197', '1196', '1195', '1194']);
+    for (const [, tokens] of remaining) expect(Number(tokens)).toBeGreaterThanOrEqual(TOKEN_LIMIT - 6 * estimate);
+    expect(Number(remaining[0]![1])).toBe(TOKEN_LIMIT - estimate);
+  });
 
   it('a limit that cannot be checked refuses the request with 503 and retry-after, never admits it or answers 500', async () => {
     const key = await newKey();
@@ -143,6 +167,10 @@ describe('rate limits', () => {
       const res = await call(replicas[1]!, 'GET', '/v1/models', key.value);
       expectError(res, 503, 'service_unavailable');
       expect(res.headers.get('retry-after')).toBe('1');
+      // A token-spending request takes both limits in one statement: refused the same way.
+      const spending = await call(replicas[2]!, 'POST', '/v1/embeddings', key.value, EMBEDDING);
+      expectError(spending, 503, 'service_unavailable');
+      expect(spending.headers.get('retry-after')).toBe('1');
     } finally {
       await db.query('ALTER TABLE rate_limits DROP CONSTRAINT refuse_all');
     }

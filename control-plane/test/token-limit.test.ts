@@ -77,6 +77,20 @@ describe('tokens per minute', () => {
     expect((await cp.request('POST', '/v1/chat/completions', { key, body: chat })).status).toBe(200);
   });
 
+  it('answers a body that is not valid with 400, not with the token limit its numbers would exceed; nothing stays taken', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const { model: _model, ...noModel } = chat;
+    const invalid = await cp.request('POST', '/v1/chat/completions', { key, body: { ...noModel, max_tokens: 5_000 } });
+    expectError(invalid, 400, 'invalid_request');
+    expect(invalid.headers.get('x-ratelimit-limit-requests')).not.toBeNull();
+    expect(invalid.headers.get('x-ratelimit-limit-tokens')).toBeNull();
+    // An invalid body whose estimate fits was admitted and given back when answered.
+    expectError(await cp.request('POST', '/v1/chat/completions', { key, body: { ...noModel, max_tokens: 1_000 } }), 400, 'invalid_request');
+    const next = await cp.request('POST', '/v1/chat/completions', { key, body: chat });
+    expect(next.status).toBe(200);
+    expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBeGreaterThan(TOKENS_PER_MINUTE - 100);
+  });
+
   it('counts embeddings input too, per key', async () => {
     const key = await cp.key({ kind: 'test' });
     const big = { model: 'bge-m3', input: ['x'.repeat(4_000)] };

@@ -1,10 +1,14 @@
 // The request pipeline of every /v1 route, in the order the API promises: request id
 // (a global hook), auth, IP allowlist, public-key rules, scope, rate limit; then, after
-// schema validation, tokens per minute on the routes that spend model tokens and
-// idempotency on POST routes. Each step is its own module; this one
-// runs them in order as one callback hook per route, built when the route is added, so
-// the route's scope is captured once and a request whose key is cached runs the whole
-// chain synchronously (the pipeline's cost is benchmarked: npm run bench).
+// schema validation, the balance check on billable routes and idempotency on POST routes.
+// Routes that spend model tokens take their rate limit later, once the body is parsed
+// (preValidation): the request slot and the token estimate together, one statement on
+// PostgreSQL (token-limit.ts's Admission), after the balance check (an org that may not
+// spend takes no tokens); what that step refuses other than the request slot is answered
+// after validation, where it was before. Each step is its own module; this one runs them
+// in order as one callback hook per route, built when the route is added, so the route's
+// scope is captured once and a request whose key is cached runs the whole chain
+// synchronously (the pipeline's cost is benchmarked: npm run bench).
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import type { KeyVerifier, Verification } from '../keys/key-verifier.js';
 import { authenticate, bearerKey } from './authenticate.js';
@@ -13,7 +17,7 @@ import { checkIpAllowlist } from './ip-allowlist.js';
 import { checkPublicKeyRules } from './public-key-rules.js';
 import { rateLimit, type RateLimiter } from './rate-limit.js';
 import { checkScope } from './scope-check.js';
-import { tokenLimit, type TokenLimiter } from './token-limit.js';
+import { Admission, type TokenLimiter } from './token-limit.js';
 import type { BalanceGuard } from '../billing/spending.js';
 
 export interface PipelineDeps {
@@ -37,6 +41,15 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
     const scope = route.config?.scope;
     const allowsPublicKeys = route.config?.publicKey === true;
     const url = route.url;
+    const spends = route.config?.tokenLimit;
+    const billable = route.config?.billable === true;
+
+    // An org that may not spend is refused before anything is taken from its token limit.
+    const checkBalance = (request: FastifyRequest): Promise<void> | undefined => {
+      const principal = request.principal!;
+      return principal.key.kind === 'test' ? undefined : deps.balanceGuard.check(principal.org.id);
+    };
+    const admission = spends ? new Admission(deps.rateLimiter, deps.tokenLimiter, spends, billable ? checkBalance : undefined) : undefined;
 
     // A promise only when the limits are shared by several processes (one store statement).
     const afterAuth = (request: FastifyRequest, reply: FastifyReply, verification: Verification): void | Promise<void> => {
@@ -44,6 +57,7 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
       checkIpAllowlist(request);
       checkPublicKeyRules(request, allowsPublicKeys);
       checkScope(request, scope, url);
+      if (admission) return admission.keyChecked(request);
       return applyRateLimit(request, reply);
     };
     const finish = (pending: void | Promise<void>, done: HookHandlerDoneFunction): void => {
@@ -72,26 +86,25 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
     };
     route.onRequest = append(route.onRequest, keyPipeline) as Hook;
 
-    // An org that may not spend is refused before anything is taken from its limits.
-    if (route.config?.billable === true) {
-      const checkBalance = async (request: FastifyRequest): Promise<void> => {
-        const principal = request.principal!;
-        if (principal.key.kind !== 'test') await deps.balanceGuard.check(principal.org.id);
-      };
-      route.preHandler = append(route.preHandler, checkBalance) as RouteOptions['preHandler'];
-    }
-
-    // Before idempotency, like the request limit: a refused request claims nothing. An
-    // admitted request that ends without usage (refused later, failed upstream) gets its
-    // estimate back when the response is done; usage recorded settles it sooner.
-    const spends = route.config?.tokenLimit;
-    if (spends) {
-      route.preHandler = append(route.preHandler, tokenLimit(deps.tokenLimiter, spends)) as RouteOptions['preHandler'];
+    if (admission) {
+      // The request slot and the token estimate, once the body is parsed: a refused
+      // request slot is answered at once, the tokens' verdict (and the balance's) after
+      // validation, before idempotency (a refused request claims nothing). A body that
+      // never reaches preValidation (not JSON) spends its slot in onError. An admitted
+      // request that ends without usage (refused later, failed upstream) gets its estimate
+      // back when the response is done; usage recorded settles it sooner.
+      route.preValidation = append(route.preValidation, admission.preValidation) as RouteOptions['preValidation'];
+      route.preHandler = append(route.preHandler, admission.preHandler) as RouteOptions['preHandler'];
+      route.onError = append(route.onError, admission.onError) as RouteOptions['onError'];
       const release = (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
         if (request.principal) deps.tokenLimiter.release(request.principal.key.id, request.id);
         done();
       };
       route.onResponse = append(route.onResponse, release) as RouteOptions['onResponse'];
+    } else if (billable) {
+      // After the request limit, like every refusal of a keyed request.
+      const balance = async (request: FastifyRequest): Promise<void> => checkBalance(request);
+      route.preHandler = append(route.preHandler, balance) as RouteOptions['preHandler'];
     }
 
     // Idempotency applies to POST only; other routes do not pay for its hooks.

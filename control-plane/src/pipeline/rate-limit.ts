@@ -2,6 +2,9 @@
 // keyed response and `retry-after` on 429. One process (SQLite) keeps the buckets in
 // memory; replicas on PostgreSQL share one GCRA row per key, taken with one statement
 // per request, so three replicas at 1,200/min admit 1,200 between them, not 3,600.
+// Routes that spend model tokens take their request slot later, in token-limit.ts's
+// admission (the same statement as their tokens); every other route takes it here, at
+// the end of the key checks.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type Clock } from '@svc/shared';
 import type { RateLimitStore } from '../store/rate-limit-store.js';
@@ -22,6 +25,11 @@ export class RateLimiter {
     private readonly clock: Clock,
     private readonly shared?: RateLimitStore,
   ) {}
+
+  /** The tier's requests per minute. */
+  limitFor(tier: 2 | 3): number {
+    return this.limits[tier];
+  }
 
   /** Synchronous in memory; one store statement when shared. */
   take(keyId: string, tier: 2 | 3): TakeResult | Promise<TakeResult> {
@@ -68,15 +76,20 @@ export function rateLimit(limiter: RateLimiter) {
 }
 
 function answer(reply: FastifyReply, result: TakeResult): void {
+  const refused = answerRequests(reply, result);
+  if (refused) throw refused;
+}
+
+/** Sets the requests headers; returns the 429 when the request does not fit. */
+export function answerRequests(reply: FastifyReply, result: TakeResult): ApiError | undefined {
   reply.header('x-ratelimit-limit-requests', String(result.limit));
   reply.header('x-ratelimit-remaining-requests', String(result.remaining));
   reply.header('x-ratelimit-reset-requests', formatResetDuration(result.resetMs));
-  if (!result.allowed) {
-    const seconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000));
-    throw new ApiError(
-      'rate_limited',
-      `rate limit of ${result.limit} requests per minute reached for this key; retry after ${seconds}s with jitter`,
-      { headers: { 'retry-after': String(seconds) } },
-    );
-  }
+  if (result.allowed) return undefined;
+  const seconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000));
+  return new ApiError(
+    'rate_limited',
+    `rate limit of ${result.limit} requests per minute reached for this key; retry after ${seconds}s with jitter`,
+    { headers: { 'retry-after': String(seconds) } },
+  );
 }

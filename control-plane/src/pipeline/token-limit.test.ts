@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import { DEFAULT_OUTPUT_ESTIMATE, estimateTokens, TokenLimiter } from './token-limit.js';
+import { RateLimiter } from './rate-limit.js';
 
 describe('estimateTokens', () => {
   it.each([
@@ -48,6 +49,21 @@ describe('TokenLimiter', () => {
     limiter.settle('k', 'r1', 550);
     expect(limiter.admit('k', 'r2', 2, 100).allowed).toBe(false);
     expect(limiter.admit('k', 'r3', 2, 50).allowed).toBe(true);
+  });
+
+  it('takes the request slot first and the estimate only when the slot is admitted', () => {
+    const clock = new ManualClock(0);
+    const requests = new RateLimiter({ 2: 2, 3: 20 }, clock);
+    const limiter = new TokenLimiter(limits, clock);
+    expect(limiter.takeWithRequest(requests, 'k', 'r1', 2, 500)).toMatchObject({ request: { allowed: true, remaining: 1 }, tokens: { allowed: true, remaining: 100 } });
+    // The estimate does not fit: the request slot is spent all the same.
+    expect(limiter.takeWithRequest(requests, 'k', 'r2', 2, 200)).toMatchObject({ request: { allowed: true, remaining: 0 }, tokens: { allowed: false } });
+    // No slot left: nothing is taken from the tokens, though 100 would fit.
+    expect(limiter.takeWithRequest(requests, 'k', 'r3', 2, 100)).toMatchObject({ request: { allowed: false }, tokens: null });
+    expect(limiter.admit('k', 'r4', 2, 100)).toMatchObject({ allowed: true, remaining: 0 });
+    // Only the admitted estimate is held, and given back.
+    limiter.release('k', 'r1');
+    expect(limiter.admit('k', 'r5', 2, 500).allowed).toBe(true);
   });
 
   it('keeps keys apart and uses the tier of the org', () => {

@@ -3,14 +3,23 @@
 // ask for) and settled once the served usage is recorded, the way OpenAI's limits work:
 // the estimate keeps a burst from overshooting the cap, the settlement keeps the count
 // honest. Like the request buckets, they live in this process on SQLite and in one shared
-// GCRA row per key on PostgreSQL (see docs/scaling.md): admission is one statement there,
-// and settlements are summed per key and written together, a few times a second.
-import type { FastifyReply, FastifyRequest } from 'fastify';
+// GCRA row per key on PostgreSQL (see docs/scaling.md), and settlements are summed per key
+// and written together, a few times a second.
+//
+// A token-limited route takes its request slot here too, with its estimate, as one step
+// (`Admission`): in memory the two takes, on PostgreSQL one statement for both, so such a
+// request costs one round trip for its limits, not two. The order stays what it was: the
+// request slot first, then (only if that is admitted) the tokens. The step runs once the
+// body is parsed and before it is validated (preValidation), so a request with an invalid
+// body still spends its slot; what it answers waits for validation where the answer came
+// after validation before (the token 429, the balance's 402), so a request gets the same
+// answer as when the slot was taken in onRequest and the tokens in preHandler.
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { ApiError, type Clock } from '@svc/shared';
 import type { LimitCredit, RateLimitStore } from '../store/rate-limit-store.js';
 import { gcraResult } from './gcra.js';
 import { credit, formatResetDuration, peek, take, type Bucket, type TakeResult } from './token-bucket.js';
-import { limitsUnavailable, type TierLimits } from './rate-limit.js';
+import { answerRequests, limitsUnavailable, rateLimit, type RateLimiter, type TierLimits } from './rate-limit.js';
 
 /** Output tokens assumed when a request does not bound its output. */
 export const DEFAULT_OUTPUT_ESTIMATE = 256;
@@ -37,6 +46,12 @@ export function estimateTokens(route: TokenLimitedRoute, bodyBytes: number, body
   return prompt + (bound ?? DEFAULT_OUTPUT_ESTIMATE);
 }
 
+/** A token-spending request's two admissions; `tokens` is null when the request was refused (nothing taken). */
+export interface RequestAndTokens {
+  request: TakeResult;
+  tokens: TakeResult | null;
+}
+
 interface KeyBudget {
   bucket: Bucket;
   /** The key's limit when it last spent: its org's tier may change between requests. */
@@ -60,7 +75,7 @@ export class TokenLimiter {
     private readonly shared?: RateLimitStore,
   ) {}
 
-  /** Admission against the shared rows (one statement) or, without, in memory. */
+  /** Tokens alone, against the shared rows (one statement) or, without, in memory; the routes take them with their request slot (`takeWithRequest`). */
   take(keyId: string, requestId: string, tier: 2 | 3, estimate: number): TakeResult | Promise<TakeResult> {
     if (!this.shared) return this.admit(keyId, requestId, tier, estimate);
     const limit = this.limits[tier];
@@ -70,6 +85,33 @@ export class TokenLimiter {
       if (step.admitted) this.reservations.set(`${keyId} ${requestId}`, estimate);
       return gcraResult(step.tat, step.admitted, limit, now, estimate);
     });
+  }
+
+  /**
+   * A request's slot in `requests` and, only if it is admitted, its token estimate: one
+   * store statement when shared, two in-memory takes without. `requests` works on the same
+   * store as this limiter (app.ts builds both on `store.rateLimits`).
+   */
+  takeWithRequest(requests: RateLimiter, keyId: string, requestId: string, tier: 2 | 3, estimate: number): RequestAndTokens | Promise<RequestAndTokens> {
+    if (!this.shared) {
+      const request = requests.take(keyId, tier);
+      if (request instanceof Promise) return request.then((result) => this.admitAfter(result, keyId, requestId, tier, estimate));
+      return this.admitAfter(request, keyId, requestId, tier, estimate);
+    }
+    const requestLimit = requests.limitFor(tier);
+    const limit = this.limits[tier];
+    const now = this.clock.now();
+    return this.shared.takeRequestAndTokens(keyId, requestLimit, limit, now, estimate).then((steps) => {
+      const request = gcraResult(steps.requests.tat, steps.requests.admitted, requestLimit, now, 1);
+      if (!steps.tokens) return { request, tokens: null };
+      this.sharedLimits.set(keyId, limit);
+      if (steps.tokens.admitted) this.reservations.set(`${keyId} ${requestId}`, estimate);
+      return { request, tokens: gcraResult(steps.tokens.tat, steps.tokens.admitted, limit, now, estimate) };
+    });
+  }
+
+  private admitAfter(request: TakeResult, keyId: string, requestId: string, tier: 2 | 3, estimate: number): RequestAndTokens {
+    return { request, tokens: request.allowed ? this.admit(keyId, requestId, tier, estimate) : null };
   }
 
   /** In-memory admission (one process). */
@@ -143,22 +185,114 @@ export class TokenLimiter {
   }
 }
 
-/** Admission: a preHandler of the token-limited routes, after the body is validated. */
-export function tokenLimit(limiter: TokenLimiter, route: TokenLimitedRoute) {
-  return function applyTokenLimit(request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
+/** Marks a request whose key checks passed and whose limits are still to be taken. */
+const AWAITING = Symbol('awaiting admission');
+
+/** What preHandler answers once the body is valid: the token headers and verdict, or a deferred refusal. */
+type Verdict = { estimate: number; tokens: TakeResult } | Error;
+
+/**
+ * The limits of one token-limited route, as hooks: `keyChecked` at the end of the key
+ * checks (onRequest), `preValidation` takes the limits, `preHandler` answers what waited
+ * for validation, `onError` spends the slot of a request that failed before
+ * preValidation (a body that is not JSON, too large, of another media type), which would
+ * otherwise cost nothing.
+ */
+export class Admission {
+  private readonly state = new WeakMap<FastifyRequest, Verdict | typeof AWAITING>();
+  private readonly takeRequestOnly: ReturnType<typeof rateLimit>;
+
+  /** `checkBalance`: the billable route's balance check, before anything is taken. */
+  constructor(
+    private readonly requests: RateLimiter,
+    private readonly tokens: TokenLimiter,
+    private readonly route: TokenLimitedRoute,
+    private readonly checkBalance?: (request: FastifyRequest) => Promise<void> | undefined,
+  ) {
+    this.takeRequestOnly = rateLimit(requests);
+  }
+
+  keyChecked(request: FastifyRequest): void {
+    this.state.set(request, AWAITING);
+  }
+
+  readonly preValidation = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    this.state.delete(request);
+    let balance: Promise<void> | undefined;
+    try {
+      balance = this.checkBalance?.(request);
+    } catch (err) {
+      return this.refusedByBalance(request, reply, err as Error, done);
+    }
+    if (!balance) return this.take(request, reply, done);
+    balance.then(
+      () => this.take(request, reply, done),
+      (err: Error) => this.refusedByBalance(request, reply, err, done),
+    );
+  };
+
+  readonly preHandler = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    const verdict = this.state.get(request);
+    this.state.delete(request);
+    if (verdict === undefined || verdict === AWAITING) return done();
+    if (verdict instanceof Error) return done(verdict);
+    done(answer(reply, verdict.estimate, verdict.tokens));
+  };
+
+  readonly onError = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    if (this.state.get(request) !== AWAITING) return;
+    this.state.delete(request);
+    try {
+      await this.takeRequestOnly(request, reply);
+    } catch {
+      // Refused or not checkable: the request is answered with its own error either way.
+    }
+  };
+
+  /** The request slot and the estimate, in one step; the request's 429 (or 503) now, the tokens' verdict after validation. */
+  private take(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     const { key, org } = request.principal!;
     const bytes = Number(request.headers['content-length']) || 0;
-    const estimate = estimateTokens(route, bytes, request.body as OutputBounds | undefined);
-    const taken = limiter.take(key.id, request.id, org.tier, estimate);
-    if (!(taken instanceof Promise)) return done(answer(reply, estimate, taken));
+    // The body is parsed but not validated: estimateTokens reads only numbers it finds there.
+    const estimate = estimateTokens(this.route, bytes, request.body as OutputBounds | undefined);
+    let taken: RequestAndTokens | Promise<RequestAndTokens>;
+    try {
+      taken = this.tokens.takeWithRequest(this.requests, key.id, request.id, org.tier, estimate);
+    } catch (err) {
+      return done(err as Error);
+    }
+    if (!(taken instanceof Promise)) return this.admitted(request, reply, estimate, taken, done);
     taken.then(
-      (result) => done(answer(reply, estimate, result)),
+      (result) => this.admitted(request, reply, estimate, result, done),
       (err: unknown) => {
-        request.log.error({ err }, 'shared token limit check failed');
+        request.log.error({ err }, 'shared rate limit check failed');
         done(limitsUnavailable());
       },
     );
-  };
+  }
+
+  private admitted(request: FastifyRequest, reply: FastifyReply, estimate: number, result: RequestAndTokens, done: HookHandlerDoneFunction): void {
+    const refused = answerRequests(reply, result.request);
+    if (refused || !result.tokens) return done(refused);
+    this.state.set(request, { estimate, tokens: result.tokens });
+    done();
+  }
+
+  /** An org that may not spend takes no tokens; its request slot is spent as before, and its refusal waits for validation. */
+  private refusedByBalance(request: FastifyRequest, reply: FastifyReply, refusal: Error, done: HookHandlerDoneFunction): void {
+    const deferred = () => {
+      this.state.set(request, refusal);
+      done();
+    };
+    let pending: void | Promise<void>;
+    try {
+      pending = this.takeRequestOnly(request, reply);
+    } catch (err) {
+      return done(err as Error);
+    }
+    if (pending) pending.then(deferred, done);
+    else deferred();
+  }
 }
 
 /** Sets the headers; the 429 when the estimate does not fit. */

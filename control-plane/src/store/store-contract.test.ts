@@ -27,6 +27,7 @@ import { openPostgresStore, type PostgresStore } from './postgres/postgres-store
 import { openSqliteStore, type SqliteStore } from './sqlite/sqlite-store.js';
 import { appendEvent } from './postgres/node-store.js';
 import { PG_MIGRATIONS } from './postgres/migrations.js';
+import { gcraStep } from '../pipeline/gcra.js';
 
 const org = (id: string, createdAt = 1): OrgRecord => ({
   id,
@@ -1250,6 +1251,74 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
           await sqlite.close();
           rmSync(dir, { recursive: true, force: true });
         }
+      });
+
+      describe('rate limits: a request slot and its tokens in one statement', () => {
+        const NOW = 1_000_000;
+        const row = async (keyId: string, kind: string) =>
+          (await (store as PostgresStore).pool.query('SELECT tat, admitted FROM rate_limits WHERE key_id = $1 AND kind = $2', [keyId, kind])).rows[0] as
+            | { tat: number; admitted: boolean }
+            | undefined;
+
+        it('takes the tokens only when the request is admitted, and spends the request slot when the tokens are refused', async () => {
+          const limits = store.rateLimits!;
+          // 2 requests (30 s each) and 100 tokens (600 ms each) per minute.
+          expect(await limits.takeRequestAndTokens('k', 2, 100, NOW, 60)).toEqual({
+            requests: { tat: NOW + 30_000, admitted: true },
+            tokens: { tat: NOW + 36_000, admitted: true },
+          });
+          // 60 more tokens do not fit: the request slot is spent all the same.
+          expect(await limits.takeRequestAndTokens('k', 2, 100, NOW, 60)).toEqual({
+            requests: { tat: NOW + 60_000, admitted: true },
+            tokens: { tat: NOW + 36_000, admitted: false },
+          });
+          // No request slot left: the token row is not touched, though 1 token would fit.
+          expect(await limits.takeRequestAndTokens('k', 2, 100, NOW, 1)).toEqual({ requests: { tat: NOW + 60_000, admitted: false }, tokens: null });
+          expect(await row('k', 'tokens')).toEqual({ tat: NOW + 36_000, admitted: false });
+          // A key whose requests are spent before it ever spent tokens gets no token row at all.
+          await limits.take('fresh', 'requests', 1, NOW, 1);
+          expect(await limits.takeRequestAndTokens('fresh', 1, 100, NOW, 10)).toEqual({ requests: { tat: NOW + 60_000, admitted: false }, tokens: null });
+          expect(await row('fresh', 'tokens')).toBeUndefined();
+          // A fresh key asking for more than its token limit: the slot is spent, the tokens refused.
+          expect(await limits.takeRequestAndTokens('big', 10, 100, NOW, 500)).toEqual({
+            requests: { tat: NOW + 6_000, admitted: true },
+            tokens: { tat: NOW, admitted: false },
+          });
+        });
+
+        it('is the GCRA step twice, in order: requests, then tokens only if admitted', async () => {
+          const limits = store.rateLimits!;
+          let requests: number | undefined;
+          let tokens: number | undefined;
+          for (let i = 0; i < 60; i++) {
+            const now = NOW + i * 1_700;
+            const cost = ((i * 37) % 90) + 1;
+            const request = gcraStep(requests, 7, now, 1);
+            requests = request.tat;
+            const token = request.admitted ? gcraStep(tokens, 250, now, cost) : null;
+            if (token) tokens = token.tat;
+            expect(await limits.takeRequestAndTokens('k', 7, 250, now, cost)).toEqual({ requests: request, tokens: token });
+          }
+        });
+
+        it('two processes racing never admit more than either limit between them', async () => {
+          const other = await fx.open();
+          // 20 requests and 10 estimates of 100 tokens per minute; 10 of the requests are a plain route's.
+          const calls = await Promise.all(
+            Array.from({ length: 50 }, (_, i) => {
+              const limits = (i % 2 ? other : store).rateLimits!;
+              return i % 5 === 4
+                ? limits.take('k', 'requests', 20, NOW, 1).then((requests) => ({ requests, tokens: null }))
+                : limits.takeRequestAndTokens('k', 20, 1_000, NOW, 100);
+            }),
+          );
+          expect(calls.filter((c) => c.requests.admitted)).toHaveLength(20);
+          expect(calls.filter((c) => c.tokens?.admitted)).toHaveLength(10);
+          // Tokens were asked for by admitted requests only.
+          expect(calls.every((c) => c.tokens === null || c.requests.admitted)).toBe(true);
+          expect(await row('k', 'requests')).toMatchObject({ tat: NOW + 60_000 });
+          expect(await row('k', 'tokens')).toMatchObject({ tat: NOW + 60_000 });
+        });
       });
 
       it('reads bigint columns as numbers and refuses values past the safe integer range', async () => {
