@@ -84,9 +84,14 @@ export class PgRateLimitStore implements RateLimitStore {
 
   async credit(credits: readonly LimitCredit[], now: number): Promise<void> {
     if (credits.length === 0) return;
+    // The rows are locked in key order first: two replicas settling overlapping keys at once
+    // would otherwise lock them in whatever order each plan visits them, and could deadlock.
     await this.pool.query(
-      `UPDATE rate_limits r SET tat = GREATEST($1::float8, GREATEST(r.tat, $1::float8) - c.amount * c.interval)
-         FROM unnest($2::text[], $3::text[], $4::float8[], $5::float8[]) AS c(key_id, kind, amount, interval)
+      `WITH c AS (SELECT * FROM unnest($2::text[], $3::text[], $4::float8[], $5::float8[]) AS c(key_id, kind, amount, interval)),
+            locked AS MATERIALIZED (SELECT r.key_id, r.kind FROM rate_limits r JOIN c ON r.key_id = c.key_id AND r.kind = c.kind
+                                     ORDER BY r.key_id, r.kind FOR UPDATE OF r)
+       UPDATE rate_limits r SET tat = GREATEST($1::float8, GREATEST(r.tat, $1::float8) - c.amount * c.interval)
+         FROM c JOIN locked l ON l.key_id = c.key_id AND l.kind = c.kind
         WHERE r.key_id = c.key_id AND r.kind = c.kind`,
       [now, credits.map((c) => c.keyId), credits.map((c) => c.kind), credits.map((c) => c.amount), credits.map((c) => emissionInterval(c.limit))],
     );
