@@ -4,9 +4,9 @@
 // or finalize one org's month twice.
 import type pg from 'pg';
 import type { Dimension, HourRow, LedgerLine } from '../../billing/ledger.js';
-import type { BillingAccount, BillingMode, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
+import type { BillingAccount, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
 import type { CreditLine, InvoiceDraft } from '../../billing/invoice.js';
-import { toLine, toSlaInstance } from '../sqlite/ledger-store.js';
+import { toBillingAccount, toLine, toSlaInstance } from '../sqlite/ledger-store.js';
 import { all, inTransaction, one, run } from './pg-pool.js';
 
 const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', instance_id: 'instance_id', sku: 'sku', pool: 'pool', kind: 'kind' };
@@ -78,15 +78,7 @@ export class PgLedgerStore implements LedgerStore {
       [period, orgId],
     );
     if (!row) throw new Error(`no org ${orgId}`);
-    return {
-      orgId,
-      mode: String(row.billing_mode) as BillingMode,
-      creditLimitNanos: row.credit_limit_nanos === null ? null : Number(row.credit_limit_nanos),
-      lowBalanceNanos: row.low_balance_nanos === null ? null : Number(row.low_balance_nanos),
-      spentNanos: Number(row.spent_nanos),
-      creditedNanos: Number(row.credited_nanos),
-      periodNanos: Number(row.period_nanos),
-    };
+    return toBillingAccount(orgId, row);
   }
 
   async credits(orgId: string, range: { from: number; to: number }): Promise<CreditLine[]> {

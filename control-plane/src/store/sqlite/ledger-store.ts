@@ -11,6 +11,17 @@ const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', insta
 
 const nullable = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 
+/** An org's billing settings and running totals; PostgreSQL's store selects the same columns. */
+export const toBillingAccount = (orgId: string, row: Row): BillingAccount => ({
+  orgId,
+  mode: String(row.billing_mode) as BillingMode,
+  creditLimitNanos: row.credit_limit_nanos === null ? null : Number(row.credit_limit_nanos),
+  lowBalanceNanos: row.low_balance_nanos === null ? null : Number(row.low_balance_nanos),
+  spentNanos: Number(row.spent_nanos),
+  creditedNanos: Number(row.credited_nanos),
+  periodNanos: Number(row.period_nanos),
+});
+
 /** An instance row with its last transition (last_from, last_to) and whether an operator terminated it, as the SLA reads it; PostgreSQL's store selects the same columns. */
 export const toSlaInstance = (r: Row): SlaInstance => ({
   id: String(r.id),
@@ -120,15 +131,7 @@ export class SqliteLedgerStore implements LedgerStore {
   async account(orgId: string, period: string): Promise<BillingAccount> {
     const row = this.readAccount.get(period, orgId) as Row | undefined;
     if (!row) throw new Error(`no org ${orgId}`);
-    return {
-      orgId,
-      mode: String(row.billing_mode) as BillingMode,
-      creditLimitNanos: row.credit_limit_nanos === null ? null : Number(row.credit_limit_nanos),
-      lowBalanceNanos: row.low_balance_nanos === null ? null : Number(row.low_balance_nanos),
-      spentNanos: Number(row.spent_nanos),
-      creditedNanos: Number(row.credited_nanos),
-      periodNanos: Number(row.period_nanos),
-    };
+    return toBillingAccount(orgId, row);
   }
 
   async credits(orgId: string, range: { from: number; to: number }): Promise<CreditLine[]> {
