@@ -225,7 +225,7 @@ describe('relaying replicas', () => {
   it('a client that goes away mid-stream cancels the replica request', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     up!.mode = 'hang-stream';
-    const res = await streamCutAfter('chat.completion.chunk');
+    await streamCutAfter('chat.completion.chunk');
     await expect.poll(() => up!.abandonedStreams, { timeout: 5000 }).toBe(1);
     await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
   });

@@ -8,7 +8,7 @@
 import { ApiError, randomBase62, type Clock } from '@svc/shared';
 import type { CatalogModel } from '../../models/catalog.js';
 import type { ResponseStore } from '../../store/response-store.js';
-import { ChatCompletionRequest, SAMPLING_DEFAULTS, checkChatRequest, type ChatMessage } from '../chat-request.js';
+import { SAMPLING_DEFAULTS, checkChatRequest, type ChatMessage } from '../chat-request.js';
 import type { CallContext, ChatCall, ChatCompletionService } from '../chat-completions.js';
 import { normaliseUsage } from '../usage.js';
 import { refuseUnsupported, type ResponsesRequest } from './request.js';
