@@ -17,7 +17,7 @@ import type { ReplicaStore } from '../replica-store.js';
 import type { LedgerStore } from '../ledger-store.js';
 import type { ResponseStore } from '../response-store.js';
 import type { RemediationStore } from '../remediation-store.js';
-import { toKey, toOrg, toSecret } from '../sqlite/sqlite-store.js';
+import { orgPatchColumns, toKey, toOrg, toSecret } from '../sqlite/sqlite-store.js';
 import { toEvent } from '../sqlite/event-rows.js';
 import { EventNotifications, insertEvent, type StoreChange } from './event-rows.js';
 import { AdvisoryLeadership } from './advisory-leadership.js';
@@ -90,13 +90,7 @@ class PgOrgStore implements OrgStore {
     id: string,
     patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels' | 'defaultPool'>>,
   ): Promise<OrgRecord | undefined> {
-    const columns: Record<string, unknown> = {};
-    if (patch.defaultPool !== undefined) columns.default_pool = patch.defaultPool;
-    if (patch.name !== undefined) columns.name = patch.name;
-    if (patch.tier !== undefined) columns.tier = patch.tier;
-    if (patch.ipAllowlist !== undefined) columns.ip_allowlist = json(patch.ipAllowlist);
-    if (patch.referrerAllowlist !== undefined) columns.referrer_allowlist = json(patch.referrerAllowlist);
-    if (patch.allowedModels !== undefined) columns.allowed_models = patch.allowedModels === null ? null : json(patch.allowedModels);
+    const columns = orgPatchColumns(patch);
     const names = Object.keys(columns);
     if (names.length === 0) return this.get(id);
     const row = await one(

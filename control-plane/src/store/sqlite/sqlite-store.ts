@@ -88,6 +88,18 @@ export function applyMigrations(db: Db, migrations: Migration[]): number {
 }
 
 const json = (value: unknown): string => JSON.stringify(value);
+
+/** An org patch as the columns it sets (lists as JSON text); PostgreSQL's store writes the same columns. */
+export function orgPatchColumns(patch: Parameters<OrgStore['update']>[1]): Record<string, unknown> {
+  const columns: Record<string, unknown> = {};
+  if (patch.defaultPool !== undefined) columns.default_pool = patch.defaultPool;
+  if (patch.name !== undefined) columns.name = patch.name;
+  if (patch.tier !== undefined) columns.tier = patch.tier;
+  if (patch.ipAllowlist !== undefined) columns.ip_allowlist = json(patch.ipAllowlist);
+  if (patch.referrerAllowlist !== undefined) columns.referrer_allowlist = json(patch.referrerAllowlist);
+  if (patch.allowedModels !== undefined) columns.allowed_models = patch.allowedModels === null ? null : json(patch.allowedModels);
+  return columns;
+}
 const parse = <T>(text: unknown): T => JSON.parse(String(text)) as T;
 
 export function toOrg(row: Row): OrgRecord {
@@ -168,15 +180,7 @@ class SqliteOrgStore implements OrgStore {
     id: string,
     patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels' | 'defaultPool'>>,
   ): Promise<OrgRecord | undefined> {
-    const columns: Record<string, unknown> = {};
-    if (patch.defaultPool !== undefined) columns.default_pool = patch.defaultPool;
-    if (patch.name !== undefined) columns.name = patch.name;
-    if (patch.tier !== undefined) columns.tier = patch.tier;
-    if (patch.ipAllowlist !== undefined) columns.ip_allowlist = json(patch.ipAllowlist);
-    if (patch.referrerAllowlist !== undefined) columns.referrer_allowlist = json(patch.referrerAllowlist);
-    if (patch.allowedModels !== undefined) {
-      columns.allowed_models = patch.allowedModels === null ? null : json(patch.allowedModels);
-    }
+    const columns = orgPatchColumns(patch);
     const names = Object.keys(columns);
     if (names.length > 0) {
       this.db
