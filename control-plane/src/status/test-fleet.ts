@@ -3,6 +3,7 @@
 import type { GpuRecord, NodeRecord, StoredHealthEvent } from '../store/node-store.js';
 import type { InstanceRecord } from '../instances/instance-record.js';
 import type { ReplicaRecord } from '../replicas/replica-record.js';
+import { replicaRecord as runningReplica } from '../replicas/replica-record-fixture.js';
 import type { FleetSnapshot } from './fleet-read.js';
 
 export const AT = Date.parse('2026-11-24T06:00:00Z');
@@ -66,29 +67,8 @@ export const instanceRecord = (id: string, nodeId: string, gpuUuids: string[], p
     ...patch,
   }) as InstanceRecord;
 
-export const replicaRecord = (id: string, nodeId: string, patch: Partial<ReplicaRecord> = {}): ReplicaRecord => ({
-  id,
-  model: 'tiny-chat',
-  quantization: 'int4',
-  pool: 'na',
-  nodeId,
-  gpuUuids: [],
-  engine: 'cpu',
-  image: 'img',
-  args: [],
-  env: {},
-  containerPort: 8000,
-  healthPath: '/health',
-  status: 'running',
-  endpoint: '10.0.0.7:31000',
-  message: '',
-  restarts: 0,
-  createdAt: AT,
-  readyAt: AT,
-  changedAt: AT,
-  endedAt: null,
-  ...patch,
-});
+export const replicaRecord = (id: string, nodeId: string, patch: Partial<ReplicaRecord> = {}): ReplicaRecord =>
+  runningReplica(id, { nodeId, endpoint: '10.0.0.7:31000', createdAt: AT, readyAt: AT, changedAt: AT, ...patch });
 
 export const xidEvent = (seq: number, nodeId: string, gpuIndex: number, xid: number, message = ''): StoredHealthEvent => ({
   seq,
