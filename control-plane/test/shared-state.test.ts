@@ -180,13 +180,16 @@ describe('rate limits', () => {
   it('tokens per minute are one allowance across replicas, and a settlement on one returns tokens to all', async () => {
     const key = await newKey();
     const limiter = (i: number) => replicas[i]!.app.services.tokenLimiter;
-    expect(await limiter(0).take(key.id, 'req_a', 2, 9_000)).toMatchObject({ allowed: true, remaining: 1_000 });
+    // As a token-spending route takes them: its request slot and its estimate together.
+    const take = async (i: number, requestId: string, estimate: number) =>
+      (await limiter(i).takeWithRequest(replicas[i]!.app.services.rateLimiter, key.id, requestId, 2, estimate)).tokens;
+    expect(await take(0, 'req_a', 9_000)).toMatchObject({ allowed: true, remaining: 1_000 });
     // Another replica sees the same allowance: 2,000 more do not fit.
-    expect(await limiter(1).take(key.id, 'req_b', 2, 2_000)).toMatchObject({ allowed: false, remaining: 0 });
+    expect(await take(1, 'req_b', 2_000)).toMatchObject({ allowed: false, remaining: 0 });
     // The first request used 1,000 of its 9,000: the rest comes back, written for every replica.
     limiter(0).settle(key.id, 'req_a', 1_000);
     await limiter(0).flush();
-    expect(await limiter(2).take(key.id, 'req_c', 2, 2_000)).toMatchObject({ allowed: true, remaining: 7_000 });
+    expect(await take(2, 'req_c', 2_000)).toMatchObject({ allowed: true, remaining: 7_000 });
   });
 });
 

@@ -75,18 +75,6 @@ export class TokenLimiter {
     private readonly shared?: RateLimitStore,
   ) {}
 
-  /** Tokens alone, against the shared rows (one statement) or, without, in memory; the routes take them with their request slot (`takeWithRequest`). */
-  take(keyId: string, requestId: string, tier: 2 | 3, estimate: number): TakeResult | Promise<TakeResult> {
-    if (!this.shared) return this.admit(keyId, requestId, tier, estimate);
-    const limit = this.limits[tier];
-    const now = this.clock.now();
-    return this.shared.take(keyId, 'tokens', limit, now, estimate).then((step) => {
-      this.sharedLimits.set(keyId, limit);
-      if (step.admitted) this.reservations.set(`${keyId} ${requestId}`, estimate);
-      return gcraResult(step.tat, step.admitted, limit, now, estimate);
-    });
-  }
-
   /**
    * A request's slot in `requests` and, only if it is admitted, its token estimate: one
    * store statement when shared, two in-memory takes without. `requests` works on the same
