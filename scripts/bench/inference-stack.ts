@@ -54,7 +54,10 @@ export async function startInferenceStack(): Promise<InferenceStack> {
       const env: Record<string, string> = { BENCH_REPLICAS: JSON.stringify(replicas) };
       if (options.databaseUrl) env.BENCH_DATABASE_URL = options.databaseUrl;
       if (options.workers) env.BENCH_WORKERS = String(options.workers);
-      const child = await startChild<InferenceServerInfo>(helper('inference-server.ts'), { env, readyTimeoutMs: 120_000 });
+      // BENCH_CPU_PROF=<dir> profiles the control plane; open the .cpuprofile in Chrome DevTools.
+      const profileDir = process.env.BENCH_CPU_PROF;
+      const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+      const child = await startChild<InferenceServerInfo>(helper('inference-server.ts'), { env, nodeArgs, readyTimeoutMs: 120_000 });
       started.push(child);
       return { child, baseUrl: `http://127.0.0.1:${child.info.port}/v1`, auth: { authorization: `Bearer ${child.info.key}` }, stop: () => child.stop() };
     },

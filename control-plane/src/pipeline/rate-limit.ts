@@ -1,7 +1,8 @@
 // Step 6: per-key requests per minute by org tier, with OpenAI's headers on every
 // keyed response and `retry-after` on 429. One process (SQLite) keeps the buckets in
-// memory; replicas on PostgreSQL share one GCRA row per key, taken with one statement
-// per request, so three replicas at 1,200/min admit 1,200 between them, not 3,600.
+// memory; replicas on PostgreSQL share one GCRA row per key, each admission one atomic
+// step on it (sent in batches, see store/postgres/rate-limit-store.ts), so three replicas
+// at 1,200/min admit 1,200 between them, not 3,600.
 // Routes that spend model tokens take their request slot later, in token-limit.ts's
 // admission (the same statement as their tokens); every other route takes it here, at
 // the end of the key checks.

@@ -1319,6 +1319,44 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
           expect(await row('k', 'requests')).toMatchObject({ tat: NOW + 60_000 });
           expect(await row('k', 'tokens')).toMatchObject({ tat: NOW + 60_000 });
         });
+
+        it('admissions that arrive while a statement is on its way go together in the next: each key admitted in arrival order, in far fewer statements', async () => {
+          const pool = (store as PostgresStore).pool;
+          const query = pool.query.bind(pool);
+          let statements = 0;
+          const counting = ((...args: Parameters<typeof pool.query>) => {
+            statements++;
+            return (query as (...a: unknown[]) => unknown)(...args);
+          }) as typeof pool.query;
+          pool.query = counting;
+          try {
+            // 3 keys interleaved, 40 arrivals each: 10 requests and 1,000 tokens per minute.
+            const arrivals = Array.from({ length: 120 }, (_, i) => ({ key: `k${i % 3}`, cost: 50 + (i % 7) * 10, tokens: i % 4 !== 3 }));
+            const results = await Promise.all(
+              arrivals.map((a) =>
+                a.tokens
+                  ? store.rateLimits!.takeRequestAndTokens(a.key, 10, 1_000, NOW, a.cost)
+                  : store.rateLimits!.take(a.key, 'requests', 10, NOW, 1).then((requests) => ({ requests, tokens: null })),
+              ),
+            );
+            // What the steps one at a time, in arrival order, would have answered.
+            const state = new Map<string, { requests?: number; tokens?: number }>();
+            const expected = arrivals.map((a) => {
+              const s = state.get(a.key) ?? {};
+              const request = gcraStep(s.requests, 10, NOW, 1);
+              s.requests = request.tat;
+              const token = a.tokens && request.admitted ? gcraStep(s.tokens, 1_000, NOW, a.cost) : null;
+              if (token) s.tokens = token.tat;
+              state.set(a.key, s);
+              return { requests: request, tokens: token };
+            });
+            expect(results).toEqual(expected);
+            expect(results.filter((r) => r.requests.admitted)).toHaveLength(30);
+            expect(statements).toBeLessThan(arrivals.length / 4);
+          } finally {
+            pool.query = query;
+          }
+        });
       });
 
       it('settles many keys from two processes at once without a deadlock, each credit applied once', async () => {

@@ -20,6 +20,7 @@ import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
 import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
 import { ACCRUAL_MIGRATION } from './accrual-migration.js';
 import { AUDIT_TARGET_MIGRATION } from './audit-target-migration.js';
+import { BATCHED_LIMITS_MIGRATION } from './batched-limits-migration.js';
 
 export type { Migration };
 
@@ -39,6 +40,7 @@ export const PG_MIGRATIONS: Migration[] = [
   USAGE_APPEND_ONLY_MIGRATION,
   ACCRUAL_MIGRATION,
   AUDIT_TARGET_MIGRATION,
+  BATCHED_LIMITS_MIGRATION,
 ];
 
 /** The advisory lock replicas take while migrating: one migrates, the others wait and find nothing left. */

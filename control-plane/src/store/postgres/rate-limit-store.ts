@@ -1,54 +1,50 @@
-// The shared GCRA rows: one UPSERT per admission, which the row lock of ON CONFLICT makes
-// atomic across processes, so N replicas admit a key's limit once, not N times. The SQL is
-// gcraStep / gcraCredit (pipeline/gcra.ts) written as one statement each. A token-spending
-// request takes its request slot and its tokens in one statement too (two UPSERTs in one
-// WITH, the second fed by the first): one round trip per request, not two.
+// The shared GCRA rows, which the row lock of each UPSERT makes atomic across processes,
+// so N replicas admit a key's limit once, not N times. A request takes one step (its
+// request slot) or two (the slot, then its tokens if the slot was admitted): both through
+// svc_take_limits (migration 24), the single-step UPSERT of gcraStep / gcraCredit
+// (pipeline/gcra.ts) in SQL, run for an array of admissions in one call.
+//
+// Group commit: while one call is on its way, the admissions that arrive wait and go
+// together in the next. At concurrency 1 every request still has its own statement (and
+// waits for nothing else); under load one statement carries many requests' steps, so the
+// per-request cost of the round trip (client encoding, parsing, syscalls, the server's
+// statement overhead) shrinks with the load instead of growing with it.
 import type pg from 'pg';
 import { emissionInterval, gcraStep, MINUTE_MS, SLACK_MS } from '../../pipeline/gcra.js';
 import type { GcraStep, LimitCredit, LimitKind, RateLimitStore } from '../rate-limit-store.js';
 
-/** `ON CONFLICT` of one GCRA step on row alias `x`: $now, the step's cost in ms and the admission horizon. */
-function gcraUpdate(x: string, now: string, cost: string, horizon: string): string {
-  const next = `GREATEST(${x}.tat, ${now}::float8) + ${cost}::float8`;
-  return `ON CONFLICT (key_id, kind) DO UPDATE SET
-               admitted = ${next} <= ${horizon}::float8,
-               tat = CASE WHEN ${next} <= ${horizon}::float8 THEN ${next} ELSE ${x}.tat END`;
+/** One admission waiting for its batch. */
+interface PendingAdmission {
+  keyId: string;
+  kind: LimitKind;
+  limit: number;
+  cost: number;
+  /** The second step, tokens, taken only if the first is admitted. */
+  tokens: { limit: number; cost: number } | null;
+  now: number;
+  resolve(steps: { first: GcraStep; tokens: GcraStep | null }): void;
+  reject(err: unknown): void;
 }
 
-const TAKE = `INSERT INTO rate_limits AS r (key_id, kind, tat, admitted) VALUES ($1, $2, $3, $4)
-             ${gcraUpdate('r', '$5', '$6', '$7')}
-             RETURNING tat, admitted`;
+interface TakeRow {
+  o_index: number;
+  o_tat: number;
+  o_admitted: boolean;
+  o_token_tat: number | null;
+  o_token_admitted: boolean | null;
+}
 
-// The token row is written only when the request row admitted (`FROM req WHERE
-// req.admitted` feeds its INSERT), which also orders the row locks, requests then tokens,
-// the same for every caller.
-const TAKE_REQUEST_AND_TOKENS = `WITH req AS (
-               INSERT INTO rate_limits AS r (key_id, kind, tat, admitted) VALUES ($1::text, 'requests', $2::float8, $3::boolean)
-               ${gcraUpdate('r', '$4', '$5', '$6')}
-               RETURNING tat, admitted
-             ), tok AS (
-               INSERT INTO rate_limits AS r (key_id, kind, tat, admitted)
-               SELECT $1::text, 'tokens', $7::float8, $8::boolean FROM req WHERE req.admitted
-               ${gcraUpdate('r', '$4', '$9', '$6')}
-               RETURNING tat, admitted
-             )
-             SELECT req.tat AS request_tat, req.admitted AS request_admitted, tok.tat AS token_tat, tok.admitted AS token_admitted
-               FROM req LEFT JOIN tok ON TRUE`;
+/** The most admissions one call carries; more wait for the next. */
+const MAX_BATCH = 512;
 
 export class PgRateLimitStore implements RateLimitStore {
+  private queue: PendingAdmission[] = [];
+  private sending = false;
+
   constructor(private readonly pool: pg.Pool) {}
 
   async take(keyId: string, kind: LimitKind, limit: number, now: number, cost: number): Promise<GcraStep> {
-    // What a key without a row gets: the step from a full bucket, computed here.
-    const fresh = gcraStep(undefined, limit, now, cost);
-    const result = await this.pool.query({
-      // Named: prepared once per connection, it runs on every request.
-      name: 'svc_rate_limit_take',
-      text: TAKE,
-      values: [keyId, kind, fresh.tat, fresh.admitted, now, cost * emissionInterval(limit), now + MINUTE_MS + SLACK_MS],
-    });
-    const row = result.rows[0] as { tat: number; admitted: boolean };
-    return { tat: Number(row.tat), admitted: row.admitted };
+    return (await this.enqueue(keyId, kind, limit, cost, null, now)).first;
   }
 
   async takeRequestAndTokens(
@@ -58,28 +54,70 @@ export class PgRateLimitStore implements RateLimitStore {
     now: number,
     tokens: number,
   ): Promise<{ requests: GcraStep; tokens: GcraStep | null }> {
-    const freshRequest = gcraStep(undefined, requestLimit, now, 1);
-    const freshTokens = gcraStep(undefined, tokenLimit, now, tokens);
-    const result = await this.pool.query({
-      name: 'svc_rate_limit_take_request_and_tokens',
-      text: TAKE_REQUEST_AND_TOKENS,
-      values: [
-        keyId,
-        freshRequest.tat,
-        freshRequest.admitted,
-        now,
-        emissionInterval(requestLimit),
-        now + MINUTE_MS + SLACK_MS,
-        freshTokens.tat,
-        freshTokens.admitted,
-        tokens * emissionInterval(tokenLimit),
-      ],
+    const steps = await this.enqueue(keyId, 'requests', requestLimit, 1, { limit: tokenLimit, cost: tokens }, now);
+    return { requests: steps.first, tokens: steps.tokens };
+  }
+
+  private enqueue(keyId: string, kind: LimitKind, limit: number, cost: number, tokens: PendingAdmission['tokens'], now: number) {
+    return new Promise<{ first: GcraStep; tokens: GcraStep | null }>((resolve, reject) => {
+      this.queue.push({ keyId, kind, limit, cost, tokens, now, resolve, reject });
+      if (!this.sending) void this.sendBatches();
     });
-    const row = result.rows[0] as { request_tat: number; request_admitted: boolean; token_tat: number | null; token_admitted: boolean | null };
-    return {
-      requests: { tat: Number(row.request_tat), admitted: row.request_admitted },
-      tokens: row.token_admitted === null ? null : { tat: Number(row.token_tat), admitted: row.token_admitted },
+  }
+
+  /** Sends what is queued, one call at a time, until the queue is empty. */
+  private async sendBatches(): Promise<void> {
+    this.sending = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, MAX_BATCH);
+        await this.send(batch).catch((err: unknown) => {
+          for (const a of batch) a.reject(err);
+        });
+      }
+    } finally {
+      this.sending = false;
+    }
+  }
+
+  private async send(batch: PendingAdmission[]): Promise<void> {
+    // Key order (stable: one key's admissions keep their arrival order) is the row-lock
+    // order every replica uses.
+    const ordered = batch.map((a, i) => ({ a, i })).sort((x, y) => (x.a.keyId < y.a.keyId ? -1 : x.a.keyId > y.a.keyId ? 1 : x.i - y.i)).map((x) => x.a);
+    const args = {
+      key: [] as string[], kind: [] as string[], freshTat: [] as number[], freshAdmitted: [] as boolean[], cost: [] as number[],
+      tokenFreshTat: [] as (number | null)[], tokenFreshAdmitted: [] as (boolean | null)[], tokenCost: [] as (number | null)[],
+      now: [] as number[], horizon: [] as number[],
     };
+    for (const a of ordered) {
+      // What a key without a row gets: the step from a full bucket, computed here.
+      const fresh = gcraStep(undefined, a.limit, a.now, a.cost);
+      const tokenFresh = a.tokens && gcraStep(undefined, a.tokens.limit, a.now, a.tokens.cost);
+      args.key.push(a.keyId);
+      args.kind.push(a.kind);
+      args.freshTat.push(fresh.tat);
+      args.freshAdmitted.push(fresh.admitted);
+      args.cost.push(a.cost * emissionInterval(a.limit));
+      args.tokenFreshTat.push(tokenFresh?.tat ?? null);
+      args.tokenFreshAdmitted.push(tokenFresh?.admitted ?? null);
+      args.tokenCost.push(a.tokens ? a.tokens.cost * emissionInterval(a.tokens.limit) : null);
+      args.now.push(a.now);
+      args.horizon.push(a.now + MINUTE_MS + SLACK_MS);
+    }
+    const result = await this.pool.query<TakeRow>({
+      // Named: prepared once per connection, it runs on every request.
+      name: 'svc_take_limits',
+      text: 'SELECT o_index, o_tat, o_admitted, o_token_tat, o_token_admitted FROM svc_take_limits($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
+      values: [args.key, args.kind, args.freshTat, args.freshAdmitted, args.cost, args.tokenFreshTat, args.tokenFreshAdmitted, args.tokenCost, args.now, args.horizon],
+    });
+    for (const row of result.rows) {
+      const a = ordered[row.o_index - 1]!;
+      a.resolve({
+        first: { tat: Number(row.o_tat), admitted: row.o_admitted },
+        tokens: row.o_token_admitted === null ? null : { tat: Number(row.o_token_tat), admitted: row.o_token_admitted },
+      });
+    }
+    if (result.rows.length !== ordered.length) throw new Error(`svc_take_limits answered ${result.rows.length} of ${ordered.length} admissions`);
   }
 
   async credit(credits: readonly LimitCredit[], now: number): Promise<void> {

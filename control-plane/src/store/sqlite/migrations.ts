@@ -17,6 +17,7 @@ import { AGENT_RELAY_MIGRATION } from './agent-relay-migration.js';
 import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
 import { ACCRUAL_MIGRATION } from './accrual-migration.js';
 import { AUDIT_TARGET_MIGRATION } from './audit-target-migration.js';
+import { BATCHED_LIMITS_MIGRATION } from './batched-limits-migration.js';
 
 export interface Migration {
   version: number;
@@ -255,4 +256,5 @@ export const MIGRATIONS: Migration[] = [
   USAGE_APPEND_ONLY_MIGRATION,
   ACCRUAL_MIGRATION,
   AUDIT_TARGET_MIGRATION,
+  BATCHED_LIMITS_MIGRATION,
 ];
