@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a Debian host for the Docker-backed test suites: packages, a Docker
-# engine, a loopback registry on 127.0.0.1:5000 and the test images in it
-# (busybox and derived images, and the CPU model server).
-# engine, a loopback registry on 127.0.0.1:5000 and the test images in it (busybox,
-# and a Debian Jupyter image built with mmdebstrap from deb.debian.org).
+# engine, a loopback registry on 127.0.0.1:5000 and the test images in it (busybox
+# and derived images, the CPU model server, and a Debian Jupyter image built with
+# mmdebstrap from deb.debian.org), and a test name with two loopback addresses.
 # Idempotent and quiet when everything is already up (it runs before every
 # `npm test`), so each step first checks cheaply and only then acts.
 set -euo pipefail
@@ -54,6 +53,20 @@ if ((${#missing[@]})); then
     die "apt-get install ${missing[*]} failed"
   log "packages: installed ${missing[*]}"
 fi
+
+# --- a name with two addresses ----------------------------------------------
+# node-agent/src/transport/dns-failover.test.ts dials one name that resolves to two
+# loopback addresses, as a control plane behind a DNS name with several A records
+# would. /etc/hosts gives a name every line it has ("multi on", Debian's host.conf);
+# RFC 6761 reserves .test for names like this one.
+MULTI_A_NAME=cp-replicas.svc.test
+for addr in 127.0.0.1 127.0.0.3; do
+  if ! grep -qE "^${addr//./\\.}[[:space:]]+${MULTI_A_NAME//./\\.}\$" /etc/hosts; then
+    need_root "adding $MULTI_A_NAME to /etc/hosts"
+    echo "$addr $MULTI_A_NAME" >>/etc/hosts
+    log "/etc/hosts: $addr $MULTI_A_NAME"
+  fi
+done
 
 # --- docker engine ----------------------------------------------------------
 docker_up() { curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1; }

@@ -27,6 +27,8 @@ export interface FakeControlPlaneOptions {
   tokens?: string[];
   /** False: never Ack heartbeats (a hung control plane). */
   ackHeartbeats?: boolean;
+  /** The loopback address to listen on (127.0.0.1 by default); `port` may be set before start. */
+  host?: string;
 }
 
 export class FakeControlPlane {
@@ -38,6 +40,7 @@ export class FakeControlPlane {
   private readonly tokens: Set<string>;
   private readonly tls: FakeControlPlaneOptions['tls'];
   private readonly ackHeartbeats: boolean;
+  private readonly host: string;
   private server: grpc.Server | undefined;
   private nextNode = 1;
   private listeners: Array<() => void> = [];
@@ -48,10 +51,11 @@ export class FakeControlPlane {
     this.tokens = new Set(options.tokens ?? ['good-token']);
     this.tls = options.tls;
     this.ackHeartbeats = options.ackHeartbeats ?? true;
+    this.host = options.host ?? '127.0.0.1';
   }
 
   get address(): string {
-    return `127.0.0.1:${this.port}`;
+    return `${this.host}:${this.port}`;
   }
 
   async start(): Promise<this> {
@@ -74,7 +78,7 @@ export class FakeControlPlane {
       const credentials = this.tls
         ? grpc.ServerCredentials.createSsl(this.tls.clientCa ?? null, [{ cert_chain: this.tls.cert, private_key: this.tls.key }], Boolean(this.tls.clientCa))
         : grpc.ServerCredentials.createInsecure();
-      server.bindAsync(`127.0.0.1:${this.port}`, credentials, (err, port) => (err ? reject(err) : resolve(port)));
+      server.bindAsync(`${this.host}:${this.port}`, credentials, (err, port) => (err ? reject(err) : resolve(port)));
     });
     this.server = server;
     return this;
