@@ -84,6 +84,29 @@ function get(url: string, headers: Record<string, string> = {}): Promise<number>
   });
 }
 
+/** GET on a connection of its own: the status and the body. */
+function getText(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers: { connection: 'close' }, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.once('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+/** The sum of a metric's samples whose labels include every `labels` pair, from Prometheus text. */
+function sampleSum(exposition: string, metric: string, labels: Record<string, string> = {}): number {
+  return exposition
+    .split('\n')
+    .filter((line) => line.startsWith(`${metric}{`) || line.startsWith(`${metric} `))
+    .filter((line) => Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`)))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
 const alive = (pid: number): boolean => {
   try {
     process.kill(pid, 0);
@@ -138,6 +161,29 @@ describe('SVC_WORKERS on PostgreSQL', () => {
     expect(workerPids.size).toBe(2);
     expect(workerPids.has(server.child.pid!)).toBe(false);
     expect(await servingPids(12)).toEqual(workerPids);
+  });
+
+  it("GET /metrics answers with every worker's counts, merged by the primary, whichever worker serves the scrape", async () => {
+    const models = { route: '/v1/models', status: '200' };
+    const first = await getText(`${baseUrl}/metrics`);
+    expect(first.status).toBe(200);
+    const before = sampleSum(first.body, 'svc_http_requests_total', models);
+    expect((await servingPids(16)).size).toBe(2);
+
+    const from = server.lines.length;
+    const scrapes = [];
+    for (let i = 0; i < 6; i++) scrapes.push(await getText(`${baseUrl}/metrics`));
+    // The scrapes too went to both workers, and every one saw all 16 requests.
+    const scrapers = await server.waitFor((l) => l.msg === 'request completed', 6, from);
+    expect(new Set(scrapers.map((l) => l.pid)).size).toBe(2);
+    for (const scrape of scrapes) {
+      expect(scrape.status).toBe(200);
+      expect(sampleSum(scrape.body, 'svc_http_requests_total', models)).toBe(before + 16);
+      // One leader among the workers, counted once; a gauge read from the store, once.
+      expect(sampleSum(scrape.body, 'svc_control_plane_leader')).toBe(1);
+      expect(scrape.body.match(/^svc_webhook_deliveries_pending /gm)).toHaveLength(1);
+      expect(sampleSum(scrape.body, 'svc_webhook_deliveries_pending')).toBe(0);
+    }
   });
 
   it('a killed worker is replaced, and the new one serves too', async () => {

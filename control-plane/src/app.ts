@@ -55,6 +55,7 @@ import { adminUserRoutes } from './routes/admin-users.js';
 import { UserService } from './users/user-service.js';
 import { modelRoutes } from './routes/models.js';
 import { opsRoutes } from './routes/ops.js';
+import { mergedMetricsSource } from './cluster/merged-metrics.js';
 import { publicStatusRoutes } from './status/public-routes.js';
 import { OPS_PREFIX, opsApiRoutes } from './routes/ops-api.js';
 import { webhookRoutes } from './routes/webhooks.js';
@@ -80,6 +81,11 @@ export interface AppDeps {
   logger?: FastifyServerOptions['logger'];
   /** The app owns the store: it closes it after every other close hook (the last usage flush, the webhook worker). */
   closeStore?: boolean;
+  /**
+   * A worker of cluster/primary.ts (SVC_WORKERS > 1): GET /metrics answers with every
+   * worker's metrics, merged by the primary, instead of this process's alone.
+   */
+  clusterWorker?: boolean;
 }
 
 export interface Services {
@@ -292,7 +298,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('serviceMetrics', metrics);
   new Gauge({
     name: 'svc_control_plane_leader',
-    help: 'Whether this control-plane process is the leader that runs the singletons (1) or not (0)',
+    help: 'Whether this control-plane process is the leader that runs the singletons (1) or not (0); with SVC_WORKERS, the sum over the workers',
     registers: [metrics.registry],
     collect() {
       this.set(leadership.isLeader() ? 1 : 0);
@@ -304,7 +310,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   // Routes outside the API-key pipeline.
-  await app.register(opsRoutes(store, metrics.registry));
+  const exposition = deps.clusterWorker ? mergedMetricsSource(metrics.registry) : () => metrics.registry.metrics();
+  await app.register(opsRoutes(store, { contentType: metrics.registry.contentType, text: exposition }));
   // The public status pages: key-less, outside /v1.
   await app.register(publicStatusRoutes({ fleet: store, desired: services.replicas.desired, skus: services.skuCatalog.skus, cacheMs: config.statusCacheMs, clock }));
 

@@ -25,7 +25,7 @@ export async function startControlPlane(config: ControlPlaneConfig) {
     backgroundCheckpoints: { everyMs: 1000, onError: (message) => app?.log.warn({ err: message }, 'background WAL checkpoint failed; SQLite checkpoints in commits again') },
   });
   try {
-    app = await buildApp({ config, store, closeStore: true });
+    app = await buildApp({ config, store, closeStore: true, clusterWorker: cluster.isWorker });
   } catch (err) {
     await store.close();
     throw err;

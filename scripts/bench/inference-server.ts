@@ -49,6 +49,7 @@ async function serveApp(port: number): Promise<{ port: number; key: string; clos
     config,
     store,
     logger: false,
+    clusterWorker: cluster.isWorker,
     replicas: {
       directory: { ready: (f = {}) => replicas.filter((r) => f.model === undefined || r.model === f.model) },
       plan: { desired: (model, q, pool) => replicas.filter((r) => r.model === model && r.quantization === q && r.pool === pool).length },

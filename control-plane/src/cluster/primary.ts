@@ -2,9 +2,11 @@
 // shared PostgreSQL store; node:cluster hands every worker the same HTTP, gRPC and
 // operator listening sockets), restarts a worker that dies with backoff, and on
 // SIGTERM/SIGINT passes SIGTERM to each worker so it drains like a single process does.
-// The primary itself serves nothing and opens no database connection.
+// The primary itself serves no requests and opens no database connection; it only merges
+// the workers' metrics when one of them is scraped (merged-metrics.ts).
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from '@svc/shared';
+import { serveMergedMetrics } from './merged-metrics.js';
 import { nextCrashStreak, restartDelayMs } from './restart-policy.js';
 
 /** What a worker sends the primary once its control plane listens. */
@@ -35,6 +37,7 @@ export interface Primary {
 
 /** Forks the workers and keeps them running until `stop`. */
 export function startPrimary({ workers, log, drainMs }: PrimaryOptions): Primary {
+  serveMergedMetrics();
   const slots = new Map<number, Slot>();
   let stopping = false;
   let everReady = false;

@@ -76,6 +76,8 @@ export function registerFleetMetrics(registry: Registry, sources: FleetSources):
 
   new Gauge({
     name: 'svc_replicas_desired',
+    // Read from the shared store: every worker exports the same value, counted once when merged.
+    aggregator: 'first',
     help: 'Model-server replicas wanted (SVC_REPLICAS), by model, quantization and pool.',
     labelNames: ['model', 'quantization', 'pool'],
     registers,
@@ -87,6 +89,7 @@ export function registerFleetMetrics(registry: Registry, sources: FleetSources):
 
   new Gauge({
     name: 'svc_replicas',
+    aggregator: 'first',
     help: 'Model-server replicas not ended, by model, quantization, pool and state; every state of a desired target is exported, 0 when empty.',
     labelNames: ['model', 'quantization', 'pool', 'state'],
     registers,
@@ -105,6 +108,7 @@ export function registerFleetMetrics(registry: Registry, sources: FleetSources):
 
   new Gauge({
     name: 'svc_instances',
+    aggregator: 'first',
     help: 'GPU instances not terminated or failed, by pool and status.',
     labelNames: ['pool', 'status'],
     registers,
@@ -118,6 +122,7 @@ export function registerFleetMetrics(registry: Registry, sources: FleetSources):
 
   new Gauge({
     name: 'svc_nodes',
+    aggregator: 'first',
     help: 'Enrolled nodes not forgotten, by pool and status (ready, unreachable, enrolled = never connected).',
     labelNames: ['pool', 'status'],
     registers,
@@ -132,7 +137,7 @@ export function registerFleetMetrics(registry: Registry, sources: FleetSources):
   let agents: (() => number) | undefined = sources.connectedAgents;
   new Gauge({
     name: 'svc_agents_connected',
-    help: 'Node agents with a live gRPC session to this control-plane process.',
+    help: 'Node agents with a live gRPC session to this control plane (with SVC_WORKERS, summed over its workers: each holds its own).',
     registers,
     collect() {
       this.set(agents ? agents() : 0);
@@ -141,6 +146,7 @@ export function registerFleetMetrics(registry: Registry, sources: FleetSources):
 
   new Gauge({
     name: 'svc_webhook_deliveries_pending',
+    aggregator: 'first',
     help: 'Webhook deliveries not yet delivered (first try or waiting for a retry) to enabled endpoints.',
     registers,
     async collect() {
@@ -149,6 +155,7 @@ export function registerFleetMetrics(registry: Registry, sources: FleetSources):
   });
   new Gauge({
     name: 'svc_webhook_oldest_pending_delivery_age_seconds',
+    aggregator: 'first',
     help: 'Age of the oldest pending webhook delivery; 0 when none is pending.',
     registers,
     async collect() {

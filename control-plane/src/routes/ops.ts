@@ -3,7 +3,6 @@
 // (tag "operations", no security), so load balancers and scrapers are configured from it.
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Registry } from 'prom-client';
 import { ApiError } from '@svc/shared';
 import type { Store } from '../store/store.js';
 import { MIGRATIONS } from '../store/sqlite/migrations.js';
@@ -14,7 +13,13 @@ const tags = ['operations'];
 const security: Array<Record<string, string[]>> = [];
 const Unavailable = Type.Ref(ErrorEnvelope, { description: 'The store does not answer, or its schema is behind this release.' });
 
-export function opsRoutes(store: Store, metrics: Registry): FastifyPluginAsyncTypebox {
+/** What GET /metrics serves: this process's registry, or (workers) every worker's, merged. */
+export interface MetricsExposition {
+  contentType: string;
+  text(): Promise<string>;
+}
+
+export function opsRoutes(store: Store, metrics: MetricsExposition): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.get(
       '/healthz',
@@ -75,9 +80,16 @@ export function opsRoutes(store: Store, metrics: Registry): FastifyPluginAsyncTy
           },
         },
       },
-      async (_request, reply) => {
+      async (request, reply) => {
+        let text: string;
+        try {
+          text = await metrics.text();
+        } catch (err) {
+          request.log.warn({ err }, 'metrics: the workers could not be merged');
+          throw new ApiError('service_unavailable', 'the metrics of every worker could not be gathered just now; scrape again');
+        }
         reply.type(metrics.contentType);
-        return metrics.metrics();
+        return text;
       },
     );
 
