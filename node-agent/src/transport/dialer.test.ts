@@ -1,12 +1,10 @@
 // Failover between control-plane addresses: the real agent against two fake control
 // planes (real gRPC servers) that both know its identity, as replicas sharing one store do.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger, systemClock } from '@svc/shared';
 import { startAgent, type RunningAgent } from '../agent.js';
 import { loadAgentConfig } from '../config/agent-config.js';
+import { protocolOnlyAgentEnv } from '../testing/agent-env.js';
 import { FakeControlPlane } from '../testing/fake-control-plane.js';
 import { nextTargetIndex } from './dialer.js';
 
@@ -36,16 +34,7 @@ describe('several control-plane addresses', () => {
     const first = await new FakeControlPlane().start();
     const second = await new FakeControlPlane().start();
     planes.push(first, second);
-    const config = loadAgentConfig({
-      SVC_CONTROL_PLANE: `${first.address},${second.address}`,
-      SVC_NODE_TOKEN: 'good-token',
-      SVC_AGENT_DATA_DIR: mkdtempSync(join(tmpdir(), 'agent-')),
-      SVC_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
-      SVC_HOST_FIREWALL: 'false',
-      SVC_SSH_PORT: '0',
-      SVC_JUPYTER_PORT: '0',
-      SVC_ACCESS_BIND_HOST: '127.0.0.1',
-    });
+    const config = loadAgentConfig(protocolOnlyAgentEnv({ SVC_CONTROL_PLANE: `${first.address},${second.address}` }));
     running.push(await startAgent(config, { log, clock: systemClock }));
     const session = await first.waitFor(() => first.current, 10_000, 'a session with the first control plane');
     // The replicas share the node's identity (one store behind both).

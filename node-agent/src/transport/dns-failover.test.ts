@@ -6,13 +6,12 @@
 // planes (real gRPC servers, over TLS as any name off the loopback list requires) listen
 // on the same port, one on each address.
 import { lookup } from 'node:dns/promises';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, systemClock } from '@svc/shared';
 import { startAgent, type RunningAgent } from '../agent.js';
 import { loadAgentConfig } from '../config/agent-config.js';
+import { protocolOnlyAgentEnv } from '../testing/agent-env.js';
 import { FakeControlPlane } from '../testing/fake-control-plane.js';
 import { makeTestCertificates, type TestCertificates } from '../testing/test-certificates.js';
 
@@ -47,19 +46,14 @@ describe('a control plane behind a name with several A records', () => {
     second.port = first.port;
     planes.push(second);
 
-    const config = loadAgentConfig({
-      SVC_CONTROL_PLANE: `${NAME}:${first.port}`,
-      SVC_AGENT_TLS_CA: certs.ca,
-      // The test certificate names localhost; the name under test is what is dialed.
-      SVC_AGENT_TLS_SERVER_NAME: 'localhost',
-      SVC_NODE_TOKEN: 'good-token',
-      SVC_AGENT_DATA_DIR: mkdtempSync(join(tmpdir(), 'agent-')),
-      SVC_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
-      SVC_HOST_FIREWALL: 'false',
-      SVC_SSH_PORT: '0',
-      SVC_JUPYTER_PORT: '0',
-      SVC_ACCESS_BIND_HOST: '127.0.0.1',
-    });
+    const config = loadAgentConfig(
+      protocolOnlyAgentEnv({
+        SVC_CONTROL_PLANE: `${NAME}:${first.port}`,
+        SVC_AGENT_TLS_CA: certs.ca,
+        // The test certificate names localhost; the name under test is what is dialed.
+        SVC_AGENT_TLS_SERVER_NAME: 'localhost',
+      }),
+    );
     expect(config.controlPlanes).toEqual([`${NAME}:${first.port}`]);
     running.push(await startAgent(config, { log, clock: systemClock }));
     const session = await first.waitFor(() => first.current, 10_000, `a session through ${NAME} with the replica on ${ADDRESSES[0]}`);

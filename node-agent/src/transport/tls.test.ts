@@ -1,11 +1,10 @@
 // The agent over TLS and mutual TLS against the fake control plane, with a throwaway CA.
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, systemClock } from '@svc/shared';
 import { startAgent, type RunningAgent } from '../agent.js';
 import { loadAgentConfig } from '../config/agent-config.js';
+import { protocolOnlyAgentEnv } from '../testing/agent-env.js';
 import { FakeControlPlane } from '../testing/fake-control-plane.js';
 import { makeTestCertificates, type TestCertificates } from '../testing/test-certificates.js';
 
@@ -32,17 +31,7 @@ async function plane(mutual: boolean): Promise<FakeControlPlane> {
 }
 
 async function agent(cp: FakeControlPlane, env: Record<string, string>): Promise<void> {
-  const config = loadAgentConfig({
-    SVC_CONTROL_PLANE: `localhost:${cp.port}`,
-    SVC_NODE_TOKEN: 'good-token',
-    SVC_AGENT_DATA_DIR: mkdtempSync(join(tmpdir(), 'agent-')),
-    SVC_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
-    // Several agents run at once here: SSH and Jupyter on free ports.
-    SVC_SSH_PORT: '0',
-    SVC_JUPYTER_PORT: '0',
-    SVC_ACCESS_BIND_HOST: '127.0.0.1',
-    ...env,
-  });
+  const config = loadAgentConfig(protocolOnlyAgentEnv({ SVC_CONTROL_PLANE: `localhost:${cp.port}`, ...env }));
   running.push(await startAgent(config, { log, clock: systemClock }));
 }
 
