@@ -160,14 +160,14 @@ describe('a silent partition between the agent and the control plane', () => {
         terminate_done_after_heal_ms: stoppedAt - healAt,
       };
       process.stdout.write(`partition timings: ${JSON.stringify(measured)}\n`);
-      // The issue's bound holds for the reconnect itself: connect timeout plus one backoff
-      // step. What follows it is this host's CPU and Docker (a shared 2-core host at load 30
-      // took 2.3 s to hand the stop over and Docker 7-9 s to stop the container): printed,
-      // and bounded generously so the suite catches a regression to tens of seconds.
-      // The reconnect is at most a connect timeout plus one backoff step (2 s); a host busy
-      // with two suites at once has been seen adding half a second of scheduling on top.
-      expect(measured.node_back_after_heal_ms).toBeLessThanOrEqual(AFTER_HEAL_MS + 2_000);
-      expect(measured.stop_received_by_agent_after_heal_ms).toBeLessThanOrEqual(AFTER_HEAL_MS + 3_000);
+      // The issue's bound, for the reconnect and for the stop it carries: a fresh SYN goes
+      // out every 250 ms while an attempt waits, so the agent is back about 250 ms after the
+      // heal, or one backoff step (at most 1 s) when the heal falls between two attempts.
+      // What follows the stop is Docker stopping the container, on a shared host's CPU
+      // (a 2-core host at load 30 took Docker 7-9 s): printed, and bounded generously so
+      // the suite catches a regression to tens of seconds.
+      expect(measured.node_back_after_heal_ms).toBeLessThanOrEqual(AFTER_HEAL_MS);
+      expect(measured.stop_received_by_agent_after_heal_ms).toBeLessThanOrEqual(AFTER_HEAL_MS);
       expect(measured.terminate_done_after_heal_ms).toBeLessThanOrEqual(30_000);
       // The kept instance ran through it all, in the same container.
       expect((await instance(keep)).status).toBe('ready');

@@ -5,13 +5,13 @@
 // pick_first policy tries each address in turn (250 ms apart when one hangs).
 //
 // Every attempt first checks that a TCP connection to the address opens within
-// `connectTimeoutMs` (1 s): a connect stuck in SYN retransmits (a partition) is dropped
-// and retried on a new socket, so the agent is back at most about one connect timeout
-// plus one backoff step after the network heals, instead of waiting on the kernel's
-// doubling SYN timer. Only then does a fresh channel (its own connection) get
+// `connectTimeoutMs` (1 s), sending a fresh SYN every 250 ms meanwhile: a connect stuck
+// in SYN retransmits (a partition) does not hold the agent back, which is back about
+// 250 ms after the network heals (or one backoff step, at most 1 s, when the heal comes
+// between attempts), instead of waiting on the kernel's doubling SYN timer. Only then does a fresh channel (its own connection) get
 // HANDSHAKE_TIMEOUT_MS for TLS and HTTP/2: a control plane that is up but slow (starting,
 // or answering a thousand reconnecting agents) is waited for, not abandoned and hammered.
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { AgentGatewayClient } from '@svc/proto';
 import { SessionEndedError } from '../session/session-errors.js';
@@ -85,23 +85,44 @@ export class ControlPlaneDialer {
   }
 }
 
-/** Resolves once a TCP connection to `target` opens (then closes it); rejects after `timeoutMs`. */
+/** How often a probe that has not connected yet is joined by a fresh one. */
+export const PROBE_STAGGER_MS = 250;
+
+/**
+ * Resolves once a TCP connection to `target` opens (then closes it); rejects after
+ * `timeoutMs`, or at once when the address answers with an error (refused, unreachable).
+ *
+ * While no probe has connected, a fresh one starts every PROBE_STAGGER_MS, the earlier
+ * ones still waiting: a SYN dropped during a partition is retransmitted by the kernel
+ * only after a second or more, so after the network heals the next fresh SYN, at most
+ * PROBE_STAGGER_MS away, is what gets through.
+ */
 function tcpReachable(target: string, timeoutMs: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    // Every address the name resolves to is tried (Node's happy eyeballs), as gRPC would.
-    const socket = connect({ host: targetHost(target), port: targetPort(target), autoSelectFamily: true });
+    const sockets: Socket[] = [];
+    let settled = false;
     const done = (err?: Error): void => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
+      clearInterval(stagger);
       signal.removeEventListener('abort', onAbort);
-      socket.destroy();
+      for (const socket of sockets) socket.destroy();
       if (err) reject(err);
       else resolve();
     };
+    const probe = (): void => {
+      // Every address the name resolves to is tried (Node's happy eyeballs), as gRPC would.
+      const socket = connect({ host: targetHost(target), port: targetPort(target), autoSelectFamily: true });
+      sockets.push(socket);
+      socket.once('connect', () => done());
+      socket.once('error', (err) => done(err));
+    };
     const timer = setTimeout(() => done(new Error(`no TCP connection within ${timeoutMs} ms`)), timeoutMs);
+    const stagger = setInterval(probe, PROBE_STAGGER_MS);
     const onAbort = (): void => done(new Error('the agent is stopping'));
     if (signal.aborted) return onAbort();
     signal.addEventListener('abort', onAbort, { once: true });
-    socket.once('connect', () => done());
-    socket.once('error', (err) => done(err));
+    probe();
   });
 }
