@@ -194,6 +194,13 @@ describe('SVC_WORKERS on PostgreSQL', () => {
     const [exited] = await server.waitFor((l) => l.msg === 'worker exited; restarting it', 1, from);
     expect(exited!.worker_pid).toBe(victim);
     expect(exited!.signal).toBe('SIGKILL');
+    // Scraped while the replacement starts: the survivor's metrics, at once, not a wait on
+    // a worker that cannot answer yet.
+    await new Promise((r) => setTimeout(r, 300));
+    const scrape = await getText(`${baseUrl}/metrics`);
+    expect(scrape.status).toBe(200);
+    expect(sampleSum(scrape.body, 'svc_http_requests_total')).toBeGreaterThan(0);
+    expect(server.lines.slice(from).some((l) => l.msg === 'worker ready'), 'the scrape came before the replacement was ready').toBe(false);
     const [ready] = await server.waitFor((l) => l.msg === 'worker ready', 1, from);
     const replacement = ready!.worker_pid as number;
     expect(before).not.toContain(replacement);

@@ -1,74 +1,119 @@
 // With SVC_WORKERS > 1 each worker counts what it served, but a scraper reaches whichever
 // worker the kernel hands its connection to. So a worker's GET /metrics asks the primary,
-// which gathers every worker's registry and merges them (prom-client's AggregatorRegistry,
-// by each metric's `aggregator`): counters and histograms add up across workers, a gauge
-// every worker reads from the shared store is taken once ('first'). The answer is the same
-// whichever worker serves it, and counters never jump back when the scrape lands elsewhere.
+// which collects every ready worker's registry (as JSON, over the cluster channel) and
+// merges them with prom-client's AggregatorRegistry.aggregate, by each metric's
+// `aggregator`: counters and histograms add up across workers, a gauge every worker reads
+// from the shared store is taken once ('first'). The answer is the same whichever worker
+// serves it, and counters never jump back when the scrape lands elsewhere.
+//
+// Only workers that said they are ready are asked: one still starting (loading its
+// modules, opening the store) has nothing to count yet and could not answer.
+import type { Worker } from 'node:cluster';
 import cluster from 'node:cluster';
-import { AggregatorRegistry, type Registry } from 'prom-client';
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
 
-const REQUEST = 'svc:metrics-request';
-const ANSWER = 'svc:metrics-answer';
-/** prom-client gives the workers 5 s to answer the primary; a little more for the relay. */
-const ANSWER_TIMEOUT_MS = 6_000;
+type RegistryJson = MetricObjectWithValues<MetricValue<string>>[];
 
-interface MetricsRequest {
-  type: typeof REQUEST;
-  id: number;
-}
+/** worker -> primary: a scrape wants everyone's metrics. */
+const SCRAPE = 'svc:metrics-scrape';
+/** primary -> worker: the merged text (or why there is none). */
+const MERGED = 'svc:metrics-merged';
+/** primary -> worker: send your registry. */
+const COLLECT = 'svc:metrics-collect';
+/** worker -> primary: its registry as JSON. */
+const COLLECTED = 'svc:metrics-collected';
 
-interface MetricsAnswer {
-  type: typeof ANSWER;
+/** How long the primary waits for each worker's registry. */
+const COLLECT_TIMEOUT_MS = 3_000;
+/** How long a worker waits for the primary's merge (its collection, plus the relay). */
+const MERGE_TIMEOUT_MS = 5_000;
+
+interface Message {
+  type: string;
   id: number;
   text?: string;
   error?: string;
+  metrics?: RegistryJson;
 }
 
-const isRequest = (m: unknown): m is MetricsRequest => typeof m === 'object' && m !== null && (m as { type?: unknown }).type === REQUEST;
-const isAnswer = (m: unknown): m is MetricsAnswer => typeof m === 'object' && m !== null && (m as { type?: unknown }).type === ANSWER;
+const asMessage = (m: unknown, type: string): Message | undefined =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === type && typeof (m as { id?: unknown }).id === 'number' ? (m as Message) : undefined;
 
-/** In the primary: answers each worker's request with every worker's metrics, merged. */
-export function serveMergedMetrics(): void {
-  const aggregator = new AggregatorRegistry();
-  cluster.on('message', (worker, message: unknown) => {
-    if (!isRequest(message)) return;
-    const reply = (answer: Omit<MetricsAnswer, 'type' | 'id'>) => {
-      if (worker.isConnected()) worker.send({ type: ANSWER, id: message.id, ...answer });
-    };
-    aggregator.clusterMetrics().then(
-      (text) => reply({ text }),
-      (err: unknown) => reply({ error: err instanceof Error ? err.message : String(err) }),
+/** In the primary: answers each worker's scrape with the metrics of every ready worker, merged. */
+export function serveMergedMetrics(readyWorkers: () => Worker[]): void {
+  let nextCollection = 0;
+  const collections = new Map<number, { pending: Set<number>; gathered: RegistryJson[]; finish(): void }>();
+
+  const merge = (): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const id = nextCollection++;
+      const workers = readyWorkers().filter((w) => w.isConnected());
+      const gathered: RegistryJson[] = [];
+      const finish = (): void => {
+        clearTimeout(timer);
+        collections.delete(id);
+        // A worker that did not answer in time is left out: its counts are missing from
+        // this scrape (as after a restart), rather than every worker's being lost to it.
+        Promise.resolve()
+          .then(() => AggregatorRegistry.aggregate(gathered).metrics())
+          .then(resolve, reject);
+      };
+      const timer = setTimeout(finish, COLLECT_TIMEOUT_MS);
+      collections.set(id, { pending: new Set(workers.map((w) => w.id)), gathered, finish });
+      for (const w of workers) w.send({ type: COLLECT, id });
+      if (workers.length === 0) finish();
+    });
+
+  cluster.on('message', (worker, raw: unknown) => {
+    const collected = asMessage(raw, COLLECTED);
+    if (collected) {
+      const c = collections.get(collected.id);
+      if (!c || !c.pending.delete(worker.id)) return;
+      if (collected.metrics) c.gathered.push(collected.metrics);
+      if (c.pending.size === 0) c.finish();
+      return;
+    }
+    const scrape = asMessage(raw, SCRAPE);
+    if (!scrape) return;
+    merge().then(
+      (text) => worker.isConnected() && worker.send({ type: MERGED, id: scrape.id, text }),
+      (err: unknown) => worker.isConnected() && worker.send({ type: MERGED, id: scrape.id, error: err instanceof Error ? err.message : String(err) }),
     );
   });
 }
 
 /**
- * In a worker: offers `registry` to the primary's merges and returns what GET /metrics
- * serves, the merged text (rejects if the primary does not answer in time).
+ * In a worker: gives `registry` to the primary's merges and returns what GET /metrics
+ * serves, every worker's metrics merged (rejects if the primary does not answer in time).
  */
 export function mergedMetricsSource(registry: Registry): () => Promise<string> {
-  AggregatorRegistry.setRegistries([registry]);
-  // Constructing one is what makes prom-client answer the primary's requests in a worker.
-  new AggregatorRegistry();
   const waiting = new Map<number, { resolve(text: string): void; reject(err: Error): void; timer: NodeJS.Timeout }>();
-  let nextId = 0;
-  process.on('message', (message: unknown) => {
-    if (!isAnswer(message)) return;
-    const w = waiting.get(message.id);
-    if (!w) return;
-    waiting.delete(message.id);
+  let nextScrape = 0;
+  process.on('message', (raw: unknown) => {
+    const collect = asMessage(raw, COLLECT);
+    if (collect) {
+      void registry.getMetricsAsJSON().then(
+        (metrics) => process.send?.({ type: COLLECTED, id: collect.id, metrics }),
+        () => process.send?.({ type: COLLECTED, id: collect.id }),
+      );
+      return;
+    }
+    const merged = asMessage(raw, MERGED);
+    const w = merged && waiting.get(merged.id);
+    if (!merged || !w) return;
+    waiting.delete(merged.id);
     clearTimeout(w.timer);
-    if (message.text !== undefined) w.resolve(message.text);
-    else w.reject(new Error(`the primary could not merge the workers' metrics: ${message.error ?? 'no answer'}`));
+    if (merged.text !== undefined) w.resolve(merged.text);
+    else w.reject(new Error(`the primary could not merge the workers' metrics: ${merged.error ?? 'no answer'}`));
   });
   return () =>
     new Promise<string>((resolve, reject) => {
-      const id = nextId++;
+      const id = nextScrape++;
       const timer = setTimeout(() => {
         waiting.delete(id);
-        reject(new Error(`the primary did not answer with the merged metrics within ${ANSWER_TIMEOUT_MS} ms`));
-      }, ANSWER_TIMEOUT_MS);
+        reject(new Error(`the primary did not answer with the merged metrics within ${MERGE_TIMEOUT_MS} ms`));
+      }, MERGE_TIMEOUT_MS);
       waiting.set(id, { resolve, reject, timer });
-      process.send?.({ type: REQUEST, id } satisfies MetricsRequest);
+      process.send?.({ type: SCRAPE, id });
     });
 }

@@ -37,7 +37,6 @@ export interface Primary {
 
 /** Forks the workers and keeps them running until `stop`. */
 export function startPrimary({ workers, log, drainMs }: PrimaryOptions): Primary {
-  serveMergedMetrics();
   const slots = new Map<number, Slot>();
   let stopping = false;
   let everReady = false;
@@ -53,6 +52,8 @@ export function startPrimary({ workers, log, drainMs }: PrimaryOptions): Primary
   });
   ready.catch(() => {});
   let stop!: (reason: string) => void;
+
+  serveMergedMetrics(() => [...slots.values()].filter((s) => s.ready).map((s) => s.worker));
 
   const exited = new Promise<number>((resolve) => {
     const fork = (streak: number): void => {
