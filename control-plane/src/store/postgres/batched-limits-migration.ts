@@ -14,6 +14,16 @@ import type { Migration } from '../sqlite/migrations.js';
  * cost (null cost: no second step; its kind is always 'tokens'); the admission's now and
  * horizon (now + a minute + slack). Returns one row per admission, in order.
  */
+/** One GCRA step (gcraStep) as an UPSERT of row `kind`, its result INTO the two outputs named. */
+const gcraUpsert = (kind: string, freshTat: string, freshAdmitted: string, cost: string, into: string): string => {
+  const next = `GREATEST(r.tat, p_now[i]) + ${cost}`;
+  return `INSERT INTO rate_limits AS r (key_id, kind, tat, admitted) VALUES (p_key[i], ${kind}, ${freshTat}, ${freshAdmitted})
+      ON CONFLICT (key_id, kind) DO UPDATE SET
+        admitted = ${next} <= p_horizon[i],
+        tat = CASE WHEN ${next} <= p_horizon[i] THEN ${next} ELSE r.tat END
+      RETURNING r.tat, r.admitted INTO ${into};`;
+};
+
 const TAKE_LIMITS_FUNCTION = `
 CREATE FUNCTION svc_take_limits(
   p_key TEXT[], p_kind TEXT[], p_fresh_tat FLOAT8[], p_fresh_admitted BOOLEAN[], p_cost FLOAT8[],
@@ -24,19 +34,11 @@ LANGUAGE plpgsql AS $fn$
 BEGIN
   FOR i IN 1 .. COALESCE(array_length(p_key, 1), 0) LOOP
     o_index := i;
-    INSERT INTO rate_limits AS r (key_id, kind, tat, admitted) VALUES (p_key[i], p_kind[i], p_fresh_tat[i], p_fresh_admitted[i])
-      ON CONFLICT (key_id, kind) DO UPDATE SET
-        admitted = GREATEST(r.tat, p_now[i]) + p_cost[i] <= p_horizon[i],
-        tat = CASE WHEN GREATEST(r.tat, p_now[i]) + p_cost[i] <= p_horizon[i] THEN GREATEST(r.tat, p_now[i]) + p_cost[i] ELSE r.tat END
-      RETURNING r.tat, r.admitted INTO o_tat, o_admitted;
+    ${gcraUpsert('p_kind[i]', 'p_fresh_tat[i]', 'p_fresh_admitted[i]', 'p_cost[i]', 'o_tat, o_admitted')}
     o_token_tat := NULL;
     o_token_admitted := NULL;
     IF o_admitted AND p_token_cost[i] IS NOT NULL THEN
-      INSERT INTO rate_limits AS r (key_id, kind, tat, admitted) VALUES (p_key[i], 'tokens', p_token_fresh_tat[i], p_token_fresh_admitted[i])
-        ON CONFLICT (key_id, kind) DO UPDATE SET
-          admitted = GREATEST(r.tat, p_now[i]) + p_token_cost[i] <= p_horizon[i],
-          tat = CASE WHEN GREATEST(r.tat, p_now[i]) + p_token_cost[i] <= p_horizon[i] THEN GREATEST(r.tat, p_now[i]) + p_token_cost[i] ELSE r.tat END
-        RETURNING r.tat, r.admitted INTO o_token_tat, o_token_admitted;
+      ${gcraUpsert(`'tokens'`, 'p_token_fresh_tat[i]', 'p_token_fresh_admitted[i]', 'p_token_cost[i]', 'o_token_tat, o_token_admitted')}
     END IF;
     RETURN NEXT;
   END LOOP;
