@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MERGED_REUSE_MS } from '../control-plane/src/cluster/merged-metrics.js';
 import { ROOT } from './support/node-agent-process.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 
@@ -169,6 +170,8 @@ describe('SVC_WORKERS on PostgreSQL', () => {
     expect(first.status).toBe(200);
     const before = sampleSum(first.body, 'svc_http_requests_total', models);
     expect((await servingPids(16)).size).toBe(2);
+    // A merge answers the scrapes of the next second too: wait past the one that read `before`.
+    await new Promise((r) => setTimeout(r, MERGED_REUSE_MS + 100));
 
     const from = server.lines.length;
     const scrapes = [];
@@ -184,6 +187,16 @@ describe('SVC_WORKERS on PostgreSQL', () => {
       expect(scrape.body.match(/^svc_webhook_deliveries_pending /gm)).toHaveLength(1);
       expect(sampleSum(scrape.body, 'svc_webhook_deliveries_pending')).toBe(0);
     }
+  });
+
+  it('a flood of scrapes (GET /metrics needs no key) is answered from one merge a second, not one per request', async () => {
+    const started = Date.now();
+    const flood = await Promise.all(Array.from({ length: 200 }, () => getText(`${baseUrl}/metrics`)));
+    const seconds = Math.ceil((Date.now() - started) / 1000);
+    expect(flood.every((r) => r.status === 200)).toBe(true);
+    // The merged text differs from one merge to the next (its process gauges move), so the
+    // number of distinct bodies bounds the merges the 200 scrapes cost: about one a second.
+    expect(new Set(flood.map((r) => r.body)).size).toBeLessThanOrEqual(seconds + 1);
   });
 
   it('a killed worker is replaced, and the new one serves too', async () => {

@@ -39,30 +39,64 @@ interface Message {
 const asMessage = (m: unknown, type: string): Message | undefined =>
   typeof m === 'object' && m !== null && (m as { type?: unknown }).type === type && typeof (m as { id?: unknown }).id === 'number' ? (m as Message) : undefined;
 
+/** How long a merged exposition answers later scrapes too (Prometheus scrapes every 15 s or more). */
+export const MERGED_REUSE_MS = 1_000;
+
+/**
+ * `produce`, called at most once at a time and at most once per `maxAgeMs`: a caller
+ * arriving while a call runs shares it, one arriving within `maxAgeMs` of a finished call
+ * gets its result. GET /metrics needs no API key, so without this anyone could make every
+ * worker serialize its registry for each of their requests; with it, a flood of scrapes
+ * costs one merge a second.
+ */
+export function reuseRecent<T>(produce: () => Promise<T>, maxAgeMs: number, now: () => number = () => performance.now()): () => Promise<T> {
+  let running: Promise<T> | undefined;
+  let last: { at: number; value: T } | undefined;
+  return () => {
+    if (running) return running;
+    if (last && now() - last.at < maxAgeMs) return Promise.resolve(last.value);
+    running = produce().then(
+      (value) => {
+        last = { at: now(), value };
+        running = undefined;
+        return value;
+      },
+      (err: unknown) => {
+        running = undefined;
+        throw err;
+      },
+    );
+    return running;
+  };
+}
+
 /** In the primary: answers each worker's scrape with the metrics of every ready worker, merged. */
 export function serveMergedMetrics(readyWorkers: () => Worker[]): void {
   let nextCollection = 0;
   const collections = new Map<number, { pending: Set<number>; gathered: RegistryJson[]; finish(): void }>();
 
-  const merge = (): Promise<string> =>
-    new Promise((resolve, reject) => {
-      const id = nextCollection++;
-      const workers = readyWorkers().filter((w) => w.isConnected());
-      const gathered: RegistryJson[] = [];
-      const finish = (): void => {
-        clearTimeout(timer);
-        collections.delete(id);
-        // A worker that did not answer in time is left out: its counts are missing from
-        // this scrape (as after a restart), rather than every worker's being lost to it.
-        Promise.resolve()
-          .then(() => AggregatorRegistry.aggregate(gathered).metrics())
-          .then(resolve, reject);
-      };
-      const timer = setTimeout(finish, COLLECT_TIMEOUT_MS);
-      collections.set(id, { pending: new Set(workers.map((w) => w.id)), gathered, finish });
-      for (const w of workers) w.send({ type: COLLECT, id });
-      if (workers.length === 0) finish();
-    });
+  const merge = reuseRecent(
+    (): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const id = nextCollection++;
+        const workers = readyWorkers().filter((w) => w.isConnected());
+        const gathered: RegistryJson[] = [];
+        const finish = (): void => {
+          clearTimeout(timer);
+          collections.delete(id);
+          // A worker that did not answer in time is left out: its counts are missing from
+          // this scrape (as after a restart), rather than every worker's being lost to it.
+          Promise.resolve()
+            .then(() => AggregatorRegistry.aggregate(gathered).metrics())
+            .then(resolve, reject);
+        };
+        const timer = setTimeout(finish, COLLECT_TIMEOUT_MS);
+        collections.set(id, { pending: new Set(workers.map((w) => w.id)), gathered, finish });
+        for (const w of workers) w.send({ type: COLLECT, id });
+        if (workers.length === 0) finish();
+      }),
+    MERGED_REUSE_MS,
+  );
 
   cluster.on('message', (worker, raw: unknown) => {
     const collected = asMessage(raw, COLLECTED);
