@@ -359,7 +359,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }, 60_000);
   housekeeping.unref();
   app.addHook('onClose', async () => clearInterval(housekeeping));
-  app.addHook('onClose', async () => services.tokenLimiter.flush());
+  app.addHook('onClose', async () => services.tokenLimiter.close());
 
   // The billing tick, on the leader. Each new hour: running on-demand instances are billed
   // up to it (and up to the month's start first, so a month's compute is on its own

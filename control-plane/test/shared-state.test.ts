@@ -158,6 +158,38 @@ describe('rate limits', () => {
     expect(Number(remaining[0]![1])).toBe(TOKEN_LIMIT - estimate);
   });
 
+  it('a key busy on every replica is admitted from leases of its allowance: far fewer statements than requests, and what a replica leaves unused goes back', async () => {
+    const key = await newKey();
+    const statements = replicas.map(() => 0);
+    const restore = replicas.map((r, i) => {
+      const query = r.store.pool.query.bind(r.store.pool);
+      r.store.pool.query = ((...args: Parameters<typeof query>) => {
+        const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text;
+        if (text?.includes('svc_take_limits')) statements[i]!++;
+        return (query as (...a: unknown[]) => unknown)(...args);
+      }) as typeof query;
+      return () => (r.store.pool.query = query);
+    });
+    try {
+      const statuses: number[] = [];
+      for (let sent = 0; sent < 300; sent += 30) {
+        const batch = Array.from({ length: 30 }, (_, i) => call(replicas[(sent + i) % 3]!, 'POST', '/v1/embeddings', key.value, EMBEDDING));
+        statuses.push(...(await Promise.all(batch)).map((r) => r.status));
+      }
+      expect(statuses.every((s) => s === 409)).toBe(true); // admitted; no model server here
+      const total = statements.reduce((a, b) => a + b, 0);
+      expect(total).toBeLessThan(60); // 100 without leases (10 in flight per replica, batched)
+    } finally {
+      for (const undo of restore) undo();
+    }
+    // A second on, each replica's unused slots are back in the one allowance: 300 spent,
+    // 20 refilled, and this request's own slot.
+    clock.advance(1_001);
+    await new Promise((r) => setTimeout(r, 800));
+    const res = await call(replicas[0]!, 'GET', '/v1/models', key.value);
+    expect(res.headers.get('x-ratelimit-remaining-requests')).toBe(String(LIMIT - 300 + 20 - 1));
+  });
+
   it('a limit that cannot be checked refuses the request with 503 and retry-after, never admits it or answers 500', async () => {
     const key = await newKey();
     const db = replicas[0]!.store.pool;

@@ -21,13 +21,21 @@ export function emissionInterval(limit: number): number {
 
 /**
  * One admission: the new `tat` (unchanged when refused) and whether `cost` fits. An
- * absent row (`tat` undefined, or in the past) is a full bucket. Mirrored by the SQL.
+ * absent row (`tat` undefined, or in the past) is a full bucket. `headroomMs` asks for
+ * that much of the bucket (in refill time) to stay after the step: a replica's lease of
+ * allowance (allowance-lease.ts) is granted only while the key is far from its limit.
+ * Mirrored by the SQL.
  */
-export function gcraStep(tat: number | undefined, limit: number, now: number, cost: number): { tat: number; admitted: boolean } {
+export function gcraStep(tat: number | undefined, limit: number, now: number, cost: number, headroomMs = 0): { tat: number; admitted: boolean } {
   const start = Math.max(tat ?? now, now);
   const next = start + cost * emissionInterval(limit);
-  if (next <= now + MINUTE_MS + SLACK_MS) return { tat: next, admitted: true };
+  if (next <= gcraHorizon(now, headroomMs)) return { tat: next, admitted: true };
   return { tat: tat ?? now, admitted: false };
+}
+
+/** The latest `tat` a step may leave: a minute ahead (a full bucket's worth), less the headroom asked for. */
+export function gcraHorizon(now: number, headroomMs = 0): number {
+  return now + MINUTE_MS + SLACK_MS - headroomMs;
 }
 
 /** The headers' values for a step's outcome, as token-bucket.ts reports them. */

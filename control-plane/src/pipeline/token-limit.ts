@@ -4,7 +4,8 @@
 // the estimate keeps a burst from overshooting the cap, the settlement keeps the count
 // honest. Like the request buckets, they live in this process on SQLite and in one shared
 // GCRA row per key on PostgreSQL (see docs/scaling.md), and settlements are summed per key
-// and written together, a few times a second.
+// and written together, a few times a second. On PostgreSQL a key this replica admits
+// often is served from a lease of its allowance (allowance-lease.ts): no round trip at all.
 //
 // A token-limited route takes its request slot here too, with its estimate, as one step
 // (`Admission`): in memory the two takes, on PostgreSQL one statement for both, so such a
@@ -16,7 +17,8 @@
 // answer as when the slot was taken in onRequest and the tokens in preHandler.
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { ApiError, type Clock } from '@svc/shared';
-import type { LimitCredit, RateLimitStore } from '../store/rate-limit-store.js';
+import type { LimitCredit, LimitKind, RateLimitStore } from '../store/rate-limit-store.js';
+import { admitFromLease, grant, LEASE_HEADROOM_MS, LEASE_MS, LEASE_RETRY_MS, leaseSize, warm, type Heat, type Lease } from './allowance-lease.js';
 import { gcraResult } from './gcra.js';
 import { credit, formatResetDuration, peek, take, type Bucket, type TakeResult } from './token-bucket.js';
 import { answerRequests, limitsUnavailable, rateLimit, type RateLimiter, type TierLimits } from './rate-limit.js';
@@ -68,6 +70,13 @@ export class TokenLimiter {
   private readonly unwritten = new Map<string, LimitCredit>();
   private flushTimer: NodeJS.Timeout | null = null;
 
+  /** Shared limits: this replica's leases of hot keys' allowances, and what makes a key hot. */
+  private readonly leases = new Map<string, Lease>();
+  private readonly heat = new Map<string, Heat>();
+  private readonly leasing = new Set<string>();
+  private readonly leaseRefusedUntil = new Map<string, number>();
+  private leaseTimer: NodeJS.Timeout | null = null;
+
   /** `shared`: the store's rows when several processes share the limits; in memory without. */
   constructor(
     private readonly limits: TierLimits,
@@ -89,13 +98,66 @@ export class TokenLimiter {
     const requestLimit = requests.limitFor(tier);
     const limit = this.limits[tier];
     const now = this.clock.now();
-    return this.shared.takeRequestAndTokens(keyId, requestLimit, limit, now, estimate).then((steps) => {
+    const leased = admitFromLease(this.leases.get(keyId), requestLimit, limit, estimate, now);
+    if (leased) {
+      this.reservations.set(`${keyId} ${requestId}`, estimate);
+      if (leased.refill) this.askLease(keyId, requestLimit, limit, estimate, now);
+      return { request: leased.request, tokens: leased.tokens };
+    }
+    const exact = this.shared.takeRequestAndTokens(keyId, requestLimit, limit, now, estimate).then((steps) => {
       const request = gcraResult(steps.requests.tat, steps.requests.admitted, requestLimit, now, 1);
       if (!steps.tokens) return { request, tokens: null };
       this.sharedLimits.set(keyId, limit);
       if (steps.tokens.admitted) this.reservations.set(`${keyId} ${requestId}`, estimate);
       return { request, tokens: gcraResult(steps.tokens.tat, steps.tokens.admitted, limit, now, estimate) };
     });
+    // Asked for after the admission, so both go in one statement and the lease comes after it.
+    const { heat, hot } = warm(this.heat.get(keyId), now);
+    this.heat.set(keyId, heat);
+    if (hot) this.askLease(keyId, requestLimit, limit, estimate, now);
+    return exact;
+  }
+
+  /** Takes a block of the key's allowance in the background, unless one is on its way or was just refused. */
+  private askLease(keyId: string, requestLimit: number, tokenLimit: number, estimate: number, now: number): void {
+    if (this.leasing.has(keyId) || (this.leaseRefusedUntil.get(keyId) ?? 0) > now) return;
+    const size = leaseSize(requestLimit, tokenLimit, estimate);
+    if (!size) return;
+    const held = this.leases.get(keyId);
+    if (held && (held.requestLimit !== requestLimit || held.tokenLimit !== tokenLimit)) this.giveBack(keyId, held);
+    this.leasing.add(keyId);
+    const refused = () => this.leaseRefusedUntil.set(keyId, this.clock.now() + LEASE_RETRY_MS);
+    this.shared!.takeRequestAndTokens(keyId, requestLimit, tokenLimit, now, size.tokens, { requests: size.requests, headroomMs: LEASE_HEADROOM_MS })
+      .then((steps) => {
+        if (steps.requests.admitted && steps.tokens?.admitted) {
+          const limits = { requestLimit, tokenLimit };
+          this.leases.set(keyId, grant(this.leases.get(keyId), size, limits, { requestTat: steps.requests.tat, tokenTat: steps.tokens.tat }, this.clock.now()));
+          this.sharedLimits.set(keyId, tokenLimit);
+          this.leaseTimer ??= setInterval(() => this.returnExpiredLeases(), LEASE_MS / 2);
+          this.leaseTimer.unref();
+          return;
+        }
+        // The slots fitted and the tokens did not: the slots go back.
+        if (steps.requests.admitted) this.credit(keyId, 'requests', requestLimit, size.requests);
+        refused();
+      }, refused)
+      .finally(() => this.leasing.delete(keyId));
+  }
+
+  private returnExpiredLeases(): void {
+    const now = this.clock.now();
+    for (const [keyId, lease] of this.leases) if (lease.expiresAt <= now) this.giveBack(keyId, lease);
+    if (this.leases.size === 0 && this.leaseTimer) {
+      clearInterval(this.leaseTimer);
+      this.leaseTimer = null;
+    }
+  }
+
+  /** What a lease still holds goes back to the rows (with the next settlements). */
+  private giveBack(keyId: string, lease: Lease): void {
+    this.leases.delete(keyId);
+    if (lease.requests > 0) this.credit(keyId, 'requests', lease.requestLimit, lease.requests);
+    this.credit(keyId, 'tokens', lease.tokenLimit, lease.tokens);
   }
 
   private admitAfter(request: TakeResult, keyId: string, requestId: string, tier: 2 | 3, estimate: number): RequestAndTokens {
@@ -140,10 +202,21 @@ export class TokenLimiter {
   }
 
   private giveShared(keyId: string, amount: number): void {
+    // A live lease takes it: it goes back to the rows with the lease, or serves this replica's next requests.
+    const lease = this.leases.get(keyId);
+    if (lease && lease.expiresAt > this.clock.now()) {
+      lease.tokens += amount;
+      return;
+    }
     const limit = this.sharedLimits.get(keyId);
-    if (limit === undefined || amount === 0) return;
-    const pending = this.unwritten.get(keyId);
-    this.unwritten.set(keyId, { keyId, kind: 'tokens', limit, amount: (pending?.amount ?? 0) + amount });
+    if (limit !== undefined) this.credit(keyId, 'tokens', limit, amount);
+  }
+
+  private credit(keyId: string, kind: LimitKind, limit: number, amount: number): void {
+    if (amount === 0) return;
+    const id = `${keyId} ${kind}`;
+    const pending = this.unwritten.get(id);
+    this.unwritten.set(id, { keyId, kind, limit, amount: (pending?.amount ?? 0) + amount });
     this.flushTimer ??= setTimeout(() => void this.flush(), SETTLE_FLUSH_MS);
     this.flushTimer.unref();
   }
@@ -158,12 +231,22 @@ export class TokenLimiter {
     await this.shared.credit(credits, this.clock.now()).catch(() => {});
   }
 
+  /** Returns every lease and writes what is owed: the process is closing. */
+  async close(): Promise<void> {
+    if (this.leaseTimer) clearInterval(this.leaseTimer);
+    this.leaseTimer = null;
+    for (const [keyId, lease] of this.leases) this.giveBack(keyId, lease);
+    await this.flush();
+  }
+
   /** Drops full buckets of keys idle for a minute; they hold nothing a fresh one would not. */
   async sweep(): Promise<void> {
     const now = this.clock.now();
     if (this.shared) {
       // A settlement arriving after this only misses its key's limit and is dropped.
       this.sharedLimits.clear();
+      this.heat.clear();
+      this.leaseRefusedUntil.clear();
       await this.shared.purge('tokens', now);
       return;
     }

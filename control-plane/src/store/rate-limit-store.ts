@@ -17,6 +17,16 @@ export interface GcraStep {
   admitted: boolean;
 }
 
+/**
+ * A replica's lease of a key's allowance: `requests` slots taken at once in place of one,
+ * granted only if `headroomMs` of refill time stays in both rows afterwards (see
+ * pipeline/allowance-lease.ts). Refused as a whole step when it does not fit.
+ */
+export interface LeaseStep {
+  requests: number;
+  headroomMs: number;
+}
+
 export interface RateLimitStore {
   /**
    * One admission of `cost` units against the key's `limit` per minute, as one atomic
@@ -28,7 +38,8 @@ export interface RateLimitStore {
    * A token-spending request's admission as one atomic statement: one unit of the key's
    * `requests` limit and, only if that is admitted, `tokens` units of its `tokens` limit
    * (`tokens` is null when the request was refused: its token row was not touched). The
-   * same as `take` twice, in that order, without the second round trip.
+   * same as `take` twice, in that order, without the second round trip. With `lease`,
+   * `lease.requests` slots instead of one, both steps keeping `lease.headroomMs` free.
    */
   takeRequestAndTokens(
     keyId: string,
@@ -36,6 +47,7 @@ export interface RateLimitStore {
     tokenLimit: number,
     now: number,
     tokens: number,
+    lease?: LeaseStep,
   ): Promise<{ requests: GcraStep; tokens: GcraStep | null }>;
   /** Applies settlements, one per key and kind (sum them first), in one statement. */
   credit(credits: readonly LimitCredit[], now: number): Promise<void>;

@@ -1286,6 +1286,24 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
           });
         });
 
+        it('a lease takes its block of slots and tokens only while the headroom asked for stays in both rows', async () => {
+          const limits = store.rateLimits!;
+          // 60 requests (1 s each) and 600 tokens (100 ms each) per minute; blocks keep 15 s free.
+          const lease = (key: string, requests: number, tokens: number) => limits.takeRequestAndTokens(key, 60, 600, NOW, tokens, { requests, headroomMs: 15_000 });
+          // A fresh key: 20 slots (20 s) and 200 tokens (20 s) fit.
+          expect(await lease('l', 20, 200)).toEqual({ requests: { tat: NOW + 20_000, admitted: true }, tokens: { tat: NOW + 20_000, admitted: true } });
+          // 25 more slots would leave 15 s: still fits; then even one slot more would not.
+          expect(await lease('l', 25, 10)).toMatchObject({ requests: { tat: NOW + 45_000, admitted: true }, tokens: { admitted: true } });
+          expect(await lease('l', 1, 1)).toEqual({ requests: { tat: NOW + 45_000, admitted: false }, tokens: null });
+          // The exact step still admits what the headroom kept back.
+          expect((await limits.takeRequestAndTokens('l', 60, 600, NOW, 1)).requests).toEqual({ tat: NOW + 46_000, admitted: true });
+          // Slots that fit with tokens that would not: the slots are taken, the tokens refused (the caller gives the slots back).
+          expect(await lease('m', 1, 500)).toEqual({ requests: { tat: NOW + 1_000, admitted: true }, tokens: { tat: NOW, admitted: false } });
+          // A fresh key whose block alone would break the headroom gets no row changed but its refusal.
+          expect(await lease('n', 46, 1)).toEqual({ requests: { tat: NOW, admitted: false }, tokens: null });
+          expect(await row('n', 'requests')).toMatchObject({ admitted: false });
+        });
+
         it('is the GCRA step twice, in order: requests, then tokens only if admitted', async () => {
           const limits = store.rateLimits!;
           let requests: number | undefined;

@@ -10,8 +10,8 @@
 // per-request cost of the round trip (client encoding, parsing, syscalls, the server's
 // statement overhead) shrinks with the load instead of growing with it.
 import type pg from 'pg';
-import { emissionInterval, gcraStep, MINUTE_MS, SLACK_MS } from '../../pipeline/gcra.js';
-import type { GcraStep, LimitCredit, LimitKind, RateLimitStore } from '../rate-limit-store.js';
+import { emissionInterval, gcraHorizon, gcraStep } from '../../pipeline/gcra.js';
+import type { GcraStep, LeaseStep, LimitCredit, LimitKind, RateLimitStore } from '../rate-limit-store.js';
 
 /** One admission waiting for its batch. */
 interface PendingAdmission {
@@ -22,6 +22,8 @@ interface PendingAdmission {
   /** The second step, tokens, taken only if the first is admitted. */
   tokens: { limit: number; cost: number } | null;
   now: number;
+  /** Refill time both steps must leave in their rows (a lease); 0 for an admission. */
+  headroomMs: number;
   resolve(steps: { first: GcraStep; tokens: GcraStep | null }): void;
   reject(err: unknown): void;
 }
@@ -44,7 +46,7 @@ export class PgRateLimitStore implements RateLimitStore {
   constructor(private readonly pool: pg.Pool) {}
 
   async take(keyId: string, kind: LimitKind, limit: number, now: number, cost: number): Promise<GcraStep> {
-    return (await this.enqueue(keyId, kind, limit, cost, null, now)).first;
+    return (await this.enqueue(keyId, kind, limit, cost, null, now, 0)).first;
   }
 
   async takeRequestAndTokens(
@@ -53,14 +55,15 @@ export class PgRateLimitStore implements RateLimitStore {
     tokenLimit: number,
     now: number,
     tokens: number,
+    lease?: LeaseStep,
   ): Promise<{ requests: GcraStep; tokens: GcraStep | null }> {
-    const steps = await this.enqueue(keyId, 'requests', requestLimit, 1, { limit: tokenLimit, cost: tokens }, now);
+    const steps = await this.enqueue(keyId, 'requests', requestLimit, lease?.requests ?? 1, { limit: tokenLimit, cost: tokens }, now, lease?.headroomMs ?? 0);
     return { requests: steps.first, tokens: steps.tokens };
   }
 
-  private enqueue(keyId: string, kind: LimitKind, limit: number, cost: number, tokens: PendingAdmission['tokens'], now: number) {
+  private enqueue(keyId: string, kind: LimitKind, limit: number, cost: number, tokens: PendingAdmission['tokens'], now: number, headroomMs: number) {
     return new Promise<{ first: GcraStep; tokens: GcraStep | null }>((resolve, reject) => {
-      this.queue.push({ keyId, kind, limit, cost, tokens, now, resolve, reject });
+      this.queue.push({ keyId, kind, limit, cost, tokens, now, headroomMs, resolve, reject });
       if (!this.sending) void this.sendBatches();
     });
   }
@@ -91,8 +94,8 @@ export class PgRateLimitStore implements RateLimitStore {
     };
     for (const a of ordered) {
       // What a key without a row gets: the step from a full bucket, computed here.
-      const fresh = gcraStep(undefined, a.limit, a.now, a.cost);
-      const tokenFresh = a.tokens && gcraStep(undefined, a.tokens.limit, a.now, a.tokens.cost);
+      const fresh = gcraStep(undefined, a.limit, a.now, a.cost, a.headroomMs);
+      const tokenFresh = a.tokens && gcraStep(undefined, a.tokens.limit, a.now, a.tokens.cost, a.headroomMs);
       args.key.push(a.keyId);
       args.kind.push(a.kind);
       args.freshTat.push(fresh.tat);
@@ -102,7 +105,7 @@ export class PgRateLimitStore implements RateLimitStore {
       args.tokenFreshAdmitted.push(tokenFresh?.admitted ?? null);
       args.tokenCost.push(a.tokens ? a.tokens.cost * emissionInterval(a.tokens.limit) : null);
       args.now.push(a.now);
-      args.horizon.push(a.now + MINUTE_MS + SLACK_MS);
+      args.horizon.push(gcraHorizon(a.now, a.headroomMs));
     }
     const result = await this.pool.query<TakeRow>({
       // Named: prepared once per connection, it runs on every request.
