@@ -108,6 +108,20 @@ describe('error envelope', () => {
     expect(preflight.headers.get('access-control-allow-origin')).toBe('https://app.example');
   });
 
+  it('a cross-origin request is answered for the browser, refusals included: its origin reflected, the readable headers listed, Vary: Origin', async () => {
+    for (const [path, key, status] of [['/v1/models', admin, 200], ['/v1/models', undefined, 401], ['/v1/nothing-here', admin, 404]] as const) {
+      const res = await cp.request('GET', path, { ...(key ? { key } : {}), headers: { origin: 'https://app.example' } });
+      expect(res.status, path).toBe(status);
+      expect(res.headers.get('access-control-allow-origin'), path).toBe('https://app.example');
+      expect(res.headers.get('vary'), path).toMatch(/\bOrigin\b/);
+      expect(res.headers.get('access-control-expose-headers'), path).toContain('x-ratelimit-remaining-requests');
+    }
+    // Without an Origin there is nothing to reflect.
+    const local = await cp.request('GET', '/v1/models', { key: admin });
+    expect(local.headers.get('access-control-allow-origin')).toBeNull();
+    expect(local.headers.get('vary')).toMatch(/\bOrigin\b/);
+  });
+
   it('a path that is not valid percent-encoding, or a path parameter past 100 characters: 400 invalid_request', async () => {
     const bad = await raw('GET', '/v1/instances/%ff', { authorization: `Bearer ${admin}` });
     expect(bad.status).toBe(400);
