@@ -76,6 +76,7 @@ export class TokenLimiter {
   private readonly leasing = new Set<string>();
   private readonly leaseRefusedUntil = new Map<string, number>();
   private leaseTimer: NodeJS.Timeout | null = null;
+  private closed = false;
 
   /** `shared`: the store's rows when several processes share the limits; in memory without. */
   constructor(
@@ -129,6 +130,13 @@ export class TokenLimiter {
     const refused = () => this.leaseRefusedUntil.set(keyId, this.clock.now() + LEASE_RETRY_MS);
     this.shared!.takeRequestAndTokens(keyId, requestLimit, tokenLimit, now, size.tokens, { requests: size.requests, headroomMs: LEASE_HEADROOM_MS })
       .then((steps) => {
+        if (steps.requests.admitted && steps.tokens?.admitted && this.closed) {
+          // Granted as the process closed: straight back.
+          this.credit(keyId, 'requests', requestLimit, size.requests);
+          this.credit(keyId, 'tokens', tokenLimit, size.tokens);
+          void this.flush();
+          return;
+        }
         if (steps.requests.admitted && steps.tokens?.admitted) {
           const limits = { requestLimit, tokenLimit };
           this.leases.set(keyId, grant(this.leases.get(keyId), size, limits, { requestTat: steps.requests.tat, tokenTat: steps.tokens.tat }, this.clock.now()));
@@ -233,6 +241,7 @@ export class TokenLimiter {
 
   /** Returns every lease and writes what is owed: the process is closing. */
   async close(): Promise<void> {
+    this.closed = true;
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.leaseTimer = null;
     for (const [keyId, lease] of this.leases) this.giveBack(keyId, lease);
