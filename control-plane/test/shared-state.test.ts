@@ -160,6 +160,7 @@ describe('rate limits', () => {
 
   it('a key busy on every replica is admitted from leases of its allowance: far fewer statements than requests, and what a replica leaves unused goes back', async () => {
     const key = await newKey();
+    const start = clock.now();
     const statements = replicas.map(() => 0);
     const restore = replicas.map((r, i) => {
       const query = r.store.pool.query.bind(r.store.pool);
@@ -185,7 +186,10 @@ describe('rate limits', () => {
     // A second on, each replica's unused slots are back in the one allowance: 300 spent,
     // 20 refilled, and this request's own slot.
     clock.advance(1_001);
-    await new Promise((r) => setTimeout(r, 800));
+    // The row, once every block is back, holds exactly the 300 slots spent (the clock stood still during the burst).
+    const spentTo = start + 300 * (60_000 / LIMIT);
+    const tat = async () => Number((await replicas[0]!.store.pool.query("SELECT tat FROM rate_limits WHERE key_id = $1 AND kind = 'requests'", [key.id])).rows[0]?.tat);
+    await until('every replica to give back its unused slots', async () => Math.abs((await tat()) - spentTo) < 0.01, 10_000);
     const res = await call(replicas[0]!, 'GET', '/v1/models', key.value);
     expect(res.headers.get('x-ratelimit-remaining-requests')).toBe(String(LIMIT - 300 + 20 - 1));
   });
