@@ -34,6 +34,12 @@ export class KeyVerifier {
    * row, so its answer is returned but not cached (it would outlive the revoke).
    */
   private generation = 0;
+  /**
+   * Lookups in flight, by cache key: the requests that arrive together with a key not
+   * cached (a cold start, an entry just expired under load) share one, instead of each
+   * asking the store (hundreds of concurrent requests would queue on the pool).
+   */
+  private readonly loading = new Map<string, { generation: number; principal: Promise<Principal | undefined> }>();
 
   constructor(
     private readonly store: Store,
@@ -67,13 +73,26 @@ export class KeyVerifier {
     const cacheKey = hash.toString('base64');
     const now = this.clock.now();
     const generation = this.generation;
-    const loaded = await this.load(hash);
+    const loaded = await this.shared(cacheKey, hash, generation);
     if (!loaded) {
       this.cache.delete(cacheKey);
       return { ok: false, reason: 'invalid API key' };
     }
     if (this.cacheMs > 0 && generation === this.generation) this.cache.set(cacheKey, { principal: loaded, cachedAt: now });
     return this.check(loaded, now);
+  }
+
+  /** One lookup per key and generation: a lookup begun before an eviction is not joined. */
+  private shared(cacheKey: string, hash: Buffer, generation: number): Promise<Principal | undefined> {
+    const inFlight = this.loading.get(cacheKey);
+    if (inFlight && inFlight.generation === generation) return inFlight.principal;
+    const entry = { generation, principal: this.load(hash) };
+    this.loading.set(cacheKey, entry);
+    const forget = (): void => {
+      if (this.loading.get(cacheKey) === entry) this.loading.delete(cacheKey);
+    };
+    entry.principal.then(forget, forget);
+    return entry.principal;
   }
 
   private check(principal: Principal, now: number): Verification {
