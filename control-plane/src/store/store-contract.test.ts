@@ -616,6 +616,24 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect((await store.keys.get('key_nul'))?.name).toHaveLength(2);
     });
 
+    it('keeps tenant text with array-literal characters, and a batch past 65,535 values, intact and in full', async () => {
+      const odd = ['{a,b}', 'say "hi"', 'back\\slash', 'NULL', '', ' padded ', 'é ✓'];
+      await store.usage.append(odd.map((user, i) => usage(i, { user })));
+      const stored = (await store.usage.list('org_1', { limit: 10 })).data;
+      expect(stored.map((u) => u.user).reverse()).toEqual(odd);
+
+      const big = Array.from({ length: 5_000 }, (_, i) => usage(1_000 + i, { id: `usage_big_${i}`, orgId: 'org_2', costNanos: 3 }));
+      await store.usage.append(big);
+      let count = 0;
+      for (let after: string | undefined; ; ) {
+        const page = await store.usage.list('org_2', { limit: 100, ...(after ? { after } : {}) });
+        count += page.data.length;
+        if (!page.hasMore) break;
+        after = page.data.at(-1)!.id;
+      }
+      expect(count).toBe(5_000);
+    });
+
     it('filters by a time range and finds the newest record of a request, in its org only', async () => {
       await store.usage.append(Array.from({ length: 6 }, (_, i) => usage(i, { createdAt: 1_000 + i * 10 })));
       await store.usage.append([usage(6, { requestId: 'req_2', createdAt: 1_100 }), usage(7, { orgId: 'org_2', requestId: 'req_x', createdAt: 1_200 })]);

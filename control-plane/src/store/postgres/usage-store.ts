@@ -6,27 +6,33 @@ import type pg from 'pg';
 import type { UsagePage, UsageRecord, UsageStore } from '../usage-store.js';
 import { toRecord } from '../sqlite/usage-store.js';
 import { newestFirstPage } from './newest-first-page.js';
-import { inTransaction, one, run, type Queryable } from './pg-pool.js';
+import { one, storable } from './pg-pool.js';
 
-const FIELDS = 15;
-// PostgreSQL takes at most 65,535 parameters in one statement.
-const CHUNK = Math.floor(65_535 / FIELDS);
+/**
+ * The batch goes as one array per column, so the statement text never changes with the
+ * batch size: it is a named statement, parsed and planned once per connection, and any
+ * batch fits (a row per placeholder group would cap a statement at 65,535 parameters and
+ * make the server parse a new text every flush, on the same cores as the API).
+ */
+const APPEND: Pick<pg.QueryConfig, 'name' | 'text'> = {
+  name: 'svc_usage_append',
+  text: `INSERT INTO usage_records (id, org_id, key_id, request_id, kind, model, quantization, pool, prompt_tokens,
+           completion_tokens, cost_nanos, "user", sandbox, created_at, duration_ms)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+           $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::boolean[], $14::bigint[], $15::bigint[])`,
+};
 
-async function insertChunk(db: Queryable, records: readonly UsageRecord[]): Promise<void> {
-  const values: unknown[] = [];
-  const tuples = records.map((r, i) => {
-    values.push(
-      r.id, r.orgId, r.keyId, r.requestId, r.kind, r.model, r.quantization, r.pool, r.promptTokens, r.completionTokens, r.costNanos, r.user, r.sandbox,
-      r.createdAt, r.durationMs ?? null,
-    );
-    return `(${Array.from({ length: FIELDS }, (_, j) => `$${i * FIELDS + j + 1}`).join(', ')})`;
-  });
-  await run(
-    db,
-    `INSERT INTO usage_records (id, org_id, key_id, request_id, kind, model, quantization, pool, prompt_tokens,
-       completion_tokens, cost_nanos, "user", sandbox, created_at, duration_ms) VALUES ${tuples.join(', ')}`,
-    values,
-  );
+/** The records' columns, in APPEND's order. */
+function columns(records: readonly UsageRecord[]): unknown[][] {
+  const cols: unknown[][] = Array.from({ length: 15 }, () => []);
+  for (const r of records) {
+    const row = [
+      r.id, r.orgId, r.keyId, r.requestId, r.kind, r.model, r.quantization, r.pool, r.promptTokens, r.completionTokens, r.costNanos,
+      r.user, r.sandbox, r.createdAt, r.durationMs ?? null,
+    ];
+    for (let j = 0; j < row.length; j++) cols[j]!.push(storable(row[j]));
+  }
+  return cols;
 }
 
 export class PgUsageStore implements UsageStore {
@@ -34,13 +40,9 @@ export class PgUsageStore implements UsageStore {
 
   async append(records: readonly UsageRecord[]): Promise<void> {
     if (records.length === 0) return;
-    // In org order, so the running totals' rows are locked in one order by every
-    // process, even across the chunks of one large batch.
+    // In org order, so the running totals' rows are locked in one order by every process.
     const sorted = [...records].sort((a, b) => (a.orgId < b.orgId ? -1 : a.orgId > b.orgId ? 1 : a.createdAt - b.createdAt));
-    if (sorted.length <= CHUNK) return insertChunk(this.pool, sorted);
-    await inTransaction(this.pool, async (client) => {
-      for (let i = 0; i < sorted.length; i += CHUNK) await insertChunk(client, sorted.slice(i, i + CHUNK));
-    });
+    await this.pool.query({ ...APPEND, values: columns(sorted) });
   }
 
   async list(orgId: string, options: { limit: number; after?: string; model?: string; keyId?: string; from?: number; to?: number }): Promise<UsagePage> {
