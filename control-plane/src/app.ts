@@ -38,6 +38,7 @@ import { resolveDesiredReplicas } from './replicas/desired.js';
 import { LiveReplicaDirectory, type ReplicaDirectory } from './replicas/replica-directory.js';
 import { ReplicaService, replicaInventory, type ReplicaLogger } from './replicas/replica-service.js';
 import { Idempotency } from './pipeline/idempotency.js';
+import { UnknownKeyGuard } from './pipeline/unknown-key-guard.js';
 import { RateLimiter } from './pipeline/rate-limit.js';
 import { TokenLimiter } from './pipeline/token-limit.js';
 import { BalanceGuard } from './billing/spending.js';
@@ -101,6 +102,7 @@ export interface Services {
   sla: SlaService;
   invoices: InvoiceService;
   idempotency: Idempotency;
+  unknownKeys: UnknownKeyGuard;
   webhooks: WebhookService;
   enrollment: EnrollmentService;
   nodes: NodeService;
@@ -186,6 +188,7 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
       waitSeconds: config.idempotencyWaitSeconds,
       leaseSeconds: config.idempotencyLeaseSeconds,
     }),
+    unknownKeys: new UnknownKeyGuard(clock),
     webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets), deps.webhookResolver),
     enrollment: new EnrollmentService(store.nodes, clock, config.nodeTokenTtlSeconds),
     nodes,

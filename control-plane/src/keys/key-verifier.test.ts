@@ -75,7 +75,7 @@ describe('KeyVerifier', () => {
     const { verifier, created, lookups } = await setup();
     const unknown = created.value.slice(0, -4) + (created.value.endsWith('AAAA') ? 'BBBB' : 'AAAA');
     const answers = await Promise.all(Array.from({ length: 10 }, () => verifier.verify(unknown)));
-    expect(answers).toEqual(Array.from({ length: 10 }, () => ({ ok: false, reason: 'invalid API key' })));
+    expect(answers).toEqual(Array.from({ length: 10 }, () => ({ ok: false, reason: 'invalid API key', unknown: true })));
     expect(lookups()).toBe(1);
   });
 });

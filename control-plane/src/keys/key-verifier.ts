@@ -20,7 +20,8 @@ export interface Principal {
   expiresAt: number | null;
 }
 
-export type Verification = { ok: true; principal: Principal } | { ok: false; reason: string };
+/** `unknown`: the store has no such key (not a revoked or rotated-out one). */
+export type Verification = { ok: true; principal: Principal } | { ok: false; reason: string; unknown?: true };
 
 interface CacheEntry {
   principal: Principal;
@@ -66,6 +67,15 @@ export class KeyVerifier {
     return this.check(entry.principal, now);
   }
 
+  /**
+   * True when `value` verified here before, even if its cache entry has aged out since
+   * (entries stay until an eviction): such a key is no stranger's guess, and its lookup
+   * is never refused by the unknown-key guard.
+   */
+  seen(value: string): boolean {
+    return this.cache.has(hashKeyValueBase64(value));
+  }
+
   async verify(value: string): Promise<Verification> {
     const cached = this.verifyCached(value);
     if (cached) return cached;
@@ -76,7 +86,7 @@ export class KeyVerifier {
     const loaded = await this.shared(cacheKey, hash, generation);
     if (!loaded) {
       this.cache.delete(cacheKey);
-      return { ok: false, reason: 'invalid API key' };
+      return { ok: false, reason: 'invalid API key', unknown: true };
     }
     if (this.cacheMs > 0 && generation === this.generation) this.cache.set(cacheKey, { principal: loaded, cachedAt: now });
     return this.check(loaded, now);

@@ -18,6 +18,7 @@ import { checkPublicKeyRules } from './public-key-rules.js';
 import { rateLimit, type RateLimiter } from './rate-limit.js';
 import { checkScope } from './scope-check.js';
 import { Admission, type TokenLimiter } from './token-limit.js';
+import type { UnknownKeyGuard } from './unknown-key-guard.js';
 import type { BalanceGuard } from '../billing/spending.js';
 
 export interface PipelineDeps {
@@ -26,6 +27,7 @@ export interface PipelineDeps {
   tokenLimiter: TokenLimiter;
   balanceGuard: BalanceGuard;
   idempotency: Idempotency;
+  unknownKeys: UnknownKeyGuard;
 }
 
 type Hook = RouteOptions['onRequest'];
@@ -71,10 +73,12 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
         key = bearerKey(request);
         const cached = deps.verifier.verifyCached(key);
         if (cached) return finish(afterAuth(request, reply, cached), done);
+        if (!deps.verifier.seen(key)) deps.unknownKeys.check(request.ip);
       } catch (err) {
         return done(err as Error);
       }
       deps.verifier.verify(key).then((verification) => {
+        if (!verification.ok && verification.unknown) deps.unknownKeys.unknown(request.ip);
         let pending: void | Promise<void>;
         try {
           pending = afterAuth(request, reply, verification);

@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError, ManualClock } from '@svc/shared';
+import { UnknownKeyGuard } from './unknown-key-guard.js';
+
+const refusal = (guard: UnknownKeyGuard, address: string): ApiError | undefined => {
+  try {
+    guard.check(address);
+    return undefined;
+  } catch (err) {
+    return err as ApiError;
+  }
+};
+
+describe('UnknownKeyGuard', () => {
+  it('lets an address have a burst of unknown keys looked up, then one per refill interval', () => {
+    const clock = new ManualClock(1_000_000);
+    const guard = new UnknownKeyGuard(clock, 6);
+    for (let i = 0; i < 6; i++) {
+      expect(refusal(guard, '203.0.113.7')).toBeUndefined();
+      guard.unknown('203.0.113.7');
+    }
+    const refused = refusal(guard, '203.0.113.7');
+    expect(refused).toMatchObject({ type: 'rate_limited', status: 429, headers: { 'retry-after': '10' } });
+    expect(refused!.message).toContain('203.0.113.7');
+    expect(refusal(guard, '198.51.100.1')).toBeUndefined(); // other addresses are not affected
+    clock.advance(9_999);
+    expect(refusal(guard, '203.0.113.7')?.headers).toEqual({ 'retry-after': '1' });
+    clock.advance(1);
+    expect(refusal(guard, '203.0.113.7')).toBeUndefined();
+    guard.unknown('203.0.113.7');
+    expect(refusal(guard, '203.0.113.7')).toBeDefined();
+  });
+
+  it('stays bounded under unknown keys from more addresses than it tracks', () => {
+    const clock = new ManualClock(1_000_000);
+    const guard = new UnknownKeyGuard(clock, 1);
+    for (let i = 0; i < 10_001; i++) guard.unknown(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
+    // Every address was mid-burst, so the table started over: nobody is refused wrongly or kept forever.
+    expect(refusal(guard, '10.0.0.0')).toBeUndefined();
+    guard.unknown('10.0.0.0');
+    expect(refusal(guard, '10.0.0.0')).toBeDefined();
+  });
+});

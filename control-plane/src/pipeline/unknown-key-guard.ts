@@ -1,0 +1,47 @@
+// Step 2's cost cap. An unknown API key costs a store lookup (on PostgreSQL, a round trip
+// to the database every replica shares), and anyone can send one: a well-formed random key
+// passes every check that needs no store. So each client address gets a bucket of
+// unknown-key lookups, UNKNOWN_KEYS_PER_MINUTE refilled evenly (and a burst of as many).
+// Once it is empty, a request from that address whose key is not cached is answered 429
+// without a lookup until the bucket refills. Keys already cached (valid, revoked, rotated
+// out) are answered as before, so one misbehaving client behind a shared address does not
+// lock the others out of their working keys.
+import { ApiError, type Clock } from '@svc/shared';
+import { refill, take, type Bucket } from './token-bucket.js';
+
+export const UNKNOWN_KEYS_PER_MINUTE = 60;
+/** Addresses tracked at most; past it, those whose bucket is full again are forgotten. */
+const MAX_TRACKED = 10_000;
+
+export class UnknownKeyGuard {
+  private readonly buckets = new Map<string, Bucket>();
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly perMinute = UNKNOWN_KEYS_PER_MINUTE,
+  ) {}
+
+  /** Throws rate_limited when `address` may not have one more unknown key looked up now. */
+  check(address: string): void {
+    const bucket = this.buckets.get(address);
+    if (!bucket) return;
+    const filled = refill(bucket, this.perMinute, this.clock.now());
+    if (filled.tokens >= 1) return;
+    const seconds = Math.max(1, Math.ceil(((1 - filled.tokens) * 60_000) / this.perMinute / 1000));
+    throw new ApiError(
+      'rate_limited',
+      `too many requests with unknown API keys from ${address} (${this.perMinute} per minute); check the key, then retry after ${seconds}s`,
+      { headers: { 'retry-after': String(seconds) } },
+    );
+  }
+
+  /** `address` presented a key the store does not know. */
+  unknown(address: string): void {
+    const now = this.clock.now();
+    this.buckets.set(address, take(this.buckets.get(address), this.perMinute, now).bucket);
+    if (this.buckets.size <= MAX_TRACKED) return;
+    for (const [tracked, bucket] of this.buckets) if (refill(bucket, this.perMinute, now).tokens >= this.perMinute) this.buckets.delete(tracked);
+    // Still full: every address is mid-burst (a spread attack); start over rather than grow.
+    if (this.buckets.size > MAX_TRACKED) this.buckets.clear();
+  }
+}

@@ -1,0 +1,55 @@
+// A stranger spraying well-formed random API keys, over real HTTP: each unknown key costs
+// a store lookup (on PostgreSQL, the database every replica shares), so an address gets a
+// burst of them and then one a second; past that it is answered 429 without a lookup,
+// while keys already cached keep working from the same address.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { generateKeyValue } from '../src/keys/api-key.js';
+import { UNKNOWN_KEYS_PER_MINUTE } from '../src/pipeline/unknown-key-guard.js';
+import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
+import type { ManualClock } from '@svc/shared';
+
+let cp: TestControlPlane;
+let lookups = 0;
+
+beforeEach(async () => {
+  cp = await startControlPlane();
+  const find = cp.store.keys.findBySecretHash.bind(cp.store.keys);
+  lookups = 0;
+  cp.store.keys.findBySecretHash = (hash) => {
+    lookups++;
+    return find(hash);
+  };
+});
+afterEach(() => cp.close());
+
+describe('unknown API keys from one address', () => {
+  it('cost a lookup each up to the burst, then 429 with retry-after and no lookup; cached keys keep working', async () => {
+    const working = await cp.key();
+    expect((await cp.request('GET', '/v1/models', { key: working })).status).toBe(200);
+    const notYetUsed = await cp.key();
+
+    for (let i = 0; i < UNKNOWN_KEYS_PER_MINUTE; i++) {
+      const res = await cp.request('GET', '/v1/models', { key: generateKeyValue('live') });
+      expect(expectError(res, 401, 'unauthorized').message).toBe('invalid API key');
+    }
+    const before = lookups;
+    for (let i = 0; i < 20; i++) {
+      const res = await cp.request('GET', '/v1/models', { key: generateKeyValue('live') });
+      expect(expectError(res, 429, 'rate_limited').message).toContain('unknown API keys from 127.0.0.1');
+      expect(res.headers.get('retry-after')).toBe('1');
+    }
+    expect(lookups).toBe(before);
+
+    // The key this address already used is answered as before, also once its cache entry
+    // has aged out (2 s; the bucket refills 2 lookups meanwhile, spent again here).
+    expect((await cp.request('GET', '/v1/models', { key: working })).status).toBe(200);
+    (cp.clock as ManualClock).advance(2_000);
+    for (let i = 0; i < 2; i++) expectError(await cp.request('GET', '/v1/models', { key: generateKeyValue('live') }), 401, 'unauthorized');
+    expectError(await cp.request('GET', '/v1/models', { key: generateKeyValue('live') }), 429, 'rate_limited');
+    expect((await cp.request('GET', '/v1/models', { key: working })).status).toBe(200);
+    // A key not seen yet needs a lookup, which waits for the bucket like any other.
+    expectError(await cp.request('GET', '/v1/models', { key: notYetUsed }), 429, 'rate_limited');
+    (cp.clock as ManualClock).advance(1_000);
+    expect((await cp.request('GET', '/v1/models', { key: notYetUsed })).status).toBe(200);
+  });
+});
