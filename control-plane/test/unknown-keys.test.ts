@@ -1,9 +1,12 @@
 // A stranger spraying well-formed random API keys, over real HTTP: each unknown key costs
 // a store lookup (on PostgreSQL, the database every replica shares), so an address gets a
 // burst of them and then one a second; past that it is answered 429 without a lookup,
-// while keys already cached keep working from the same address.
+// while keys that verified before keep working from the same address. The operator API
+// (/ops/v1) shares the cap.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { generateKeyValue } from '../src/keys/api-key.js';
+import { generateOperatorKeyValue } from '../src/operators/operator-key.js';
+import { OperatorKeyService } from '../src/operators/operator-key-service.js';
 import { UNKNOWN_KEYS_PER_MINUTE } from '../src/pipeline/unknown-key-guard.js';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
 import type { ManualClock } from '@svc/shared';
@@ -51,5 +54,19 @@ describe('unknown API keys from one address', () => {
     expectError(await cp.request('GET', '/v1/models', { key: notYetUsed }), 429, 'rate_limited');
     (cp.clock as ManualClock).advance(1_000);
     expect((await cp.request('GET', '/v1/models', { key: notYetUsed })).status).toBe(200);
+  });
+
+  it('on the operator API too: unknown operator keys are capped, a working operator key is not', async () => {
+    const operator = (await new OperatorKeyService(cp.store.operators, cp.clock).create({ scopes: ['operator:read'], name: 'ops', createdBy: 'local' })).value;
+    expect((await cp.request('GET', '/ops/v1/nodes', { key: operator })).status).toBe(200);
+    for (let i = 0; i < UNKNOWN_KEYS_PER_MINUTE; i++) {
+      expectError(await cp.request('GET', '/ops/v1/nodes', { key: generateOperatorKeyValue() }), 401, 'unauthorized');
+    }
+    const res = await cp.request('GET', '/ops/v1/nodes', { key: generateOperatorKeyValue() });
+    expectError(res, 429, 'rate_limited');
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect((await cp.request('GET', '/ops/v1/nodes', { key: operator })).status).toBe(200);
+    // One cap per address across both APIs: customer keys not seen yet wait too.
+    expectError(await cp.request('GET', '/v1/models', { key: generateKeyValue('live') }), 429, 'rate_limited');
   });
 });

@@ -7,6 +7,7 @@ import { bearerKey } from '../pipeline/authenticate.js';
 import type { OperatorKeyRecord, OperatorScope } from '../store/operator-store.js';
 import { grants } from './operator-key.js';
 import type { OperatorKeyService } from './operator-key-service.js';
+import type { UnknownKeyGuard } from '../pipeline/unknown-key-guard.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -23,12 +24,17 @@ const CUSTOMER_KEY = /^svc_(sk|pk)_/;
 
 export const CUSTOMER_KEY_REFUSAL = 'customer API keys cannot call the operator API; use an operator key (svcop_…)';
 
-export function operatorAuth(keys: OperatorKeyService) {
+/** `unknownKeys`: the same per-address cap on lookups of unknown keys as the customer API's. */
+export function operatorAuth(keys: OperatorKeyService, unknownKeys: UnknownKeyGuard) {
   return async function authenticateOperator(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const value = bearerKey(request);
     if (CUSTOMER_KEY.test(value)) throw new ApiError('forbidden_scope', CUSTOMER_KEY_REFUSAL);
+    if (!keys.seen(value)) unknownKeys.check(request.ip);
     const verification = await keys.verify(value);
-    if (!verification.ok) throw new ApiError('unauthorized', verification.reason);
+    if (!verification.ok) {
+      if (verification.unknown) unknownKeys.unknown(request.ip);
+      throw new ApiError('unauthorized', verification.reason);
+    }
     const required = request.routeOptions.config.operatorScope;
     // A route without a declared scope is a programming error: refuse rather than open it.
     if (!required || !grants(verification.key.scopes, required)) {

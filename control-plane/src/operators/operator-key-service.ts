@@ -6,9 +6,16 @@ import { ApiError, newId, toRfc3339, type Clock } from '@svc/shared';
 import type { OperatorKeyRecord, OperatorScope, OperatorStore } from '../store/operator-store.js';
 import { OPERATOR_SCOPES, generateOperatorKeyValue, hashOperatorKeyValue, isOperatorKeyValue, isOperatorScope } from './operator-key.js';
 
-export type OperatorVerification = { ok: true; key: OperatorKeyRecord } | { ok: false; reason: string };
+/** `unknown`: the store has no such key (not a revoked one). */
+export type OperatorVerification = { ok: true; key: OperatorKeyRecord } | { ok: false; reason: string; unknown?: true };
+
+/** Digests remembered as having verified; past it, the memory starts over. */
+const MAX_SEEN = 10_000;
 
 export class OperatorKeyService {
+  /** Digests of values that verified in this process: their lookups are never refused as a stranger's guesses. */
+  private readonly seenDigests = new Set<string>();
+
   constructor(
     private readonly store: OperatorStore,
     private readonly clock: Clock,
@@ -47,9 +54,16 @@ export class OperatorKeyService {
     if (!isOperatorKeyValue(value)) return { ok: false, reason: 'malformed operator key' };
     const digest = hashOperatorKeyValue(value);
     const found = await this.store.findKeyByHash(digest);
-    if (!found || !timingSafeEqual(found.hash, digest)) return { ok: false, reason: 'invalid operator key' };
+    if (!found || !timingSafeEqual(found.hash, digest)) return { ok: false, reason: 'invalid operator key', unknown: true };
     if (found.key.revokedAt !== null) return { ok: false, reason: 'this operator key has been revoked' };
+    if (this.seenDigests.size >= MAX_SEEN) this.seenDigests.clear();
+    this.seenDigests.add(digest.toString('base64'));
     return { ok: true, key: found.key };
+  }
+
+  /** True when `value` verified in this process before (revoked since or not: the lookup decides). */
+  seen(value: string): boolean {
+    return isOperatorKeyValue(value) && this.seenDigests.has(hashOperatorKeyValue(value).toString('base64'));
   }
 }
 

@@ -50,7 +50,7 @@ export function opsApiRoutes(deps: FleetDeps): FastifyPluginAsyncTypebox {
       if (!route.config?.operatorScope) throw new Error(`${String(route.method)} ${route.url} declares no operatorScope`);
       if ((route.schema as { hide?: boolean } | undefined)?.hide) throw new Error(`${String(route.method)} ${route.url} may not be hidden from the OpenAPI document`);
     });
-    app.addHook('onRequest', operatorAuth(keys));
+    app.addHook('onRequest', operatorAuth(keys, deps.services.unknownKeys));
     const ops = (request: FastifyRequest) => new FleetOperations(deps, request.operator!.id);
 
     // Nodes, GPUs, health.
