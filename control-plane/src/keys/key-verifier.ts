@@ -58,30 +58,23 @@ export class KeyVerifier {
    * asked (verify). Most requests end here, so the hot path allocates no promise.
    */
   verifyCached(value: string): Verification | undefined {
-    if (!kindOfKeyValue(value)) {
-      return { ok: false, reason: looksLikeOperatorKey(value) ? 'operator keys (svcop_) are for the operator API (/ops/v1) only; use an API key of your org' : 'malformed API key' };
-    }
-    const entry = this.cache.get(hashKeyValueBase64(value));
-    const now = this.clock.now();
-    if (!entry || now - entry.cachedAt >= this.cacheMs) return undefined;
-    return this.check(entry.principal, now);
+    return malformed(value) ?? this.fresh(hashKeyValueBase64(value), this.clock.now());
   }
 
   /**
-   * True when `value` verified here before, even if its cache entry has aged out since
-   * (entries stay until an eviction): such a key is no stranger's guess, and its lookup
-   * is never refused by the unknown-key guard.
+   * The answer, from the store when the cache has none. `beforeLookup` is told, just before
+   * the store is asked, whether this key verified here before (its entry aged out since:
+   * entries stay until an eviction); it may throw to refuse the lookup (the unknown-key guard).
    */
-  seen(value: string): boolean {
-    return this.cache.has(hashKeyValueBase64(value));
-  }
-
-  async verify(value: string): Promise<Verification> {
-    const cached = this.verifyCached(value);
-    if (cached) return cached;
+  async verify(value: string, beforeLookup?: (known: boolean) => void): Promise<Verification> {
+    const refused = malformed(value);
+    if (refused) return refused;
     const hash = hashKeyValue(value);
     const cacheKey = hash.toString('base64');
     const now = this.clock.now();
+    const cached = this.fresh(cacheKey, now);
+    if (cached) return cached;
+    beforeLookup?.(this.cache.has(cacheKey));
     const generation = this.generation;
     const loaded = await this.shared(cacheKey, hash, generation);
     if (!loaded) {
@@ -103,6 +96,12 @@ export class KeyVerifier {
     };
     entry.principal.then(forget, forget);
     return entry.principal;
+  }
+
+  private fresh(cacheKey: string, now: number): Verification | undefined {
+    const entry = this.cache.get(cacheKey);
+    if (!entry || now - entry.cachedAt >= this.cacheMs) return undefined;
+    return this.check(entry.principal, now);
   }
 
   private check(principal: Principal, now: number): Verification {
@@ -132,4 +131,9 @@ export class KeyVerifier {
     this.generation++;
     for (const [k, entry] of this.cache) if (match(entry.principal)) this.cache.delete(k);
   }
+}
+
+function malformed(value: string): Verification | undefined {
+  if (kindOfKeyValue(value)) return undefined;
+  return { ok: false, reason: looksLikeOperatorKey(value) ? 'operator keys (svcop_) are for the operator API (/ops/v1) only; use an API key of your org' : 'malformed API key' };
 }

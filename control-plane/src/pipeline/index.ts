@@ -73,11 +73,14 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
         key = bearerKey(request);
         const cached = deps.verifier.verifyCached(key);
         if (cached) return finish(afterAuth(request, reply, cached), done);
-        if (!deps.verifier.seen(key)) deps.unknownKeys.check(request.ip);
       } catch (err) {
         return done(err as Error);
       }
-      deps.verifier.verify(key).then((verification) => {
+      // A key never verified here must fit the address's unknown-key allowance before the store is asked.
+      const guard = (known: boolean): void => {
+        if (!known) deps.unknownKeys.check(request.ip);
+      };
+      deps.verifier.verify(key, guard).then((verification) => {
         if (!verification.ok && verification.unknown) deps.unknownKeys.unknown(request.ip);
         let pending: void | Promise<void>;
         try {

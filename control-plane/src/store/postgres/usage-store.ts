@@ -24,13 +24,13 @@ const APPEND: Pick<pg.QueryConfig, 'name' | 'text'> = {
 
 /** The records' columns, in APPEND's order. */
 function columns(records: readonly UsageRecord[]): unknown[][] {
-  const cols: unknown[][] = Array.from({ length: 15 }, () => []);
+  const cols: unknown[][] = [];
   for (const r of records) {
     const row = [
       r.id, r.orgId, r.keyId, r.requestId, r.kind, r.model, r.quantization, r.pool, r.promptTokens, r.completionTokens, r.costNanos,
       r.user, r.sandbox, r.createdAt, r.durationMs ?? null,
     ];
-    for (let j = 0; j < row.length; j++) cols[j]!.push(storable(row[j]));
+    for (let j = 0; j < row.length; j++) (cols[j] ??= []).push(storable(row[j]));
   }
   return cols;
 }
