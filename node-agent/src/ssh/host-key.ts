@@ -7,7 +7,7 @@
 // generator drops a leading zero byte now and then (about 1 key in 256), writing a key
 // that neither ssh2 nor `ssh-keygen -y` can read. Every key is read back with ssh2's
 // parser and checked against the public key node:crypto made before it is used.
-import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, randomBytes } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import ssh2 from 'ssh2';
@@ -57,16 +57,21 @@ function sshString(data: Buffer | string): Buffer {
   return Buffer.concat([length, bytes]);
 }
 
+/** An Ed25519 private key in PKCS#8 DER (RFC 8410) is this prefix and then its 32-byte seed. */
+const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+
 /**
  * An ed25519 key pair from node:crypto, as an unencrypted `openssh-key-v1` private key
- * (PROTOCOL.key in OpenSSH's source). The raw 32-byte seed and public key come from the
- * JWK export, which always has their full length.
+ * (PROTOCOL.key in OpenSSH's source). The seed is 32 random bytes; node:crypto derives the
+ * public key, taken from the fixed-length end of its SPKI DER.
  */
 export function generateEd25519OpenSsh(comment = 'svc-node-agent'): { privateKey: string; publicBlob: Buffer } {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const jwk = privateKey.export({ format: 'jwk' });
-  const seed = Buffer.from(jwk.d!, 'base64url');
-  const pub = Buffer.from(jwk.x!, 'base64url');
+  // From a random seed, not generateKeyPairSync: on Node 20 the key-generation job it
+  // leaves behind can be collected while its key is being exported, and its destructor
+  // then waits on the lock that export holds (a deadlock seen in the 2,000-key test).
+  const seed = randomBytes(32);
+  const privateKey = createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
+  const pub = createPublicKey(privateKey).export({ format: 'der', type: 'spki' }).subarray(-32);
   if (seed.length !== 32 || pub.length !== 32) throw new HostKeyError(`node:crypto gave an ed25519 key of ${seed.length}/${pub.length} bytes`);
   const publicBlob = Buffer.concat([sshString('ssh-ed25519'), sshString(pub)]);
   const check = randomBytes(4);
