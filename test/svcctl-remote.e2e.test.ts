@@ -99,7 +99,8 @@ const json = (run: Run) => {
 /** What changes between two reads a moment apart: how long ago things were seen, live GPU samples. */
 function steady(text: string): string {
   return text
-    .replace(/\d+[smhd] ago/g, 'N ago')
+    // "9s ago" and "10s ago" pad a table cell differently; the padding goes with the number.
+    .replace(/\d+[smhd] ago */g, 'N ago ')
     .replace(/"(last_seen_seconds_ago|last_seen_at|sampled_at)": [^,\n]+/g, '"$1": X')
     .replace(/(Last seen\s+).*/g, '$1X');
 }
