@@ -209,6 +209,36 @@ describe('Connect handshake', () => {
   });
 });
 
+describe('refused credentials from one address', () => {
+  it('costs no store lookup past 60 a minute: RESOURCE_EXHAUSTED until the allowance refills, a node that verified before still connects', async () => {
+    const plane = await startPlane();
+    const known = await connectedNode(plane);
+    const client = gatewayClient(plane.address);
+    const refusal = (token: string) => enroll(client, token).then(() => undefined, (err: grpc.ServiceError) => err);
+
+    const sprayed = await Promise.all(Array.from({ length: 60 }, (_, i) => refusal(`svc_nt_guess${i}`)));
+    expect(sprayed.map((err) => err?.code)).toEqual(Array(60).fill(grpc.status.UNAUTHENTICATED));
+
+    // The allowance is spent: a real token is held back too, and stays unused.
+    const { value, record } = await plane.services.enrollment.createToken();
+    const held = await refusal(value);
+    expect(held).toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
+    expect(held!.details).toBe('too many refused enrollment tokens from 127.0.0.1; retry after 1s');
+    expect((await plane.services.enrollment.listTokens()).find((t) => t.id === record.id)!.usedAt).toBeNull();
+    // Guessing node secrets draws on the same allowance.
+    const guess = new FakeSession(client, hello(known.identity.node_id, `${known.identity.node_secret}x`));
+    expect(await guess.ended).toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED, details: 'too many refused node secrets from 127.0.0.1; retry after 1s' });
+
+    // The node that verified here before reconnects from the same address meanwhile.
+    const again = new FakeSession(client, hello(known.identity.node_id, known.identity.node_secret));
+    await again.next((m) => m.body === 'welcome');
+
+    // One refill later (one a second), the agent's retry enrolls.
+    plane.clock.advance(1_000);
+    expect((await enroll(client, value)).node_id).toMatch(/^node_/);
+  });
+});
+
 describe('telemetry, health and the deadline', () => {
   it('buffers telemetry in memory and shows it after a flush, absent values absent', async () => {
     const plane = await startPlane();

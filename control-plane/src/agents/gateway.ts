@@ -15,6 +15,7 @@ import type { NodeStore } from '../store/node-store.js';
 import { CommandDispatcher } from './command-dispatcher.js';
 import { AgentSession, type SessionHost } from './session.js';
 import { localOnly, type SessionRelay } from './session-relay.js';
+import { peerHost } from './peer-host.js';
 import { GATEWAY_STATUS_CODES, refusalStatus } from './status-codes.js';
 import { serverCredentials } from './transport.js';
 
@@ -160,7 +161,13 @@ export class AgentGateway {
       Enroll: (call, callback) => {
         const request = call.request;
         this.deps.enrollment
-          .enroll({ token: request.token, hostname: request.hostname, pool: request.pool, protocolVersion: request.protocol_version })
+          .enroll({
+            token: request.token,
+            hostname: request.hostname,
+            pool: request.pool,
+            protocolVersion: request.protocol_version,
+            address: peerHost(call.getPeer()),
+          })
           .then(
             ({ node, secret }) => {
               this.deps.log.info({ node: node.id, hostname: node.hostname, pool: node.pool }, 'node enrolled');

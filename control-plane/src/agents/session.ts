@@ -9,6 +9,7 @@ import { PROTOCOL_VERSION, type AgentMessage__Output, type Command, type Command
 import { checkProtocolVersion, type EnrollmentService } from '../nodes/enrollment-service.js';
 import type { NodeRegistry, RegistryLogger } from '../nodes/node-registry.js';
 import { NodeRefusal } from '../nodes/refusal.js';
+import { peerHost } from './peer-host.js';
 import { GATEWAY_STATUS_CODES, refusalStatus, type StatusMeaning } from './status-codes.js';
 import { StreamWriter } from './stream-writer.js';
 
@@ -129,7 +130,7 @@ export class AgentSession {
   private async handshake(hello: Hello__Output): Promise<void> {
     try {
       checkProtocolVersion(hello.protocol_version);
-      const node = await this.host.enrollment.authenticate(hello.node_id, hello.node_secret);
+      const node = await this.host.enrollment.authenticate(hello.node_id, hello.node_secret, peerHost(this.call.getPeer()));
       if (this.ended) return;
       // Read before sessionStarted overwrites it: how long the node was away, for billing.
       // The later of the two: with several replicas, the one the agent left flushed it to the store.
@@ -158,7 +159,7 @@ export class AgentSession {
     } catch (err) {
       if (err instanceof NodeRefusal) {
         this.host.log.warn({ node: hello.node_id, hostname: hello.hostname, why: err.message }, 'agent session refused');
-        this.end({ code: refusalStatus(err.reason), retryable: false, meaning: err.reason }, err.message);
+        this.end({ code: refusalStatus(err.reason), retryable: err.retryable, meaning: err.reason }, err.message);
       } else {
         this.host.log.error({ err, node: hello.node_id }, 'agent handshake failed');
         this.end(GATEWAY_STATUS_CODES.INTERNAL, 'the control plane could not register the session; retry');

@@ -36,7 +36,9 @@ export const GATEWAY_STATUS_CODES = {
   RESOURCE_EXHAUSTED: {
     code: status.RESOURCE_EXHAUSTED,
     retryable: true,
-    meaning: 'The agent stopped reading: more control messages queued than the backpressure limit allows.',
+    meaning:
+      'Connect: the agent stopped reading (more control messages queued than the backpressure limit allows). ' +
+      'Enroll or Connect: too many refused tokens or node secrets from the agent\'s address (60 a minute); the message says when to retry.',
   },
   UNAVAILABLE: { code: status.UNAVAILABLE, retryable: true, meaning: 'The control plane is unreachable or restarting (from the gRPC library).' },
   INTERNAL: { code: status.INTERNAL, retryable: true, meaning: 'The control plane could not record something the agent sent (a store failure); reconnect and resend.' },
@@ -46,6 +48,7 @@ const REFUSAL_CODES: Record<RefusalReason, status> = {
   unauthenticated: status.UNAUTHENTICATED,
   invalid_argument: status.INVALID_ARGUMENT,
   failed_precondition: status.FAILED_PRECONDITION,
+  too_many_attempts: status.RESOURCE_EXHAUSTED,
 };
 
 export const refusalStatus = (reason: RefusalReason): status => REFUSAL_CODES[reason];

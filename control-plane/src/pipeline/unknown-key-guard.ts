@@ -24,16 +24,22 @@ export class UnknownKeyGuard {
 
   /** Throws rate_limited when `address` may not have one more unknown key looked up now. */
   check(address: string): void {
-    const bucket = this.buckets.get(address);
-    if (!bucket) return;
-    const filled = refill(bucket, this.perMinute, this.clock.now());
-    if (filled.tokens >= 1) return;
-    const seconds = Math.max(1, Math.ceil(((1 - filled.tokens) * 60_000) / this.perMinute / 1000));
+    const seconds = this.retryAfterSeconds(address);
+    if (seconds === 0) return;
     throw new ApiError(
       'rate_limited',
       `too many requests with unknown API keys from ${address} (${this.perMinute} per minute); check the key, then retry after ${seconds}s`,
       { headers: { 'retry-after': String(seconds) } },
     );
+  }
+
+  /** 0 when `address` may have one more unknown credential looked up now; else whole seconds to wait. */
+  retryAfterSeconds(address: string): number {
+    const bucket = this.buckets.get(address);
+    if (!bucket) return 0;
+    const filled = refill(bucket, this.perMinute, this.clock.now());
+    if (filled.tokens >= 1) return 0;
+    return Math.max(1, Math.ceil(((1 - filled.tokens) * 60_000) / this.perMinute / 1000));
   }
 
   /** `address` presented a key the store does not know. */
