@@ -230,6 +230,26 @@ describe('relaying replicas', () => {
     await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
   });
 
+  it('a client that goes away while a whole completion is generated cancels the replica request, unbilled', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    up!.mode = 'hang';
+    const records = async () => (await cp.request('GET', '/v1/usage?limit=100', { key })).body.data.length as number;
+    const before = await records();
+    const aborter = new AbortController();
+    const gone = fetch(`${cp.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(chat),
+      signal: aborter.signal,
+    }).catch((err: Error) => err);
+    await expect.poll(() => up!.requests.length, { timeout: 5000 }).toBe(1);
+    aborter.abort();
+    expect(await gone).toMatchObject({ name: 'AbortError' });
+    await expect.poll(() => up!.abandonedStreams, { timeout: 5000 }).toBe(1);
+    await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
+    expect(await records()).toBe(before);
+  });
+
   it('a stream the client cuts after its first content chunk is billed the prompt the replica processed', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     const full = await post('/v1/chat/completions', { ...chat, stream: true });

@@ -55,8 +55,10 @@ export async function startInferenceStack(): Promise<InferenceStack> {
       if (options.databaseUrl) env.BENCH_DATABASE_URL = options.databaseUrl;
       if (options.workers) env.BENCH_WORKERS = String(options.workers);
       // BENCH_CPU_PROF=<dir> profiles the control plane; open the .cpuprofile in Chrome DevTools.
+      // BENCH_CPU_PROF_INTERVAL=<us> samples more finely than V8's 1 ms (to see sub-ms stalls).
       const profileDir = process.env.BENCH_CPU_PROF;
-      const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+      const interval = process.env.BENCH_CPU_PROF_INTERVAL;
+      const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, ...(interval ? [`--cpu-prof-interval=${interval}`] : [])] : [];
       const child = await startChild<InferenceServerInfo>(helper('inference-server.ts'), { env, nodeArgs, readyTimeoutMs: 120_000 });
       started.push(child);
       return { child, baseUrl: `http://127.0.0.1:${child.info.port}/v1`, auth: { authorization: `Bearer ${child.info.key}` }, stop: () => child.stop() };

@@ -8,8 +8,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-/** hang-stream: role and first word, then silence; break-stream: the same, then the connection drops. */
-export type UpstreamMode = 'ok' | 'fail' | 'hang-stream' | 'break-stream';
+/**
+ * hang-stream: role and first word, then silence; break-stream: the same, then the connection
+ * drops; hang: a completion that is never answered (still generating), streamed or not.
+ */
+export type UpstreamMode = 'ok' | 'fail' | 'hang' | 'hang-stream' | 'break-stream';
 
 export interface UpstreamRecord {
   path: string;
@@ -23,7 +26,7 @@ export interface OpenAiUpstream {
   healthy: boolean;
   /** Requests received, newest last. */
   requests: UpstreamRecord[];
-  /** Streams whose client went away before the end. */
+  /** Answers (streamed, or not yet begun in mode hang) whose client went away before the end. */
   abandonedStreams: number;
   /** Requests refused for a missing or wrong API key. */
   refused: number;
@@ -81,6 +84,12 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
       ? [{ id: 'call_up1', type: 'function', function: { name: body.tools[0].function.name, arguments: '{"city":"Oslo"}' } }]
       : null;
     const logprobs = body.logprobs === true ? words.map((w) => logprobOf(w, body.top_logprobs ?? 0)) : undefined;
+    if (state.mode === 'hang') {
+      res.on('close', () => {
+        if (!res.writableFinished) state.abandonedStreams++;
+      });
+      return; // never answers: the client must give up or go away
+    }
     if (!body.stream) {
       if (logprobs && !toolCall) {
         const parsed = JSON.parse(completion);

@@ -7,6 +7,7 @@ import { randomBase62, type Clock } from '@svc/shared';
 import { quantizationsByPrice, type CatalogModel, type Pool, type Quantization, type RateCard } from '../models/catalog.js';
 import type { UsageStore } from '../store/usage-store.js';
 import { SAMPLING_DEFAULTS, type ChatCompletionRequest } from './chat-request.js';
+import type { ClientDeparture } from './client-departure.js';
 import { systemFingerprint } from './fingerprint.js';
 import { callReplica, type FailureListener } from './replica-call.js';
 import type { Lease, Router } from './router.js';
@@ -34,7 +35,7 @@ export interface InferenceDeps {
 export interface CallContext extends UsageContext {
   pool: Pool | undefined;
   /** Aborted when the client goes away: the replica's request is cancelled with it. */
-  signal: AbortSignal;
+  signal: ClientDeparture;
 }
 
 export interface ChatCall {

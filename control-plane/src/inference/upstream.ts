@@ -4,6 +4,7 @@
 // the replica is broken (eject it, try another) or the request is (tell the caller).
 import { Agent, errors, request, type Dispatcher } from 'undici';
 import { ApiError } from '@svc/shared';
+import type { ClientDeparture } from './client-departure.js';
 
 export interface UpstreamOptions {
   connectTimeoutMs: number;
@@ -58,7 +59,7 @@ export class UpstreamClient {
    * and 403: those say the replica refused our key (a replica of someone else now on that
    * port, or a misconfiguration), which no client can fix. Anything else is a ReplicaFailure.
    */
-  async post(replica: UpstreamTarget, path: string, payload: unknown, signal?: AbortSignal): Promise<UpstreamResponse> {
+  async post(replica: UpstreamTarget, path: string, payload: unknown, signal?: AbortSignal | ClientDeparture): Promise<UpstreamResponse> {
     const { baseUrl } = replica;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (replica.apiKey !== undefined) headers.authorization = `Bearer ${replica.apiKey}`;

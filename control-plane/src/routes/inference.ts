@@ -10,6 +10,7 @@ import { POOLS, type Pool } from '../models/catalog.js';
 import type { ModelService } from '../models/model-service.js';
 import { ChatCompletionRequest, checkChatRequest } from '../inference/chat-request.js';
 import type { CallContext, ChatCompletionService } from '../inference/chat-completions.js';
+import { ClientDeparture } from '../inference/client-departure.js';
 import { EmbeddingsRequest, planEmbeddings } from '../inference/embeddings-request.js';
 import type { EmbeddingsService } from '../inference/embeddings.js';
 import { requestMetadataView, usageView, type UsageRecorder } from '../inference/usage.js';
@@ -132,9 +133,9 @@ export interface InferenceRoutesDeps {
 /** The caller, and a signal that fires if the client goes away before its answer is complete. */
 export function callContext(request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext {
   const { org, key } = request.principal!;
-  const gone = new AbortController();
+  const gone = new ClientDeparture();
   reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) gone.abort();
+    if (!reply.raw.writableFinished) gone.depart();
   });
   return {
     orgId: org.id,
@@ -144,7 +145,7 @@ export function callContext(request: FastifyRequest, reply: FastifyReply, user: 
     user,
     // The org's default pool stands in for a header the request did not send.
     pool: (request.headers['x-service-pool'] as Pool | undefined) ?? org.defaultPool ?? undefined,
-    signal: gone.signal,
+    signal: gone,
     startedAt: performance.now(),
   };
 }
