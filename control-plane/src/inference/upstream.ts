@@ -65,8 +65,11 @@ export class UpstreamClient {
     if (replica.apiKey !== undefined) headers.authorization = `Bearer ${replica.apiKey}`;
     let response: Dispatcher.ResponseData;
     try {
-      const target = this.target(baseUrl, path);
-      response = await this.agent.request({ ...target, method: 'POST', headers, body: JSON.stringify(payload), signal: signal ?? null });
+      const { origin, path: targetPath } = this.target(baseUrl, path);
+      // An object literal, not `{ ...target, ... }`: with the spread, about three times as much
+      // of each request's memory outlived a young-generation collection (measured, see
+      // docs/scaling.md), which lengthened every pause behind the chat path's p99.
+      response = await this.agent.request({ origin, path: targetPath, method: 'POST', headers, body: JSON.stringify(payload), signal: signal ?? null });
     } catch (err) {
       if (signal?.aborted) throw err;
       throw new ReplicaFailure(`replica ${baseUrl} did not answer: ${describe(err)}`, err instanceof errors.HeadersTimeoutError);
