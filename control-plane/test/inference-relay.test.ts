@@ -3,6 +3,7 @@
 // tool calls relayed whole and streamed, a failing replica retried elsewhere and ejected,
 // a broken stream reported in the stream, a client that leaves cancelling the replica's
 // work, embeddings batched across replicas in input order.
+import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
@@ -230,24 +231,39 @@ describe('relaying replicas', () => {
     await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
   });
 
-  it('a client that goes away while a whole completion is generated cancels the replica request, unbilled', async () => {
+  it('a whole completion whose client goes away runs to its end on the replica, is billed once and replayed to its retry', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
-    up!.mode = 'hang';
-    const records = async () => (await cp.request('GET', '/v1/usage?limit=100', { key })).body.data.length as number;
-    const before = await records();
+    up!.mode = 'slow';
+    const usageIds = async () => ((await cp.request('GET', '/v1/usage?limit=100', { key })).body.data as Array<{ id: string }>).map((r) => r.id);
+    const before = new Set(await usageIds());
     const aborter = new AbortController();
+    const idempotencyKey = randomUUID();
     const gone = fetch(`${cp.baseUrl}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-service-idempotency-key': idempotencyKey },
       body: JSON.stringify(chat),
       signal: aborter.signal,
     }).catch((err: Error) => err);
     await expect.poll(() => up!.requests.length, { timeout: 5000 }).toBe(1);
     aborter.abort();
     expect(await gone).toMatchObject({ name: 'AbortError' });
-    await expect.poll(() => up!.abandonedStreams, { timeout: 5000 }).toBe(1);
-    await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
-    expect(await records()).toBe(before);
+    // The client's retry waits for the first run and gets its answer; nothing runs twice.
+    const retry = await post('/v1/chat/completions', chat, { 'x-service-idempotency-key': idempotencyKey });
+    expect(retry.status, retry.text).toBe(200);
+    expect(retry.headers.get('x-service-idempotent-replay')).toBe('true');
+    expect(retry.body.choices[0].message.content).toBe(`Hello from ${up!.name}`);
+    expect(up!.requests).toHaveLength(1);
+    // The replica answered in full (its connection was not cut), and the answer was billed once.
+    let billed: any[] = [];
+    await expect.poll(async () => {
+      const page = (await cp.request('GET', '/v1/usage?limit=100', { key })).body.data as any[];
+      billed = page.filter((r) => !before.has(r.id));
+      return billed.length;
+    }, { timeout: 5000 }).toBe(1);
+    expect(billed[0]).toMatchObject({ model: 'llama-3.1-8b-instruct', prompt_tokens: 5, completion_tokens: 3 });
+    expect(billed[0].cost_usd).toBeGreaterThan(0);
+    expect(up!.abandonedStreams).toBe(0);
+    expect(cp.app.services.inference.router.inFlight(`rep_${up!.name}`)).toBe(0);
   });
 
   it('a stream the client cuts after its first content chunk is billed the prompt the replica processed', async () => {

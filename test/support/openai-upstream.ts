@@ -10,9 +10,12 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * hang-stream: role and first word, then silence; break-stream: the same, then the connection
- * drops; hang: a completion that is never answered (still generating), streamed or not.
+ * drops; slow: a whole completion answered only after SLOW_MS (still generating meanwhile).
  */
-export type UpstreamMode = 'ok' | 'fail' | 'hang' | 'hang-stream' | 'break-stream';
+export type UpstreamMode = 'ok' | 'fail' | 'slow' | 'hang-stream' | 'break-stream';
+
+/** How long mode slow takes to answer a whole completion. */
+export const SLOW_MS = 300;
 
 export interface UpstreamRecord {
   path: string;
@@ -26,7 +29,7 @@ export interface OpenAiUpstream {
   healthy: boolean;
   /** Requests received, newest last. */
   requests: UpstreamRecord[];
-  /** Answers (streamed, or not yet begun in mode hang) whose client went away before the end. */
+  /** Answers whose client went away before the end (streams, and whole completions in mode slow). */
   abandonedStreams: number;
   /** Requests refused for a missing or wrong API key. */
   refused: number;
@@ -84,11 +87,12 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
       ? [{ id: 'call_up1', type: 'function', function: { name: body.tools[0].function.name, arguments: '{"city":"Oslo"}' } }]
       : null;
     const logprobs = body.logprobs === true ? words.map((w) => logprobOf(w, body.top_logprobs ?? 0)) : undefined;
-    if (state.mode === 'hang') {
+    if (state.mode === 'slow' && !body.stream) {
       res.on('close', () => {
         if (!res.writableFinished) state.abandonedStreams++;
       });
-      return; // never answers: the client must give up or go away
+      setTimeout(() => send(res, 200, completion), SLOW_MS);
+      return;
     }
     if (!body.stream) {
       if (logprobs && !toolCall) {

@@ -34,7 +34,7 @@ export interface InferenceDeps {
 
 export interface CallContext extends UsageContext {
   pool: Pool | undefined;
-  /** Aborted when the client goes away: the replica's request is cancelled with it. */
+  /** Aborted when the client goes away: a stream's replica request is cancelled with it. */
   signal: ClientDeparture;
 }
 
@@ -66,12 +66,15 @@ export class ChatCompletionService {
   async complete(call: ChatCall): Promise<Record<string, unknown>> {
     const { ctx, model } = call;
     if (ctx.sandbox) return this.sandboxResponse(call);
+    // Not cancelled when the client leaves (no signal): the replica finishes, the request is
+    // billed, and a retry with the same Idempotency-Key gets the answer, as OpenAI does. A
+    // cancelled one would have cost the replica its work and billed nothing (the replica
+    // reports no usage for a request it did not finish).
     const { value: completion, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, async (lease) => {
-      const response = await this.deps.upstream.post(lease.replica, '/v1/chat/completions', upstreamBody(call, false), ctx.signal);
+      const response = await this.deps.upstream.post(lease.replica, '/v1/chat/completions', upstreamBody(call, false));
       try {
         return (await response.body.json()) as UpstreamCompletion;
       } catch (err) {
-        if (ctx.signal.aborted) throw err;
         throw new ReplicaFailure(`replica ${lease.replica.baseUrl} sent an unreadable completion: ${(err as Error).message}`, true);
       }
     }, this.deps.onReplicaFailure);

@@ -1,6 +1,8 @@
-// The signal that a client went away before its answer was complete: the replica's request
-// is cancelled with it (undici takes an EventEmitter with `aborted` as a request signal, as
-// it takes an AbortSignal) and code past an await checks `aborted` before saying anything.
+// The signal that a client went away before its answer was complete: a stream's replica
+// request is cancelled with it (undici takes an EventEmitter with `aborted` as a request
+// signal, as it takes an AbortSignal; a whole completion runs on and is billed, see
+// ChatCompletionService.complete) and code past an await checks `aborted` before saying
+// anything.
 //
 // Not an AbortController per request: on Node 20 each one's AbortSignal (an EventTarget with
 // two Maps, re-prototyped after construction) made the chat path's objects outlive their

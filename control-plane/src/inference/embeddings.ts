@@ -54,11 +54,12 @@ export class EmbeddingsService {
   }
 
   private async runBatch(call: EmbeddingsCall, part: { offset: number; items: string[] }, route: RouteRequest) {
-    const { ctx, model } = call;
+    const { model } = call;
     const result = await callReplica(this.deps.router, route, this.deps.attempts, async (lease): Promise<BatchResult> => {
       let response;
       try {
-        response = await this.deps.upstream.post(lease.replica, '/v1/embeddings', { model: model.id, input: part.items }, ctx.signal);
+        // Not cancelled when the client leaves, so the work is billed (see ChatCompletionService.complete).
+        response = await this.deps.upstream.post(lease.replica, '/v1/embeddings', { model: model.id, input: part.items });
       } catch (err) {
         throw renumber(err, part.offset, typeof call.body.input === 'string');
       }
