@@ -67,9 +67,9 @@ export class ChatCompletionService {
     const { ctx, model } = call;
     if (ctx.sandbox) return this.sandboxResponse(call);
     // Not cancelled when the client leaves (no signal): the replica finishes, the request is
-    // billed, and a retry with the same Idempotency-Key gets the answer, as OpenAI does. A
-    // cancelled one would have cost the replica its work and billed nothing (the replica
-    // reports no usage for a request it did not finish).
+    // billed, as OpenAI bills it, and a retry with the same X-Service-Idempotency-Key gets
+    // the answer. Cancelled, the replica's work would go unbilled (the replica reports no
+    // usage for a request it did not finish).
     const { value: completion, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, async (lease) => {
       const response = await this.deps.upstream.post(lease.replica, '/v1/chat/completions', upstreamBody(call, false));
       try {

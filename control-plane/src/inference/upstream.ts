@@ -59,7 +59,7 @@ export class UpstreamClient {
    * and 403: those say the replica refused our key (a replica of someone else now on that
    * port, or a misconfiguration), which no client can fix. Anything else is a ReplicaFailure.
    */
-  async post(replica: UpstreamTarget, path: string, payload: unknown, signal?: AbortSignal | ClientDeparture): Promise<UpstreamResponse> {
+  async post(replica: UpstreamTarget, path: string, payload: unknown, signal?: ClientDeparture): Promise<UpstreamResponse> {
     const { baseUrl } = replica;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (replica.apiKey !== undefined) headers.authorization = `Bearer ${replica.apiKey}`;
