@@ -10,12 +10,10 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * hang-stream: role and first word, then silence; break-stream: the same, then the connection
- * drops; slow: a whole completion answered only after SLOW_MS (still generating meanwhile).
+ * drops; held: a whole completion answered only when the test calls release() (it is still
+ * generating meanwhile).
  */
-export type UpstreamMode = 'ok' | 'fail' | 'slow' | 'hang-stream' | 'break-stream';
-
-/** How long mode slow takes to answer a whole completion. */
-export const SLOW_MS = 300;
+export type UpstreamMode = 'ok' | 'fail' | 'held' | 'hang-stream' | 'break-stream';
 
 export interface UpstreamRecord {
   path: string;
@@ -29,8 +27,10 @@ export interface OpenAiUpstream {
   healthy: boolean;
   /** Requests received, newest last. */
   requests: UpstreamRecord[];
-  /** Answers whose client went away before the end (streams, and whole completions in mode slow). */
+  /** Answers whose client went away before the end (streams, and whole completions in mode held). */
   abandonedStreams: number;
+  /** Sends the whole completions mode held is holding. */
+  release(): void;
   /** Requests refused for a missing or wrong API key. */
   refused: number;
   close(): Promise<void>;
@@ -63,6 +63,7 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
     choices: [{ index: 0, message: { role: 'assistant', content: words.join('') }, finish_reason: 'stop' }],
     usage: USAGE,
   });
+  const held: Array<() => void> = [];
   const state: OpenAiUpstream = {
     baseUrl: '',
     name,
@@ -71,6 +72,9 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
     requests: [],
     abandonedStreams: 0,
     refused: 0,
+    release: () => {
+      for (const answer of held.splice(0)) answer();
+    },
     close: async () => undefined,
   };
 
@@ -87,11 +91,11 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
       ? [{ id: 'call_up1', type: 'function', function: { name: body.tools[0].function.name, arguments: '{"city":"Oslo"}' } }]
       : null;
     const logprobs = body.logprobs === true ? words.map((w) => logprobOf(w, body.top_logprobs ?? 0)) : undefined;
-    if (state.mode === 'slow' && !body.stream) {
+    if (state.mode === 'held' && !body.stream) {
       res.on('close', () => {
         if (!res.writableFinished) state.abandonedStreams++;
       });
-      setTimeout(() => send(res, 200, completion), SLOW_MS);
+      held.push(() => send(res, 200, completion));
       return;
     }
     if (!body.stream) {
