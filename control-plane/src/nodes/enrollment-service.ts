@@ -16,11 +16,11 @@ import {
   generateEnrollmentToken,
   generateNodeSecret,
   hashSecret,
-  secretMatches,
+  digestMatches,
   tokenState,
 } from './node-credentials.js';
-import { NodeRefusal } from './refusal.js';
 import { UnknownKeyGuard } from '../pipeline/unknown-key-guard.js';
+import { NodeRefusal } from './refusal.js';
 
 export interface CreatedToken {
   record: EnrollmentTokenRecord;
@@ -144,11 +144,12 @@ export class EnrollmentService {
           'enroll it again with a new token (svcctl nodes token create)',
       );
     };
-    const presented = hashSecret(secret).toString('base64');
+    const digest = hashSecret(secret);
+    const presented = digest.toString('base64');
     if (address !== undefined && this.verified.get(nodeId) !== presented) this.holdBack(address, 'node secrets');
     if (!nodeId || !secret) return refuse();
     const hash = await this.nodes.getNodeSecretHash(nodeId);
-    if (!hash || !secretMatches(secret, hash)) return refuse();
+    if (!hash || !digestMatches(digest, hash)) return refuse();
     const node = await this.nodes.getNode(nodeId);
     if (!node) return refuse();
     if (this.verified.size >= MAX_VERIFIED_NODES) this.verified.clear();

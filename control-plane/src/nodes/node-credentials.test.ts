@@ -5,7 +5,7 @@ import {
   generateNodeSecret,
   hashSecret,
   parseTtlSeconds,
-  secretMatches,
+  digestMatches,
   tokenState,
 } from './node-credentials.js';
 import type { EnrollmentTokenRecord } from '../store/node-store.js';
@@ -27,9 +27,9 @@ describe('node credentials', () => {
     expect(generateEnrollmentToken()).toMatch(/^svc_nt_[0-9A-Za-z]{43}$/);
     const secret = generateNodeSecret();
     expect(secret).toMatch(/^svc_ns_[0-9A-Za-z]{43}$/);
-    expect(secretMatches(secret, hashSecret(secret))).toBe(true);
-    expect(secretMatches(`${secret}x`, hashSecret(secret))).toBe(false);
-    expect(secretMatches(secret, Buffer.alloc(3))).toBe(false);
+    expect(digestMatches(hashSecret(secret), hashSecret(secret))).toBe(true);
+    expect(digestMatches(hashSecret(`${secret}x`), hashSecret(secret))).toBe(false);
+    expect(digestMatches(hashSecret(secret), Buffer.alloc(3))).toBe(false);
   });
 
   it('derives token state with used and revoked before expiry', () => {

@@ -12,10 +12,9 @@ export const generateEnrollmentToken = (): string => ENROLLMENT_TOKEN_PREFIX + r
 export const generateNodeSecret = (): string => NODE_SECRET_PREFIX + randomBase62(SECRET_LENGTH);
 export const hashSecret = (value: string): Buffer => hash('sha256', value, 'buffer');
 
-/** Constant-time comparison of a presented secret with the stored digest. */
-export function secretMatches(presented: string, storedHash: Buffer): boolean {
-  const digest = hashSecret(presented);
-  return digest.length === storedHash.length && timingSafeEqual(digest, storedHash);
+/** Constant-time comparison of a presented secret's digest (hashSecret) with the stored one. */
+export function digestMatches(presented: Buffer, storedHash: Buffer): boolean {
+  return presented.length === storedHash.length && timingSafeEqual(presented, storedHash);
 }
 
 export type TokenState = 'active' | 'used' | 'expired' | 'revoked';

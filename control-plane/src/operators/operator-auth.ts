@@ -29,8 +29,9 @@ export function operatorAuth(keys: OperatorKeyService, unknownKeys: UnknownKeyGu
   return async function authenticateOperator(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const value = bearerKey(request);
     if (CUSTOMER_KEY.test(value)) throw new ApiError('forbidden_scope', CUSTOMER_KEY_REFUSAL);
-    if (!keys.seen(value)) unknownKeys.check(request.ip);
-    const verification = await keys.verify(value);
+    const verification = await keys.verify(value, (known) => {
+      if (!known) unknownKeys.check(request.ip);
+    });
     if (!verification.ok) {
       if (verification.unknown) unknownKeys.unknown(request.ip);
       throw new ApiError('unauthorized', verification.reason);

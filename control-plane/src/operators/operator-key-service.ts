@@ -50,20 +50,22 @@ export class OperatorKeyService {
     return key;
   }
 
-  async verify(value: string): Promise<OperatorVerification> {
+  /**
+   * `beforeLookup` is told, just before the store is asked, whether this value verified in
+   * this process before (revoked since or not: the lookup decides); it may throw to refuse
+   * the lookup (the unknown-key guard), as KeyVerifier.verify's.
+   */
+  async verify(value: string, beforeLookup?: (known: boolean) => void): Promise<OperatorVerification> {
     if (!isOperatorKeyValue(value)) return { ok: false, reason: 'malformed operator key' };
     const digest = hashOperatorKeyValue(value);
+    const seenAs = digest.toString('base64');
+    beforeLookup?.(this.seenDigests.has(seenAs));
     const found = await this.store.findKeyByHash(digest);
     if (!found || !timingSafeEqual(found.hash, digest)) return { ok: false, reason: 'invalid operator key', unknown: true };
     if (found.key.revokedAt !== null) return { ok: false, reason: 'this operator key has been revoked' };
     if (this.seenDigests.size >= MAX_SEEN) this.seenDigests.clear();
-    this.seenDigests.add(digest.toString('base64'));
+    this.seenDigests.add(seenAs);
     return { ok: true, key: found.key };
-  }
-
-  /** True when `value` verified in this process before (revoked since or not: the lookup decides). */
-  seen(value: string): boolean {
-    return isOperatorKeyValue(value) && this.seenDigests.has(hashOperatorKeyValue(value).toString('base64'));
   }
 }
 

@@ -4,9 +4,10 @@
 // unknown-key lookups, UNKNOWN_KEYS_PER_MINUTE refilled evenly (and a burst of as many).
 // Once it is empty, a request from that address with a key this process has not seen
 // verify is answered 429 without a lookup until the bucket refills. Keys that verified
-// before (KeyVerifier.verify tells) are looked up as ever, so one misbehaving client behind a
-// shared address does not lock the others out of their working keys. The operator API (/ops/v1) takes the same
-// guard for its operator keys: one cap per address across both.
+// before (KeyVerifier.verify tells) are looked up as ever, so one misbehaving client
+// behind a shared address does not lock the others out of their working keys. The operator
+// API (/ops/v1) takes the same guard for its operator keys (one cap per address across
+// both); the agent gateway keeps one of its own for enrollment tokens and node secrets.
 import { ApiError, type Clock } from '@svc/shared';
 import { refill, take, type Bucket } from './token-bucket.js';
 
