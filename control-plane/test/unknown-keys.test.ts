@@ -56,6 +56,33 @@ describe('unknown API keys from one address', () => {
     expect((await cp.request('GET', '/v1/models', { key: notYetUsed })).status).toBe(200);
   });
 
+  it('from IPv6: every address of a /64 draws on one bucket, so a fresh address per key gains nothing', async () => {
+    // A load balancer on loopback reports each client's address (X-Forwarded-For).
+    const proxied = await startControlPlane({ config: { trustProxy: ['127.0.0.1/32'] } });
+    try {
+      const from = (address: string) => ({ key: generateKeyValue('live'), headers: { 'x-forwarded-for': address } });
+      let proxiedLookups = 0;
+      const find = proxied.store.keys.findBySecretHash.bind(proxied.store.keys);
+      proxied.store.keys.findBySecretHash = (hash) => {
+        proxiedLookups++;
+        return find(hash);
+      };
+      for (let i = 1; i <= UNKNOWN_KEYS_PER_MINUTE; i++) {
+        expectError(await proxied.request('GET', '/v1/models', from(`2001:db8:5:9::${i.toString(16)}`)), 401, 'unauthorized');
+      }
+      expect(proxiedLookups).toBe(UNKNOWN_KEYS_PER_MINUTE);
+      const held = await proxied.request('GET', '/v1/models', from('2001:db8:5:9:1234:5678:9abc:def0'));
+      expect(expectError(held, 429, 'rate_limited').message).toContain('unknown API keys from 2001:db8:5:9::/64 ');
+      expect(proxiedLookups).toBe(UNKNOWN_KEYS_PER_MINUTE);
+      // Another /64 is another client, and an IPv4 client is still counted by its address.
+      expectError(await proxied.request('GET', '/v1/models', from('2001:db8:5:a::1')), 401, 'unauthorized');
+      expectError(await proxied.request('GET', '/v1/models', from('198.51.100.7')), 401, 'unauthorized');
+      expect(proxiedLookups).toBe(UNKNOWN_KEYS_PER_MINUTE + 2);
+    } finally {
+      await proxied.close();
+    }
+  });
+
   it('on the operator API too: unknown operator keys are capped, a working operator key is not', async () => {
     const operator = (await new OperatorKeyService(cp.store.operators, cp.clock).create({ scopes: ['operator:read'], name: 'ops', createdBy: 'local' })).value;
     expect((await cp.request('GET', '/ops/v1/nodes', { key: operator })).status).toBe(200);

@@ -7,3 +7,4 @@ export * from './ids.js';
 export * from './logger.js';
 export * from './config.js';
 export * from './xid-catalog.js';
+export * from './client-network.js';

@@ -7,7 +7,7 @@
 // RESOURCE_EXHAUSTED, which agents retry with backoff). A node whose id and secret verified
 // on this process before is never held back, so a neighbour spraying secrets from the same
 // address cannot keep a working node from reconnecting.
-import { ApiError, newId, type Clock } from '@svc/shared';
+import { ApiError, clientNetwork, newId, type Clock } from '@svc/shared';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from '@svc/proto';
 import { isPool, POOLS, type Pool } from '../models/pools.js';
 import type { EnrollmentTokenRecord, NodeRecord, NodeStore } from '../store/node-store.js';
@@ -161,6 +161,6 @@ export class EnrollmentService {
   private holdBack(address: string, what: string): void {
     const seconds = this.refused.retryAfterSeconds(address);
     if (seconds === 0) return;
-    throw new NodeRefusal('too_many_attempts', `too many refused ${what} from ${address}; retry after ${seconds}s`, true);
+    throw new NodeRefusal('too_many_attempts', `too many refused ${what} from ${clientNetwork(address)}; retry after ${seconds}s`, true);
   }
 }

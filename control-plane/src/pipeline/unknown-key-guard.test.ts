@@ -31,6 +31,22 @@ describe('UnknownKeyGuard', () => {
     expect(refusal(guard, '203.0.113.7')).toBeDefined();
   });
 
+  it('counts an IPv6 client by its /64, and an IPv4-mapped address as the IPv4 one', () => {
+    const clock = new ManualClock(1_000_000);
+    const guard = new UnknownKeyGuard(clock, 3);
+    // A fresh address from the same /64 for every key: one bucket all the same.
+    for (let i = 1; i <= 3; i++) {
+      expect(refusal(guard, `2001:db8:7:1::${i}`)).toBeUndefined();
+      guard.unknown(`2001:db8:7:1::${i}`);
+    }
+    const refused = refusal(guard, '2001:db8:7:1:abcd::99');
+    expect(refused).toMatchObject({ type: 'rate_limited', status: 429 });
+    expect(refused!.message).toContain('from 2001:db8:7:1::/64 ');
+    expect(refusal(guard, '2001:db8:7:2::1')).toBeUndefined(); // the next /64 is another client
+    for (let i = 0; i < 3; i++) guard.unknown('::ffff:198.51.100.4');
+    expect(refusal(guard, '198.51.100.4')).toBeDefined();
+  });
+
   it('stays bounded under unknown keys from more addresses than it tracks', () => {
     const clock = new ManualClock(1_000_000);
     const guard = new UnknownKeyGuard(clock, 1);

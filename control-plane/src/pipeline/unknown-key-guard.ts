@@ -8,7 +8,9 @@
 // behind a shared address does not lock the others out of their working keys. The operator
 // API (/ops/v1) takes the same guard for its operator keys (one cap per address across
 // both); the agent gateway keeps one of its own for enrollment tokens and node secrets.
-import { ApiError, type Clock } from '@svc/shared';
+// An IPv6 client is counted by its /64 (@svc/shared's clientNetwork): one host holds that many
+// addresses, and would otherwise get a fresh bucket with each.
+import { ApiError, clientNetwork, type Clock } from '@svc/shared';
 import { refill, take, type Bucket } from './token-bucket.js';
 
 export const UNKNOWN_KEYS_PER_MINUTE = 60;
@@ -29,14 +31,14 @@ export class UnknownKeyGuard {
     if (seconds === 0) return;
     throw new ApiError(
       'rate_limited',
-      `too many requests with unknown API keys from ${address} (${this.perMinute} per minute); check the key, then retry after ${seconds}s`,
+      `too many requests with unknown API keys from ${clientNetwork(address)} (${this.perMinute} per minute); check the key, then retry after ${seconds}s`,
       { headers: { 'retry-after': String(seconds) } },
     );
   }
 
   /** 0 when `address` may have one more unknown credential looked up now; else whole seconds to wait. */
   retryAfterSeconds(address: string): number {
-    const bucket = this.buckets.get(address);
+    const bucket = this.buckets.get(clientNetwork(address));
     if (!bucket) return 0;
     const filled = refill(bucket, this.perMinute, this.clock.now());
     if (filled.tokens >= 1) return 0;
@@ -46,7 +48,8 @@ export class UnknownKeyGuard {
   /** `address` presented a key the store does not know. */
   unknown(address: string): void {
     const now = this.clock.now();
-    this.buckets.set(address, take(this.buckets.get(address), this.perMinute, now).bucket);
+    const network = clientNetwork(address);
+    this.buckets.set(network, take(this.buckets.get(network), this.perMinute, now).bucket);
     if (this.buckets.size <= MAX_TRACKED) return;
     for (const [tracked, bucket] of this.buckets) if (refill(bucket, this.perMinute, now).tokens >= this.perMinute) this.buckets.delete(tracked);
     // Still full: every address is mid-burst (a spread attack); start over rather than grow.

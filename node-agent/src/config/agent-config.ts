@@ -233,7 +233,7 @@ export const agentSettings = {
     'SVC_SSH_MAX_CONNECTIONS_PER_SOURCE',
     Type.Integer({ minimum: 1, maximum: 100_000 }),
     64,
-    'TCP connections to the SSH gateway from one source address at once (authenticated or not); more are closed at once.',
+    'TCP connections to the SSH gateway from one source address (an IPv6 source: its /64) at once, authenticated or not; more are closed at once.',
   ),
   sshMaxPendingHandshakes: setting(
     'SVC_SSH_MAX_PENDING_HANDSHAKES',

@@ -12,7 +12,7 @@ import { connect, createServer, type Server as NetServer, type Socket } from 'no
 import { listenOn } from '../access/listen.js';
 import type Docker from 'dockerode';
 import ssh2, { type Connection, type ServerChannel } from 'ssh2';
-import type { Logger } from '@svc/shared';
+import { clientNetwork, type Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry } from '../access/access-registry.js';
 import { publicKeyAccepted } from './authorized-keys.js';
 import type { HostKey } from './host-key.js';
@@ -78,7 +78,8 @@ export class SshGateway {
   private admit(socket: Socket): void {
     const { log, limits } = this.options;
     const source = socket.remoteAddress ?? 'unknown';
-    const admission = this.book.open(source);
+    // Counted by network: an IPv6 client has a /64 of addresses to open connections from.
+    const admission = this.book.open(clientNetwork(source));
     if (!admission.ok) {
       // A flood must not flood the log too: one line per few seconds, with the count.
       this.refused++;
