@@ -41,14 +41,17 @@ export async function installCors(app: FastifyInstance): Promise<void> {
       callback(null, isPreflight(request) ? CORS_OPTIONS : NO_CORS),
     );
   });
-  // What the plugin adds to an actual request with `origin: true`: the origin reflected
-  // when there is one, the headers a browser may read, and Vary for caches.
+  // An actual request: Vary for caches always; for a cross-origin one (a browser sends
+  // Origin, a server-side client does not), the origin reflected and the headers it may
+  // read. The plugin with `origin: true` would list those on every response.
   app.addHook('onRequest', (request, reply, done) => {
     if (request.method === 'OPTIONS') return done();
     reply.header('vary', 'Origin');
     const origin = request.headers.origin;
-    if (origin) reply.header('access-control-allow-origin', origin);
-    reply.header('access-control-expose-headers', EXPOSED);
+    if (origin) {
+      reply.header('access-control-allow-origin', origin);
+      reply.header('access-control-expose-headers', EXPOSED);
+    }
     done();
   });
 }
