@@ -23,7 +23,7 @@ type AccessConfig = Pick<
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
   | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension'
-  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes'
+  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource'
 >;
 
 /** The SSH gateway's bounds, from the settings. */
@@ -49,7 +49,15 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
   const registry = new AccessRegistry();
   const gateway = new SshGateway({ registry, docker, hostKey, log, host: config.accessBindHost, port: config.sshPort, limits: sshLimitsOf(config) });
   const jupyterPorts = { first: config.jupyterPort, count: config.jupyterPortCount };
-  const proxy = new JupyterProxy({ registry, log, host: config.accessBindHost, ports: jupyterPorts, publicUrl: config.jupyterPublicUrl, publicHost: config.publicHost });
+  const proxy = new JupyterProxy({
+    registry,
+    log,
+    host: config.accessBindHost,
+    ports: jupyterPorts,
+    publicUrl: config.jupyterPublicUrl,
+    publicHost: config.publicHost,
+    limits: { maxConnections: config.jupyterMaxConnections, maxConnectionsPerSource: config.jupyterMaxConnectionsPerSource },
+  });
   let sshPort: number;
   try {
     sshPort = await gateway.listen();

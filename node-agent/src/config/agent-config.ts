@@ -174,6 +174,19 @@ export const agentSettings = {
     '0.0.0.0',
     'Address the SSH gateway and the Jupyter proxy listen on.',
   ),
+  // Bounds on the connections anyone can open to the Jupyter ports (docs/ssh-jupyter.md, "Limits").
+  jupyterMaxConnections: setting(
+    'SVC_JUPYTER_MAX_CONNECTIONS',
+    Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+    8192,
+    "TCP connections open to this node's Jupyter ports at once, across every instance; more are closed at once.",
+  ),
+  jupyterMaxConnectionsPerSource: setting(
+    'SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE',
+    Type.Integer({ minimum: 1, maximum: 100_000 }),
+    256,
+    "TCP connections to this node's Jupyter ports from one source address (an IPv6 source: its /64) at once, across every instance; more are closed at once.",
+  ),
   jupyterPublicUrl: setting(
     'SVC_JUPYTER_PUBLIC_URL',
     Type.String({ pattern: '^$|^https?://[^/?#]*\\{port\\}[^/?#]*$' }),

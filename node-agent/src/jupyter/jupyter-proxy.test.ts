@@ -41,7 +41,15 @@ beforeAll(async () => {
   const upstreamPort = (upstream.address() as AddressInfo).port;
   registry.register(entry('inst_a', 'token-a', upstreamPort));
   registry.register(entry('inst_b', 'token-b', upstreamPort));
-  proxy = new JupyterProxy({ registry, log: createLogger('silent', 'test'), host: '127.0.0.1', ports: { first: 0, count: 1 }, publicUrl: '', publicHost: '127.0.0.1' });
+  proxy = new JupyterProxy({
+    registry,
+    log: createLogger('silent', 'test'),
+    host: '127.0.0.1',
+    ports: { first: 0, count: 1 },
+    publicUrl: '',
+    publicHost: '127.0.0.1',
+    limits: { maxConnections: 1000, maxConnectionsPerSource: 1000 },
+  });
   for (const id of ['inst_a', 'inst_b']) ports[id] = (await proxy.open(id)).port;
 });
 

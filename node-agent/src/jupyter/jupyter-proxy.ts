@@ -7,16 +7,18 @@
 // Jupyter needs no cookies: Jupyter's Set-Cookie headers are dropped (cookies ignore ports,
 // so they would reach every instance's origin on the node) and the browser's cookies are
 // not forwarded. A stopping instance takes no new requests; its open WebSockets close and
-// its port is given back when it is gone.
+// its port is given back when it is gone. Connections are capped per source and node-wide
+// before any byte is read (connection-caps.ts): a stranger needs no token to open one.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
-import type { Logger } from '@svc/shared';
+import { clientNetwork, type Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry, JupyterTarget } from '../access/access-registry.js';
 import { listenOn } from '../access/listen.js';
 import { authorize, crossOriginRefusal, instanceOfPath, sessionCookie } from './jupyter-auth.js';
 import { jupyterOrigin, portCandidates, type JupyterPortRange } from './jupyter-origin.js';
+import { JupyterConnectionCaps, type JupyterConnectionLimits } from './connection-caps.js';
 
 export interface JupyterProxyOptions {
   registry: AccessRegistry;
@@ -27,7 +29,10 @@ export interface JupyterProxyOptions {
   /** SVC_JUPYTER_PUBLIC_URL: origin template with `{port}`, or empty. */
   publicUrl: string;
   publicHost: string;
+  limits: JupyterConnectionLimits;
 }
+
+const REFUSAL_LOG_INTERVAL_MS = 5_000;
 
 export interface JupyterListener {
   port: number;
@@ -49,8 +54,12 @@ export class JupyterProxy {
   private readonly proxy = createProxyServer({ ws: true });
   /** Responses that get the proxy's session cookie (the request came with ?token=). */
   private readonly cookieFor = new WeakMap<IncomingMessage, string>();
+  private readonly caps: JupyterConnectionCaps;
+  private refused = 0;
+  private refusalLoggedAt = 0;
 
   constructor(private readonly options: JupyterProxyOptions) {
+    this.caps = new JupyterConnectionCaps(options.limits);
     this.proxy.on('proxyRes', (answer, req) => {
       // Jupyter's cookies would be readable and settable from every port of this host.
       delete answer.headers['set-cookie'];
@@ -127,7 +136,27 @@ export class JupyterProxy {
     const server = createServer((req, res) => this.forward(instanceId, req, res));
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.tunnel(instanceId, req, socket as Socket, head));
     server.on('clientError', (_err, socket) => socket.destroy());
+    server.on('connection', (socket: Socket) => this.admit(socket));
     return server;
+  }
+
+  /** Counts a new connection on any instance's port; closes it at once when a cap says no. */
+  private admit(socket: Socket): void {
+    const source = clientNetwork(socket.remoteAddress ?? 'unknown');
+    const admission = this.caps.admit(source);
+    if (admission.ok) {
+      socket.once('close', admission.release);
+      return;
+    }
+    // A flood must not flood the log too: one line per few seconds, with the count.
+    this.refused++;
+    const now = Date.now();
+    if (now - this.refusalLoggedAt >= REFUSAL_LOG_INTERVAL_MS) {
+      this.options.log.info({ ip: socket.remoteAddress, why: admission.reason, refused_since_last_line: this.refused }, 'Jupyter connection refused');
+      this.refused = 0;
+      this.refusalLoggedAt = now;
+    }
+    socket.destroy();
   }
 
   private gate(instanceId: string, req: IncomingMessage): Gate {
