@@ -2,11 +2,13 @@
 // SSH gateway on its port, the Jupyter proxy (which opens a port per instance as instances
 // come), and the access service the task code uses. An SSH port that cannot be bound
 // fails the agent's start, naming the setting.
+import { join } from 'node:path';
 import type Docker from 'dockerode';
 import { ConfigError, type Logger } from '@svc/shared';
 import type { AgentConfig } from '../config/agent-config.js';
 import { JupyterLauncher } from '../jupyter/jupyter-launcher.js';
 import { JupyterProxy } from '../jupyter/jupyter-proxy.js';
+import { JupyterPortMemory } from '../jupyter/port-memory.js';
 import { loadOrCreateHostKey } from '../ssh/host-key.js';
 import { SshGateway, type SshLimits } from '../ssh/ssh-gateway.js';
 import { AccessRegistry } from './access-registry.js';
@@ -57,6 +59,7 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
     publicUrl: config.jupyterPublicUrl,
     publicHost: config.publicHost,
     limits: { maxConnections: config.jupyterMaxConnections, maxConnectionsPerSource: config.jupyterMaxConnectionsPerSource },
+    memory: new JupyterPortMemory(join(config.dataDir, 'jupyter-ports.json')),
   });
   let sshPort: number;
   try {

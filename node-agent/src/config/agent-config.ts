@@ -60,7 +60,7 @@ export const agentSettings = {
     'SVC_AGENT_DATA_DIR',
     Type.String({ minLength: 1 }),
     './data/agent',
-    'Directory holding the node identity (identity.json, mode 0600) and sticky GPU health (gpu-health.json).',
+    'Directory holding the node identity (identity.json, mode 0600), sticky GPU health (gpu-health.json), the SSH host key and the Jupyter port of each instance (jupyter-ports.json).',
   ),
   hostname: setting('SVC_AGENT_HOSTNAME', Type.String(), '', 'Name the node reports; empty means the OS hostname.'),
   nvmlLibrary: setting(

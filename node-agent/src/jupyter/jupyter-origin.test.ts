@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jupyterOrigin, portCandidates } from './jupyter-origin.js';
+import { jupyterOrigin, portCandidates, portOrder } from './jupyter-origin.js';
 
 describe('Jupyter origins', () => {
   it('gives every instance each port of the range once, starting where its id says', () => {
@@ -17,6 +17,16 @@ describe('Jupyter origins', () => {
 
   it('lets the OS pick when the range starts at 0', () => {
     expect(portCandidates({ first: 0, count: 100 }, 'inst_abc')).toEqual([0]);
+  });
+
+  it('tries the port an instance held before first, and ports other instances hold last', () => {
+    const range = { first: 9000, count: 4 };
+    const derived = portCandidates(range, 'inst_x');
+    expect(portOrder(range, 'inst_x', new Map())).toEqual(derived);
+    const [d0, d1, d2, d3] = derived as [number, number, number, number];
+    // Held d2 before; another instance holds d0: d2, then the free ones in derived order, d0 last.
+    expect(portOrder(range, 'inst_x', new Map([['inst_x', d2], ['inst_y', d0]]))).toEqual([d2, d1, d3, d0]);
+    expect(portOrder({ first: 0, count: 4 }, 'inst_x', new Map([['inst_x', 41234]]))).toEqual([41234, 0]);
   });
 
   it('makes one origin per port', () => {

@@ -22,6 +22,23 @@ export function portCandidates(range: JupyterPortRange, instanceId: string): num
 }
 
 /**
+ * The order an instance tries ports in, given the ports instances held before (the agent
+ * remembers them across restarts, port-memory.ts): its own port from before first, then
+ * its candidates not held by another instance, then those too (an instance gone while the
+ * agent was down may still be remembered; it must not keep a port from a live one).
+ * Derived ports alone do not survive a restart: two instances whose first candidates
+ * collide get their ports in the order they happened to be attached.
+ */
+export function portOrder(range: JupyterPortRange, instanceId: string, remembered: ReadonlyMap<string, number>): number[] {
+  const own = remembered.get(instanceId);
+  const others = new Set([...remembered].filter(([id]) => id !== instanceId).map(([, port]) => port));
+  const candidates = portCandidates(range, instanceId).filter((p) => p !== own);
+  const free = candidates.filter((p) => p === 0 || !others.has(p));
+  const held = candidates.filter((p) => p !== 0 && others.has(p));
+  return [...(own === undefined ? [] : [own]), ...free, ...held];
+}
+
+/**
  * The origin users reach an instance's Jupyter at: the public URL with `{port}` filled
  * in (a TLS proxy in front, one name or port per instance), or http://<public host>:<port>.
  */

@@ -17,7 +17,8 @@ import { clientNetwork, type Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry, JupyterTarget } from '../access/access-registry.js';
 import { listenOn } from '../access/listen.js';
 import { authorize, crossOriginRefusal, instanceOfPath, sessionCookie } from './jupyter-auth.js';
-import { jupyterOrigin, portCandidates, type JupyterPortRange } from './jupyter-origin.js';
+import { jupyterOrigin, portOrder, type JupyterPortRange } from './jupyter-origin.js';
+import { JupyterPortMemory } from './port-memory.js';
 import { JupyterConnectionCaps, type JupyterConnectionLimits } from './connection-caps.js';
 
 export interface JupyterProxyOptions {
@@ -30,6 +31,8 @@ export interface JupyterProxyOptions {
   publicUrl: string;
   publicHost: string;
   limits: JupyterConnectionLimits;
+  /** The ports instances held, kept across agent restarts; in memory only when absent. */
+  memory?: JupyterPortMemory;
 }
 
 const REFUSAL_LOG_INTERVAL_MS = 5_000;
@@ -55,11 +58,13 @@ export class JupyterProxy {
   /** Responses that get the proxy's session cookie (the request came with ?token=). */
   private readonly cookieFor = new WeakMap<IncomingMessage, string>();
   private readonly caps: JupyterConnectionCaps;
+  private readonly memory: JupyterPortMemory;
   private refused = 0;
   private refusalLoggedAt = 0;
 
   constructor(private readonly options: JupyterProxyOptions) {
     this.caps = new JupyterConnectionCaps(options.limits);
+    this.memory = options.memory ?? new JupyterPortMemory();
     this.proxy.on('proxyRes', (answer, req) => {
       // Jupyter's cookies would be readable and settable from every port of this host.
       delete answer.headers['set-cookie'];
@@ -98,8 +103,19 @@ export class JupyterProxy {
     return `http://${host.includes(':') ? `[${host}]` : host}:${l.port}/${instanceId}/`;
   }
 
-  /** Gives the instance's port back; open connections are cut. */
+  /** Gives the instance's port back (it is gone, or has no Jupyter); open connections are cut. */
   async close(instanceId: string): Promise<void> {
+    await this.shut(instanceId);
+    this.memory.forget(instanceId);
+  }
+
+  /** The agent stops: every listener closes, and each instance's port is kept for the next start. */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.listeners.keys(), ...this.opening.keys()].map((id) => this.shut(id)));
+    this.proxy.close();
+  }
+
+  private async shut(instanceId: string): Promise<void> {
     await this.opening.get(instanceId)?.catch(() => undefined);
     const l = this.listeners.get(instanceId);
     if (!l) return;
@@ -108,21 +124,17 @@ export class JupyterProxy {
     await new Promise<void>((resolve) => l.server.close(() => resolve()));
   }
 
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.listeners.keys(), ...this.opening.keys()].map((id) => this.close(id)));
-    this.proxy.close();
-  }
-
   private async listen(instanceId: string): Promise<JupyterListener> {
     const { ports, host } = this.options;
     let lastError: Error | undefined;
-    for (const candidate of portCandidates(ports, instanceId)) {
+    for (const candidate of portOrder(ports, instanceId, this.memory.all)) {
       if (candidate !== 0 && [...this.listeners.values()].some((l) => l.port === candidate)) continue;
       const server = this.serverFor(instanceId);
       try {
         const port = await listenOn(server, candidate, host, `Jupyter proxy of ${instanceId}`);
         const listening: Listening = { server, port, origin: jupyterOrigin(this.options.publicUrl, this.options.publicHost, port) };
         this.listeners.set(instanceId, listening);
+        this.memory.remember(instanceId, port);
         return { port, origin: listening.origin };
       } catch (err) {
         lastError = err as Error;
