@@ -1,7 +1,7 @@
 // An agent restart keeps every instance's Jupyter port (its URL and browser origin), also
 // for two instances whose derived first ports collide and that come back in the other
 // order. Over real listeners, with the port memory in a temporary data dir.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '@svc/shared';
@@ -62,6 +62,16 @@ describe('Jupyter ports across an agent restart', () => {
 
     await after.close(a); // A is gone
     expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ [b]: portB });
+  });
+
+  it('still opens the port when the memory cannot be written (the data dir path is a file)', async () => {
+    writeFileSync(join(dataDir, 'not-a-dir'), '');
+    const proxy = agentProxy(new JupyterPortMemory(join(dataDir, 'not-a-dir', 'jupyter-ports.json')));
+    const { port } = await proxy.open('inst_unsaved');
+    expect(portCandidates(range, 'inst_unsaved')).toContain(port);
+    const res = await fetch(`http://127.0.0.1:${port}/inst_unsaved/`);
+    expect(res.status).toBe(404); // the listener answers (no such instance registered)
+    await res.arrayBuffer();
   });
 });
 

@@ -106,7 +106,7 @@ export class JupyterProxy {
   /** Gives the instance's port back (it is gone, or has no Jupyter); open connections are cut. */
   async close(instanceId: string): Promise<void> {
     await this.shut(instanceId);
-    this.memory.forget(instanceId);
+    this.keep(() => this.memory.forget(instanceId), instanceId);
   }
 
   /** The agent stops: every listener closes, and each instance's port is kept for the next start. */
@@ -130,18 +130,29 @@ export class JupyterProxy {
     for (const candidate of portOrder(ports, instanceId, this.memory.all)) {
       if (candidate !== 0 && [...this.listeners.values()].some((l) => l.port === candidate)) continue;
       const server = this.serverFor(instanceId);
+      let port: number;
       try {
-        const port = await listenOn(server, candidate, host, `Jupyter proxy of ${instanceId}`);
-        const listening: Listening = { server, port, origin: jupyterOrigin(this.options.publicUrl, this.options.publicHost, port) };
-        this.listeners.set(instanceId, listening);
-        this.memory.remember(instanceId, port);
-        return { port, origin: listening.origin };
+        port = await listenOn(server, candidate, host, `Jupyter proxy of ${instanceId}`);
       } catch (err) {
         lastError = err as Error;
+        continue;
       }
+      const listening: Listening = { server, port, origin: jupyterOrigin(this.options.publicUrl, this.options.publicHost, port) };
+      this.listeners.set(instanceId, listening);
+      this.keep(() => this.memory.remember(instanceId, port), instanceId);
+      return { port, origin: listening.origin };
     }
     const range = ports.first === 0 ? 'any port' : `ports ${ports.first}-${ports.first + ports.count - 1}`;
     throw new Error(`no free Jupyter port on this node (${range}; SVC_JUPYTER_PORT, SVC_JUPYTER_PORT_COUNT): ${lastError?.message ?? 'all are taken by other instances'}`);
+  }
+
+  /** A port memory that cannot be written costs at most a moved URL after a restart: logged, not thrown. */
+  private keep(change: () => void, instanceId: string): void {
+    try {
+      change();
+    } catch (err) {
+      this.options.log.warn({ err, instance: instanceId }, 'could not save the Jupyter ports; an agent restart may move this instance to another port');
+    }
   }
 
   private serverFor(instanceId: string): Server {
