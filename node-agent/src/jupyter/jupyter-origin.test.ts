@@ -27,6 +27,8 @@ describe('Jupyter origins', () => {
     // Held d2 before; another instance holds d0: d2, then the free ones in derived order, d0 last.
     expect(portOrder(range, 'inst_x', new Map([['inst_x', d2], ['inst_y', d0]]))).toEqual([d2, d1, d3, d0]);
     expect(portOrder({ first: 0, count: 4 }, 'inst_x', new Map([['inst_x', 41234]]))).toEqual([41234, 0]);
+    // The range moved since: the old port is not tried.
+    expect(portOrder(range, 'inst_x', new Map([['inst_x', 8890]]))).toEqual(derived);
   });
 
   it('makes one origin per port', () => {

@@ -30,7 +30,10 @@ export function portCandidates(range: JupyterPortRange, instanceId: string): num
  * collide get their ports in the order they happened to be attached.
  */
 export function portOrder(range: JupyterPortRange, instanceId: string, remembered: ReadonlyMap<string, number>): number[] {
-  const own = remembered.get(instanceId);
+  const before = remembered.get(instanceId);
+  // A port from before the range was changed (SVC_JUPYTER_PORT, SVC_JUPYTER_PORT_COUNT) is not tried.
+  const inRange = (p: number) => range.first === 0 || (p >= range.first && p < range.first + range.count);
+  const own = before !== undefined && inRange(before) ? before : undefined;
   const others = new Set([...remembered].filter(([id]) => id !== instanceId).map(([, port]) => port));
   const candidates = portCandidates(range, instanceId).filter((p) => p !== own);
   const free = candidates.filter((p) => p === 0 || !others.has(p));
