@@ -4,6 +4,7 @@
 // counted per source network (an IPv6 client by its /64) and node-wide across every
 // instance's listener; one past a cap is closed at once. Pure bookkeeping: the proxy
 // closes what this refuses.
+import { Tally } from '../access/tally.js';
 
 export interface JupyterConnectionLimits {
   /** Open connections node-wide, across every instance's listener. */
@@ -16,7 +17,7 @@ export type ConnectionAdmission = { ok: true; release: () => void } | { ok: fals
 
 export class JupyterConnectionCaps {
   private open = 0;
-  private readonly bySource = new Map<string, number>();
+  private readonly bySource = new Tally();
 
   constructor(private readonly limits: JupyterConnectionLimits) {}
 
@@ -29,12 +30,12 @@ export class JupyterConnectionCaps {
     if (this.open >= this.limits.maxConnections) {
       return { ok: false, reason: `${this.open} connections are open to this node's Jupyter ports (SVC_JUPYTER_MAX_CONNECTIONS)` };
     }
-    const held = this.bySource.get(network) ?? 0;
+    const held = this.bySource.of(network);
     if (held >= this.limits.maxConnectionsPerSource) {
       return { ok: false, reason: `${network} holds ${held} Jupyter connections (SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE)` };
     }
     this.open++;
-    this.bySource.set(network, held + 1);
+    this.bySource.add(network);
     let released = false;
     return {
       ok: true,
@@ -42,9 +43,7 @@ export class JupyterConnectionCaps {
         if (released) return;
         released = true;
         this.open--;
-        const left = (this.bySource.get(network) ?? 1) - 1;
-        if (left > 0) this.bySource.set(network, left);
-        else this.bySource.delete(network);
+        this.bySource.remove(network);
       },
     };
   }

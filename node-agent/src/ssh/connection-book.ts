@@ -2,6 +2,7 @@
 // not yet authenticated (node-wide: a handshake costs the agent CPU and memory before it
 // knows who is there), connections per source address, and authenticated connections per
 // instance. Pure bookkeeping; the gateway closes what this refuses.
+import { Tally } from '../access/tally.js';
 
 export interface ConnectionCaps {
   maxPendingHandshakes: number;
@@ -23,8 +24,8 @@ export type Admission = { ok: true; ticket: ConnectionTicket } | { ok: false; re
 
 export class ConnectionBook {
   private pending = 0;
-  private readonly bySource = new Map<string, number>();
-  private readonly byInstance = new Map<string, number>();
+  private readonly bySource = new Tally();
+  private readonly byInstance = new Tally();
 
   constructor(private readonly caps: ConnectionCaps) {}
 
@@ -33,16 +34,16 @@ export class ConnectionBook {
   }
 
   connectionsOf(instanceId: string): number {
-    return this.byInstance.get(instanceId) ?? 0;
+    return this.byInstance.of(instanceId);
   }
 
   /** A new TCP connection from `source`. */
   open(source: string): Admission {
     if (this.pending >= this.caps.maxPendingHandshakes) return { ok: false, reason: `${this.pending} connections are still logging in (SVC_SSH_MAX_PENDING_HANDSHAKES)` };
-    const fromSource = this.bySource.get(source) ?? 0;
+    const fromSource = this.bySource.of(source);
     if (fromSource >= this.caps.maxConnectionsPerSource) return { ok: false, reason: `${source} holds ${fromSource} connections (SVC_SSH_MAX_CONNECTIONS_PER_SOURCE)` };
     this.pending++;
-    this.bySource.set(source, fromSource + 1);
+    this.bySource.add(source);
     let instance: string | undefined;
     let closed = false;
     const book = this;
@@ -55,9 +56,8 @@ export class ConnectionBook {
         },
         authenticated(instanceId) {
           if (closed || instance !== undefined) return instance === instanceId;
-          const held = book.byInstance.get(instanceId) ?? 0;
-          if (held >= book.caps.maxConnectionsPerInstance) return false;
-          book.byInstance.set(instanceId, held + 1);
+          if (book.byInstance.of(instanceId) >= book.caps.maxConnectionsPerInstance) return false;
+          book.byInstance.add(instanceId);
           book.pending--;
           instance = instanceId;
           return true;
@@ -66,16 +66,10 @@ export class ConnectionBook {
           if (closed) return;
           closed = true;
           if (instance === undefined) book.pending--;
-          else decrement(book.byInstance, instance);
-          decrement(book.bySource, source);
+          else book.byInstance.remove(instance);
+          book.bySource.remove(source);
         },
       },
     };
   }
-}
-
-function decrement(map: Map<string, number>, key: string): void {
-  const left = (map.get(key) ?? 1) - 1;
-  if (left <= 0) map.delete(key);
-  else map.set(key, left);
 }
