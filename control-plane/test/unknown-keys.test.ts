@@ -9,7 +9,7 @@ import { generateOperatorKeyValue } from '../src/operators/operator-key.js';
 import { OperatorKeyService } from '../src/operators/operator-key-service.js';
 import { UNKNOWN_KEYS_PER_MINUTE } from '../src/pipeline/unknown-key-guard.js';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
-import type { ManualClock } from '@svc/shared';
+import { SITE_SHARE, type ManualClock } from '@svc/shared';
 
 let cp: TestControlPlane;
 let lookups = 0;
@@ -78,6 +78,25 @@ describe('unknown API keys from one address', () => {
       expectError(await proxied.request('GET', '/v1/models', from('2001:db8:5:a::1')), 401, 'unauthorized');
       expectError(await proxied.request('GET', '/v1/models', from('198.51.100.7')), 401, 'unauthorized');
       expect(proxiedLookups).toBe(UNKNOWN_KEYS_PER_MINUTE + 2);
+    } finally {
+      await proxied.close();
+    }
+  });
+
+  it('from IPv6: a fresh /64 per key is counted against its /48 site, which gets four clients\' allowance', async () => {
+    const proxied = await startControlPlane({ config: { trustProxy: ['127.0.0.1/32'] } });
+    try {
+      const from = (address: string) => ({ key: generateKeyValue('live'), headers: { 'x-forwarded-for': address } });
+      const siteAllowance = UNKNOWN_KEYS_PER_MINUTE * SITE_SHARE;
+      // Each key from another /64 of 2001:db8:77::/48: no /64 ever meets its own cap.
+      for (let i = 1; i <= siteAllowance; i++) {
+        expectError(await proxied.request('GET', '/v1/models', from(`2001:db8:77:${i.toString(16)}::1`)), 401, 'unauthorized');
+      }
+      const held = await proxied.request('GET', '/v1/models', from('2001:db8:77:ffff::1'));
+      expect(expectError(held, 429, 'rate_limited').message).toContain(`unknown API keys from 2001:db8:77::/48 (${siteAllowance} per minute)`);
+      expect(held.headers.get('retry-after')).toBe('1');
+      // Another site is not held back by this one.
+      expectError(await proxied.request('GET', '/v1/models', from('2001:db8:78:1::1')), 401, 'unauthorized');
     } finally {
       await proxied.close();
     }

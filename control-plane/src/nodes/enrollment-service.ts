@@ -7,7 +7,7 @@
 // RESOURCE_EXHAUSTED, which agents retry with backoff). A node whose id and secret verified
 // on this process before is never held back, so a neighbour spraying secrets from the same
 // address cannot keep a working node from reconnecting.
-import { ApiError, clientNetwork, newId, type Clock } from '@svc/shared';
+import { ApiError, newId, type Clock } from '@svc/shared';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from '@svc/proto';
 import { isPool, POOLS, type Pool } from '../models/pools.js';
 import type { EnrollmentTokenRecord, NodeRecord, NodeStore } from '../store/node-store.js';
@@ -159,8 +159,8 @@ export class EnrollmentService {
 
   /** Refuses, for now, an address whose refused attempts used up its allowance. */
   private holdBack(address: string, what: string): void {
-    const seconds = this.refused.retryAfterSeconds(address);
-    if (seconds === 0) return;
-    throw new NodeRefusal('too_many_attempts', `too many refused ${what} from ${clientNetwork(address)}; retry after ${seconds}s`, true);
+    const held = this.refused.heldBack(address);
+    if (!held) return;
+    throw new NodeRefusal('too_many_attempts', `too many refused ${what} from ${held.from}; retry after ${held.seconds}s`, true);
   }
 }

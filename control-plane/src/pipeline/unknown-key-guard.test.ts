@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError, ManualClock } from '@svc/shared';
+import { ApiError, ManualClock, SITE_SHARE } from '@svc/shared';
 import { UnknownKeyGuard } from './unknown-key-guard.js';
 
 const refusal = (guard: UnknownKeyGuard, address: string): ApiError | undefined => {
@@ -47,13 +47,34 @@ describe('UnknownKeyGuard', () => {
     expect(refusal(guard, '198.51.100.4')).toBeDefined();
   });
 
-  it('stays bounded under unknown keys from more addresses than it tracks', () => {
+  it('counts an IPv6 site (its /48) too, so fresh /64s do not bring fresh buckets', () => {
+    const clock = new ManualClock(1_000_000);
+    const guard = new UnknownKeyGuard(clock, 2);
+    const share = 2 * SITE_SHARE;
+    // One party cycling through the /64s of its /48, one unknown key from each.
+    for (let i = 1; i <= share; i++) {
+      expect(refusal(guard, `2001:db8:9:${i.toString(16)}::1`)).toBeUndefined();
+      guard.unknown(`2001:db8:9:${i.toString(16)}::1`);
+    }
+    const refused = refusal(guard, '2001:db8:9:ffff::1');
+    expect(refused).toMatchObject({ type: 'rate_limited', status: 429, headers: { 'retry-after': '8' } });
+    expect(refused!.message).toContain(`from 2001:db8:9::/48 (${share} per minute)`);
+    expect(refusal(guard, '2001:db8:a:1::1')).toBeUndefined(); // the next /48 is another site
+    clock.advance(7_500); // a site's token every 60 s / 8
+    expect(refusal(guard, '2001:db8:9:ffff::1')).toBeUndefined();
+  });
+
+  it('stays bounded under a flood from more clients than it tracks, and keeps holding back the busiest', () => {
     const clock = new ManualClock(1_000_000);
     const guard = new UnknownKeyGuard(clock, 1);
-    for (let i = 0; i < 10_001; i++) guard.unknown(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
-    // Every address was mid-burst, so the table started over: nobody is refused wrongly or kept forever.
+    guard.unknown('198.51.100.9');
+    for (let i = 0; i < 20_000; i++) {
+      guard.unknown(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
+      if (i % 100 === 0) guard.unknown('198.51.100.9'); // still counted: never the least recent
+    }
+    expect(refusal(guard, '198.51.100.9')).toMatchObject({ status: 429 });
+    // The least recently counted were forgotten one at a time: a fresh burst for them only.
     expect(refusal(guard, '10.0.0.0')).toBeUndefined();
-    guard.unknown('10.0.0.0');
-    expect(refusal(guard, '10.0.0.0')).toBeDefined();
+    expect(refusal(guard, '10.0.78.31')).toMatchObject({ status: 429 }); // 19,999: recent, still held back
   });
 });
