@@ -153,27 +153,35 @@ describe('as a hostile tenant', () => {
     expect(agentAlive()).toBe(true);
   }, 60_000);
 
-  it('connections that never log in are capped node-wide and closed after the login deadline', async () => {
-    // Silent sockets: the gateway greets them and waits for a handshake that never comes.
+  it('connections that never log in cannot keep a tenant out: the client holding the most slots gives one up, the login deadline closes the rest', async () => {
+    // Silent sockets, all from one address: the gateway greets them and waits for a
+    // handshake that never comes. They hold every handshake slot on the node.
     const silent: Array<{ socket: Socket; closed: Promise<void> }> = [];
+    const from = (localAddress: string) => connect({ host: a.target.host, port: a.target.port, localAddress });
     for (let i = 0; i < PENDING_HANDSHAKES; i++) {
-      const socket = connect(a.target.port, '127.0.0.1');
+      const socket = from('127.0.0.2');
       const greeted = new Promise<void>((resolve) => socket.once('data', () => resolve()));
       socket.on('error', () => undefined);
       silent.push({ socket, closed: new Promise((resolve) => socket.once('close', () => resolve())) });
       await greeted;
     }
-    // One more is closed at once, without a greeting, and OpenSSH cannot log in meanwhile.
-    const extra = connect(a.target.port, '127.0.0.1');
+    // One more from the same address is closed at once, without a greeting: a client
+    // cannot take a slot from itself.
+    const extra = from('127.0.0.2');
     let greetedExtra = false;
     extra.on('data', () => (greetedExtra = true));
     extra.on('error', () => undefined);
     await new Promise((resolve) => extra.once('close', resolve));
     expect(greetedExtra).toBe(false);
-    expect((await ssh(a.target, key, ['echo no room'])).code).toBe(255);
-    // The login deadline (10 s here) closes the silent ones; then logins work again.
+    // The tenant, from another address, logs in all the same: the silent client's oldest
+    // connection is dropped to make room, the others are left to their deadline.
+    const closedFirst = await Promise.race([silent[0]!.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 100))]);
+    expect(closedFirst).toBe(false);
+    expect((await ssh(a.target, key, ['echo fair share'])).stdout).toBe('fair share\n');
+    await silent[0]!.closed;
+    expect(silent.slice(1).every((s) => !s.socket.destroyed && s.socket.readyState === 'open')).toBe(true);
+    // The login deadline (10 s here) closes the rest.
     await Promise.all(silent.map((s) => s.closed));
-    expect((await ssh(a.target, key, ['echo room again'])).stdout).toBe('room again\n');
     expect(agentAlive()).toBe(true);
   }, 90_000);
 

@@ -185,7 +185,7 @@ export const agentSettings = {
     'SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE',
     Type.Integer({ minimum: 1, maximum: 100_000 }),
     256,
-    "TCP connections to this node's Jupyter ports from one source address (an IPv6 source: its /64) at once, across every instance; more are closed at once.",
+    "TCP connections to this node's Jupyter ports from one source address (an IPv6 source: its /64; its /48 may hold four times as many) at once, across every instance; more are closed at once.",
   ),
   jupyterPublicUrl: setting(
     'SVC_JUPYTER_PUBLIC_URL',
@@ -252,7 +252,7 @@ export const agentSettings = {
     'SVC_SSH_MAX_PENDING_HANDSHAKES',
     Type.Integer({ minimum: 1, maximum: 100_000 }),
     64,
-    'SSH connections not yet authenticated, node-wide; a new connection past it is closed at once.',
+    "SSH connections not yet authenticated, node-wide. Once full, a new connection takes the oldest slot of the client holding the most (an IPv6 client counted by its /48), if that client holds more than the newcomer's; else it is closed at once.",
   ),
   sshHandshakeTimeoutMs: setting(
     'SVC_SSH_HANDSHAKE_TIMEOUT_MS',

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { SITE_SHARE } from '@svc/shared';
 import { JupyterConnectionCaps } from './connection-caps.js';
 
 describe('JupyterConnectionCaps', () => {
@@ -8,7 +9,7 @@ describe('JupyterConnectionCaps', () => {
     const a2 = caps.admit('198.51.100.1');
     expect(a1.ok && a2.ok).toBe(true);
     expect(caps.admit('198.51.100.1')).toEqual({ ok: false, reason: '198.51.100.1 holds 2 Jupyter connections (SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE)' });
-    expect(caps.admit('2001:db8:1:2::/64').ok).toBe(true);
+    expect(caps.admit('2001:db8:1:2::1').ok).toBe(true);
     if (a1.ok) {
       a1.release();
       a1.release(); // twice: no extra slot
@@ -25,5 +26,16 @@ describe('JupyterConnectionCaps', () => {
     expect(caps.admit('198.51.100.4')).toEqual({ ok: false, reason: "3 connections are open to this node's Jupyter ports (SVC_JUPYTER_MAX_CONNECTIONS)" });
     if (held[0]!.ok) held[0]!.release();
     expect(caps.admit('198.51.100.4').ok).toBe(true);
+  });
+
+  it('counts an IPv6 source by its /64, and its /48 site up to SITE_SHARE sources\' worth', () => {
+    const caps = new JupyterConnectionCaps({ maxConnections: 1000, maxConnectionsPerSource: 2 });
+    expect(caps.admit('2001:db8:1:2::1').ok).toBe(true);
+    expect(caps.admit('2001:db8:1:2:ffff::9').ok).toBe(true);
+    expect(caps.admit('2001:db8:1:2::3')).toEqual({ ok: false, reason: '2001:db8:1:2::/64 holds 2 Jupyter connections (SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE)' });
+    // Fresh /64s of the same /48 add up to the site's allowance, not one each without end.
+    for (let i = 3; i < 1 + 2 * SITE_SHARE; i++) expect(caps.admit(`2001:db8:1:${i}::1`).ok).toBe(true);
+    expect(caps.admit('2001:db8:1:ff::1')).toEqual({ ok: false, reason: `2001:db8:1::/48 holds ${2 * SITE_SHARE} Jupyter connections (${SITE_SHARE} x SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE)` });
+    expect(caps.admit('2001:db8:2:1::1').ok).toBe(true); // another site
   });
 });

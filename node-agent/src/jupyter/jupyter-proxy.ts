@@ -13,7 +13,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
-import { clientNetwork, type Logger } from '@svc/shared';
+import type { Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry, JupyterTarget } from '../access/access-registry.js';
 import { listenOn } from '../access/listen.js';
 import { authorize, crossOriginRefusal, instanceOfPath, sessionCookie } from './jupyter-auth.js';
@@ -165,8 +165,7 @@ export class JupyterProxy {
 
   /** Counts a new connection on any instance's port; closes it at once when a cap says no. */
   private admit(socket: Socket): void {
-    const source = clientNetwork(socket.remoteAddress ?? 'unknown');
-    const admission = this.caps.admit(source);
+    const admission = this.caps.admit(socket.remoteAddress ?? 'unknown');
     if (admission.ok) {
       socket.once('close', admission.release);
       return;

@@ -12,7 +12,7 @@ import { connect, createServer, type Server as NetServer, type Socket } from 'no
 import { listenOn } from '../access/listen.js';
 import type Docker from 'dockerode';
 import ssh2, { type Connection, type ServerChannel } from 'ssh2';
-import { clientNetwork, type Logger } from '@svc/shared';
+import type { Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry } from '../access/access-registry.js';
 import { publicKeyAccepted } from './authorized-keys.js';
 import type { HostKey } from './host-key.js';
@@ -76,19 +76,16 @@ export class SshGateway {
 
   /** Counts a new TCP connection; closes it when a cap says no, else gives it to ssh2 with a login deadline. */
   private admit(socket: Socket): void {
-    const { log, limits } = this.options;
+    const { limits } = this.options;
     const source = socket.remoteAddress ?? 'unknown';
-    // Counted by network: an IPv6 client has a /64 of addresses to open connections from.
-    const admission = this.book.open(clientNetwork(source));
+    // Counted by network (an IPv6 client has a /64 of addresses to open connections from)
+    // and, for the handshake slots, by site; a handshake dropped for a fairer claim is closed.
+    const admission = this.book.open(source, (why) => {
+      this.noteRefusal(source, why, 'SSH handshake dropped');
+      socket.destroy();
+    });
     if (!admission.ok) {
-      // A flood must not flood the log too: one line per few seconds, with the count.
-      this.refused++;
-      const now = Date.now();
-      if (now - this.refusalLoggedAt >= REFUSAL_LOG_INTERVAL_MS) {
-        log.info({ ip: source, why: admission.reason, refused_since_last_line: this.refused }, 'SSH connection refused');
-        this.refused = 0;
-        this.refusalLoggedAt = now;
-      }
+      this.noteRefusal(source, admission.reason, 'SSH connection refused');
       socket.destroy();
       return;
     }
@@ -98,7 +95,7 @@ export class SshGateway {
     this.sockets.add(socket);
     const deadline = setTimeout(() => {
       if (ticket.instanceId !== undefined) return;
-      log.info({ ip: source, timeout_ms: limits.handshakeTimeoutMs }, 'SSH connection closed: no login in time');
+      this.options.log.info({ ip: source, timeout_ms: limits.handshakeTimeoutMs }, 'SSH connection closed: no login in time');
       socket.destroy();
     }, limits.handshakeTimeoutMs);
     deadline.unref();
@@ -110,6 +107,16 @@ export class SshGateway {
     });
     socket.on('error', () => undefined);
     this.server.injectSocket(socket);
+  }
+
+  /** A flood must not flood the log too: one line per few seconds, with the count since the last. */
+  private noteRefusal(ip: string, why: string, what: string): void {
+    this.refused++;
+    const now = Date.now();
+    if (now - this.refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
+    this.options.log.info({ ip, why, refused_since_last_line: this.refused }, what);
+    this.refused = 0;
+    this.refusalLoggedAt = now;
   }
 
   get port(): number {
