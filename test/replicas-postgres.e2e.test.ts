@@ -9,8 +9,7 @@
 // when the replica holding the stream is SIGKILLed the agent is on another within 5 s,
 // the node never turns unreachable, the instance's container runs on, and a terminate
 // through yet another replica ends it.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
@@ -23,11 +22,11 @@ import { openPostgresStore } from '../control-plane/src/store/postgres/postgres-
 import { spawnControlPlane, type ControlPlaneProcess } from './support/control-plane-process.js';
 import { fakeGpuNode } from './support/fake-gpu-node.js';
 import { SLEEPER_IMAGE } from './support/images.js';
-import { eventually, freePort, removeNodeContainers, ROOT, whileAgentStarts, type AgentProcess } from './support/node-agent-process.js';
+import { startLoadBalancer, type LoadBalancer } from './support/haproxy.js';
+import { eventually, freePort, removeNodeContainers, whileAgentStarts, type AgentProcess } from './support/node-agent-process.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 
 const REPLICAS = 3;
-const LB_CONFIG = join(ROOT, 'deploy/haproxy/control-plane.cfg');
 /**
  * The rate-limit case runs at tier 3, set low for this suite (the default org stays at
  * tier 2's 1,200 per minute). Why not 1,300 requests at 1,200 per minute: on a shared
@@ -44,7 +43,7 @@ let dir: string;
 let postgres: TestPostgres | undefined;
 const replicas: ControlPlaneProcess[] = [];
 let grpcPorts: number[];
-let lb: ChildProcess | undefined;
+let lb: LoadBalancer | undefined;
 let lbUrl: string;
 let agent: AgentProcess | undefined;
 let nodeId = '';
@@ -83,20 +82,6 @@ const container = async (id: string) => {
   const state = (await docker.getContainer(found.Id).inspect()).State;
   return { running: state.Running, startedAt: state.StartedAt };
 };
-
-/** The shipped load-balancer config with its deployment-specific lines (bind, servers) replaced. */
-function loadBalancerConfig(port: number, httpPorts: number[]): string {
-  const lines = readFileSync(LB_CONFIG, 'utf8').split('\n');
-  const firstServer = lines.findIndex((l) => /^\s*server\s/.test(l));
-  const out = lines.filter((l) => !/^\s*server\s/.test(l)).map((l) => (/^\s*bind\s/.test(l) ? `    bind 127.0.0.1:${port}` : l));
-  out.splice(firstServer, 0, ...httpPorts.map((p, i) => `    server cp${i + 1} 127.0.0.1:${p} check`));
-  return out.join('\n');
-}
-
-function haproxyBinary(): string {
-  for (const candidate of ['/usr/sbin/haproxy', '/usr/bin/haproxy', '/usr/local/sbin/haproxy']) if (existsSync(candidate)) return candidate;
-  throw new Error('haproxy not found: run `bash scripts/setup-host.sh` (installs the Debian haproxy package)');
-}
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'replicas-pg-'));
@@ -139,23 +124,8 @@ beforeAll(async () => {
   );
 
   const lbPort = await freePort();
-  const configFile = join(dir, 'haproxy.cfg');
-  writeFileSync(configFile, loadBalancerConfig(lbPort, httpPorts));
-  lb = spawn(haproxyBinary(), ['-db', '-f', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let lbOutput = '';
-  lb.stdout!.on('data', (d: Buffer) => (lbOutput += d.toString()));
-  lb.stderr!.on('data', (d: Buffer) => (lbOutput += d.toString()));
-  lbUrl = `http://127.0.0.1:${lbPort}`;
-  await eventually(
-    async () => {
-      if (lb!.exitCode !== null) throw new Error(`haproxy exited (${lb!.exitCode})`);
-      return (await fetch(`${lbUrl}/readyz`)).status === 200;
-    },
-    20_000,
-    'HAProxy to answer /readyz',
-  ).catch((err: unknown) => {
-    throw new Error(`${(err as Error).message}\n--- haproxy ---\n${lbOutput}`);
-  });
+  lb = await startLoadBalancer(dir, `127.0.0.1:${lbPort}`, `http://127.0.0.1:${lbPort}`, httpPorts);
+  lbUrl = lb.url;
 
   const gpuNode = await fakeGpuNode(dir, 'replicas', 2);
   agent = gpuNode.spawn(grpcPorts[0]!, token, { SVC_CONTROL_PLANE: grpcPorts.map((p) => `127.0.0.1:${p}`).join(',') });
@@ -174,11 +144,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const r of replicas) await r.kill();
-  if (lb && lb.exitCode === null && lb.signalCode === null) {
-    const exited = new Promise((resolve) => lb!.once('exit', resolve));
-    lb.kill('SIGKILL');
-    await exited;
-  }
+  await lb?.stop();
   if (agent && agent.child.exitCode === null && agent.child.signalCode === null) agent.child.kill('SIGKILL');
   await agent?.exited;
   if (nodeId) await removeNodeContainers(docker, nodeId);
