@@ -248,6 +248,12 @@ export const controlPlaneSettings = {
     64,
     'Inference requests one model-server replica may hold at once; when every replica is full, requests get 409 no_capacity.',
   ),
+  inferenceMaxOrgShare: setting(
+    'SVC_INFERENCE_MAX_ORG_SHARE',
+    Type.Number({ exclusiveMinimum: 0, maximum: 1 }),
+    0.5,
+    "Share of a model variant's in-flight slots in a pool (its replicas times SVC_INFERENCE_MAX_IN_FLIGHT) one organization may hold; once half are taken, each org holding any is held to an equal share. Past it, 429 rate_limited. 1 lets one org take every slot.",
+  ),
   inferenceAttempts: setting(
     'SVC_INFERENCE_ATTEMPTS',
     Type.Integer({ minimum: 1, maximum: 5 }),

@@ -5,9 +5,11 @@
 // work, embeddings batched across replicas in input order.
 import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
+import { Agent as UndiciAgent, fetch as undiciFetch } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import type { LiveReplica } from '../src/inference/replica-source.js';
+import { defaultControlPlaneConfig } from '../src/config.js';
 import { SseParser } from '../src/inference/sse.js';
 import { startOpenAiUpstream, type OpenAiUpstream } from '../../test/support/openai-upstream.js';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
@@ -267,6 +269,55 @@ describe('relaying replicas', () => {
     expect(billed[0].cost_usd).toBeGreaterThan(0);
     expect(up!.abandonedStreams).toBe(0);
     expect(cp.app.services.inference.router.inFlight(`rep_${up!.name}`)).toBe(0);
+  });
+
+  it('one org\'s long streams take at most half a model\'s slots: past that 429 rate_limited, while another org is served', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    up!.mode = 'hang-stream'; // each stream holds its slot until its client leaves
+    const defaults = defaultControlPlaneConfig({ dataDir: '.' }); // this suite's control plane runs with them
+    const slots = defaults.inferenceMaxInFlight;
+    const share = slots * defaults.inferenceMaxOrgShare;
+    const clients = new UndiciAgent();
+    const open = async (orgKey: string) => {
+      const aborter = new AbortController();
+      // Their own connections (closed below): an aborted fetch may leave its socket open, and
+      // the control plane's close would wait for it.
+      const res = await undiciFetch(`${cp.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${orgKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...chat, stream: true }),
+        signal: aborter.signal,
+        dispatcher: clients,
+      });
+      return { res, leave: () => aborter.abort() };
+    };
+    const held = await Promise.all(Array.from({ length: share }, () => open(key)));
+    try {
+      expect(held.map((h) => h.res.status)).toEqual(Array.from({ length: share }, () => 200));
+      const refused = await open(key);
+      expect(refused.res.status).toBe(429);
+      expect(refused.res.headers.get('retry-after')).toBe('1');
+      expect(((await refused.res.json()) as { error: unknown }).error).toMatchObject({
+        type: 'rate_limited',
+        message: `your organization holds ${share} of the ${slots} requests in flight llama-3.1-8b-instruct (int4) in pool na can take, its share while the rest is kept for others; retry when one of yours finishes`,
+      });
+      // Another tenant is served at once, from the slots the first could not take.
+      const other = await cp.app.services.orgs.create('fair-share-co');
+      const otherKey = await cp.key({ orgId: other.id });
+      const served = await open(otherKey);
+      expect(served.res.status).toBe(200);
+      served.leave();
+      // One of the first org's streams ends: it may start another.
+      held.pop()!.leave();
+      await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(share - 1);
+      const again = await open(key);
+      expect(again.res.status).toBe(200);
+      held.push(again);
+    } finally {
+      for (const h of held) h.leave();
+      await clients.destroy();
+    }
+    await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
   });
 
   it('a stream the client cuts after its first content chunk is billed the prompt the replica processed', async () => {

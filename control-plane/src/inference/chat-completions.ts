@@ -117,7 +117,7 @@ export class ChatCompletionService {
   }
 
   private route(call: ChatCall) {
-    return { model: call.model, quantization: call.body.quantization, pool: call.ctx.pool };
+    return { tenant: call.ctx.orgId, model: call.model, quantization: call.body.quantization, pool: call.ctx.pool };
   }
 
   private async *relay(call: ChatCall, lease: Lease, body: AsyncIterable<Buffer>): AsyncGenerator<string> {

@@ -39,9 +39,9 @@ export class EmbeddingsService {
     const parts = batches(plan.inputs);
     // The first batch picks the pool and quantization; the others follow it there, so one
     // response never mixes vectors of two variants.
-    const first = await this.runBatch(call, parts[0]!, { model, quantization: body.quantization, pool: ctx.pool });
+    const first = await this.runBatch(call, parts[0]!, { tenant: ctx.orgId, model, quantization: body.quantization, pool: ctx.pool });
     const { pool, quantization } = first.lease.replica;
-    const rest = await Promise.all(parts.slice(1).map((part) => this.runBatch(call, part, { model, quantization, pool })));
+    const rest = await Promise.all(parts.slice(1).map((part) => this.runBatch(call, part, { tenant: ctx.orgId, model, quantization, pool })));
     const results = [first, ...rest];
 
     const usage = results.reduce<TokenUsage>(

@@ -47,6 +47,7 @@ export function buildInference(deps: {
   const router = new Router(deps.replicas.directory, deps.replicas.plan, {
     poolOrder: config.poolOrder,
     maxOutstandingPerReplica: config.inferenceMaxInFlight,
+    maxTenantShare: config.inferenceMaxOrgShare,
     ejectMs: config.inferenceEjectMs,
     maxEjectMs: MAX_EJECT_MS,
     probe: (replica) => upstream.probe(replica.baseUrl, '/health', PROBE_TIMEOUT_MS),

@@ -3,6 +3,14 @@
 // the healthiest pool, ties broken by the configured order), then the replica with the
 // fewest requests in flight. A replica whose request fails is ejected and probed back
 // with backoff. Every refusal is one of the spec's errors, never a wait.
+//
+// A variant's slots (its replicas in a pool, each taking `maxOutstandingPerReplica`) are
+// shared between organizations: one org may hold at most `maxTenantShare` of them, so a
+// tenant running long streams cannot leave the next one nothing but no_capacity, and once
+// half the slots are taken, at most an equal share among the orgs holding any (max-min
+// fairness at admission: a slot that frees goes to whoever is under its share). Past it,
+// 429: the limit is the org's own use, and a retry soon finds a slot. Counted in this
+// process, like the slots themselves.
 import { ApiError } from '@svc/shared';
 import type { CatalogModel, Pool, Quantization } from '../models/catalog.js';
 import type { LiveReplica, ReplicaDirectory, ServingPlan } from './replica-source.js';
@@ -11,6 +19,8 @@ export interface RouterOptions {
   poolOrder: readonly Pool[];
   /** Requests in flight one replica may hold; past it, the replica takes no more. */
   maxOutstandingPerReplica: number;
+  /** Share (0-1] of a variant's slots in a pool one organization may hold. */
+  maxTenantShare: number;
   /** First ejection; doubles with each failed probe up to `maxEjectMs`. */
   ejectMs: number;
   maxEjectMs: number;
@@ -21,6 +31,8 @@ export interface RouterOptions {
 }
 
 export interface RouteRequest {
+  /** The organization the request is for: slots are shared fairly between them. */
+  tenant: string;
   model: CatalogModel;
   quantization?: Quantization | undefined;
   pool?: Pool | undefined;
@@ -34,6 +46,15 @@ export interface Lease {
   release(outcome: 'ok' | 'failed'): void;
 }
 
+/** Slots held in one variant's pool (model, quantization, pool): in all, and by organization. */
+interface Holdings {
+  total: number;
+  byTenant: Map<string, number>;
+}
+
+/** Past this share of a variant's slots in use, each org is held to an equal share. */
+const CONTENDED = 0.5;
+
 interface Ejection {
   failures: number;
   timer: NodeJS.Timeout;
@@ -41,6 +62,7 @@ interface Ejection {
 
 export class Router {
   private readonly outstanding = new Map<string, number>();
+  private readonly holdings = new Map<string, Holdings>();
   private readonly ejected = new Map<string, Ejection>();
   private turn = 0;
 
@@ -70,14 +92,33 @@ export class Router {
     if (candidates.length === 0) throw this.unavailable(model, quantization, pinned, routable);
 
     const pool = pinned ?? this.healthiestPool(model, quantization, candidates);
-    const replica = this.leastLoaded(candidates.filter((r) => r.pool === pool));
+    const inPool = candidates.filter((r) => r.pool === pool);
+    const variant = `${model.id}|${quantization}|${pool}`;
+    this.checkShare(request.tenant, variant, inPool.length * this.options.maxOutstandingPerReplica, `${model.id} (${quantization}) in pool ${pool}`);
+    const replica = this.leastLoaded(inPool);
     if (!replica) {
       throw new ApiError(
         'no_capacity',
         `every replica of ${model.id} (${quantization}) in pool ${pool} is at its limit of ${this.options.maxOutstandingPerReplica} requests in flight; retry with backoff`,
       );
     }
-    return this.lease(replica);
+    return this.lease(replica, request.tenant, variant);
+  }
+
+  /** Refuses `tenant` one more of `variant`'s `slots` when it holds its share (see the top). */
+  private checkShare(tenant: string, variant: string, slots: number, what: string): void {
+    const held = this.holdings.get(variant);
+    const mine = held?.byTenant.get(tenant) ?? 0;
+    if (mine === 0) return; // anyone holding none may take a free slot
+    const total = held!.total;
+    let share = Math.max(1, Math.floor(slots * this.options.maxTenantShare));
+    if (total >= slots * CONTENDED) share = Math.min(share, Math.max(1, Math.ceil(slots / held!.byTenant.size)));
+    if (mine < share || share >= slots) return; // a share of every slot restricts nothing: no_capacity says it
+    throw new ApiError(
+      'rate_limited',
+      `your organization holds ${mine} of the ${slots} requests in flight ${what} can take, its share while ${held!.byTenant.size === 1 ? 'the rest is kept for others' : `${held!.byTenant.size} organizations share them`}; retry when one of yours finishes`,
+      { headers: { 'retry-after': '1' } },
+    );
   }
 
   /** Requests in flight per replica, for metrics and tests. */
@@ -153,8 +194,12 @@ export class Router {
     return best;
   }
 
-  private lease(replica: LiveReplica): Lease {
+  private lease(replica: LiveReplica, tenant: string, variant: string): Lease {
     this.outstanding.set(replica.id, (this.outstanding.get(replica.id) ?? 0) + 1);
+    let held = this.holdings.get(variant);
+    if (!held) this.holdings.set(variant, (held = { total: 0, byTenant: new Map() }));
+    held.total++;
+    held.byTenant.set(tenant, (held.byTenant.get(tenant) ?? 0) + 1);
     let released = false;
     return {
       replica,
@@ -164,6 +209,10 @@ export class Router {
         const left = (this.outstanding.get(replica.id) ?? 1) - 1;
         if (left > 0) this.outstanding.set(replica.id, left);
         else this.outstanding.delete(replica.id);
+        const mine = held.byTenant.get(tenant)! - 1;
+        if (mine > 0) held.byTenant.set(tenant, mine);
+        else held.byTenant.delete(tenant);
+        if (--held.total === 0) this.holdings.delete(variant);
         if (outcome === 'failed') this.eject(replica, 1);
       },
     };
