@@ -248,6 +248,12 @@ export const controlPlaneSettings = {
     64,
     'Inference requests one model-server replica may hold at once; when every replica is full, requests get 409 no_capacity.',
   ),
+  shutdownDrainMs: setting(
+    'SVC_SHUTDOWN_DRAIN_MS',
+    Type.Integer({ minimum: 0, maximum: 600_000 }),
+    20_000,
+    'After SIGTERM, how long requests in flight (streams included) may run before their connections are closed; their usage is recorded either way. Keep it under the supervisor\'s kill timeout (Kubernetes: 30 s); workers are killed 10 s after it.',
+  ),
   inferenceMaxOrgShare: setting(
     'SVC_INFERENCE_MAX_ORG_SHARE',
     Type.Number({ exclusiveMinimum: 0, maximum: 1 }),

@@ -15,9 +15,10 @@ import { describeStoreLocation, openStore } from './store/open-store.js';
 import { startOperatorMetricsServer, type OperatorMetricsServer } from './nodes/operator-metrics-server.js';
 import { startPrimary, WORKER_READY } from './cluster/primary.js';
 import { resolveWorkerCount } from './cluster/worker-count.js';
+import { closeGracefully } from './http/graceful-close.js';
 
-/** How long workers may finish their requests after SIGTERM before the primary kills them. */
-const WORKER_DRAIN_MS = 30_000;
+/** How much longer than their drain the primary gives workers to record and close before it kills them. */
+const WORKER_CLOSE_MARGIN_MS = 10_000;
 
 export async function startControlPlane(config: ControlPlaneConfig) {
   let app: Awaited<ReturnType<typeof buildApp>> | undefined;
@@ -116,7 +117,7 @@ async function main(): Promise<void> {
     if (reason) log!.warn({ workers: 1 }, reason);
     if (count > 1) {
       log!.info({ workers: count }, 'starting workers');
-      const primary = startPrimary({ workers: count, log: log!, drainMs: WORKER_DRAIN_MS });
+      const primary = startPrimary({ workers: count, log: log!, drainMs: config.shutdownDrainMs + WORKER_CLOSE_MARGIN_MS });
       process.on('SIGTERM', () => primary.stop('SIGTERM'));
       process.on('SIGINT', () => primary.stop('SIGINT'));
       process.exit(await primary.exited);
@@ -130,7 +131,7 @@ async function main(): Promise<void> {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
-    app.close().then(
+    closeGracefully(app, config.shutdownDrainMs, app.log).then(
       () => process.exit(0),
       (err: unknown) => {
         app.log.error({ err }, 'shutdown failed');

@@ -23,6 +23,8 @@ export interface Inference {
   close(): Promise<void>;
 }
 
+/** How long closing waits for requests still at a replica to end and record their usage. */
+const IN_FLIGHT_GRACE_MS = 5_000;
 const MAX_EJECT_MS = 30_000;
 const PROBE_TIMEOUT_MS = 2_000;
 const RESPONSES_PURGE_MS = 3_600_000;
@@ -83,6 +85,16 @@ export function buildInference(deps: {
     close: async () => {
       clearInterval(purge);
       router.close();
+      // Requests still at a replica record their usage when they end: streams end at once
+      // once their connections are closed (closeGracefully), whole completions run on to
+      // the replica's answer. Waited for, within bounds, so their records are in the
+      // last batch rather than written after the store closed.
+      if (router.leasedCount > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        const waited = await Promise.race([router.idle().then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), IN_FLIGHT_GRACE_MS)))]);
+        clearTimeout(timer);
+        if (!waited) deps.log.error({ requests: router.leasedCount, waited_ms: IN_FLIGHT_GRACE_MS }, 'inference requests still at a replica at shutdown; their usage is not recorded');
+      }
       await recorder.flush();
       await upstream.close();
     },

@@ -152,6 +152,21 @@ describe('Router', () => {
     });
   });
 
+  it('says when no request holds a replica any more (what closing waits for)', async () => {
+    const r = router(new Directory([replica('a', 'na'), replica('b', 'na')]), { 'na:int4': 2 });
+    await r.idle(); // none held: at once
+    const [x, y] = [r.route({ tenant: 'org_a', model }), r.route({ tenant: 'org_b', model })];
+    let idle = false;
+    void r.idle().then(() => (idle = true));
+    x.release('ok');
+    x.release('ok'); // twice is once
+    await sleep(5);
+    expect([idle, r.leasedCount]).toEqual([false, 1]);
+    y.release('failed');
+    await sleep(5);
+    expect([idle, r.leasedCount]).toEqual([true, 0]);
+  });
+
   it('is 409 no_capacity when every replica is at its in-flight limit', () => {
     const r = router(new Directory([replica('a', 'na')]), { 'na:int4': 1 });
     r.route({ tenant: 'org_a', model });

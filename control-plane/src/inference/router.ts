@@ -63,6 +63,8 @@ interface Ejection {
 export class Router {
   private readonly outstanding = new Map<string, number>();
   private readonly holdings = new Map<string, Holdings>();
+  private leased = 0;
+  private readonly idleWaiters = new Set<() => void>();
   private readonly ejected = new Map<string, Ejection>();
   private turn = 0;
 
@@ -128,6 +130,17 @@ export class Router {
 
   isEjected(replicaId: string): boolean {
     return this.ejected.has(replicaId);
+  }
+
+  /** Resolves once no request holds a replica (at once when none does). */
+  idle(): Promise<void> {
+    if (this.leased === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.add(resolve));
+  }
+
+  /** Requests holding a replica now, across every replica. */
+  get leasedCount(): number {
+    return this.leased;
   }
 
   /** Stops the probe timers (shutdown). */
@@ -200,6 +213,7 @@ export class Router {
     if (!held) this.holdings.set(variant, (held = { total: 0, byTenant: new Map() }));
     held.total++;
     held.byTenant.set(tenant, (held.byTenant.get(tenant) ?? 0) + 1);
+    this.leased++;
     let released = false;
     return {
       replica,
@@ -213,6 +227,10 @@ export class Router {
         if (mine > 0) held.byTenant.set(tenant, mine);
         else held.byTenant.delete(tenant);
         if (--held.total === 0) this.holdings.delete(variant);
+        if (--this.leased === 0) {
+          for (const wake of this.idleWaiters) wake();
+          this.idleWaiters.clear();
+        }
         if (outcome === 'failed') this.eject(replica, 1);
       },
     };
