@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import { hashKeyValue } from '../src/keys/api-key.js';
-import { KeyService } from '../src/keys/key-service.js';
+import { KeyService, MAX_ACTIVE_KEYS_PER_ORG } from '../src/keys/key-service.js';
 import { ChangeFeed } from '../src/changes.js';
 import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
@@ -21,6 +21,20 @@ afterAll(() => cp.close());
 const models = (key: string) => cp.request('GET', '/v1/models', { key });
 
 describe('key creation', () => {
+  it('cannot multiply its per-key limits without end: an org holds at most 1,000 active keys', async () => {
+    const crowded = await cp.app.services.orgs.create('many-keys-org');
+    const crowdedAdmin = await cp.key({ admin: true, orgId: crowded.id });
+    for (let i = 0; i < MAX_ACTIVE_KEYS_PER_ORG - 2; i++) await cp.key({ orgId: crowded.id });
+    const last = await cp.request('POST', '/v1/admin/keys', { key: crowdedAdmin, body: {} });
+    expect(last.status).toBe(201);
+    const full = expectError(await cp.request('POST', '/v1/admin/keys', { key: crowdedAdmin, body: {} }), 400, 'invalid_request');
+    expect(full).toMatchObject({ code: 'too_many_keys', message: 'an organization has at most 1000 active API keys; revoke one first' });
+    // A revoked key makes room; other orgs are not affected by a full one.
+    expect((await cp.request('POST', `/v1/admin/keys/${last.body.key_id}/revoke`, { key: crowdedAdmin })).status).toBe(200);
+    expect((await cp.request('POST', '/v1/admin/keys', { key: crowdedAdmin, body: {} })).status).toBe(201);
+    expect((await cp.request('POST', '/v1/admin/keys', { key: admin, body: {} })).status).toBe(201);
+  });
+
   it('shows the value once, stores only its SHA-256 and lists prefix + last 4', async () => {
     const res = await cp.request('POST', '/v1/admin/keys', { key: admin, body: { name: 'ci' } });
     expect(res.status).toBe(201);

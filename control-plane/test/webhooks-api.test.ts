@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { newId } from '@svc/shared';
 import { INSTANCE_LIFECYCLE } from '../src/webhooks/event-types.js';
 import { planFanOut } from '../src/webhooks/fan-out.js';
+import { MAX_WEBHOOKS_PER_ORG } from '../src/webhooks/webhook-service.js';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
 
 let cp: TestControlPlane | undefined;
@@ -21,6 +22,21 @@ async function boot(options: Parameters<typeof startControlPlane>[0] = {}) {
 }
 
 describe('webhook subscriptions', () => {
+  it('an org holds at most 16 subscriptions: each one multiplies its events into deliveries', async () => {
+    const { cp, admin } = await boot();
+    const create = () => cp.request('POST', '/v1/webhooks', { key: admin, body: { url: 'http://127.0.0.1:9/h', event_types: ['*'] } });
+    const ids: string[] = [];
+    for (let i = 0; i < MAX_WEBHOOKS_PER_ORG; i++) ids.push((await create()).body.id);
+    const full = expectError(await create(), 400, 'invalid_request');
+    expect(full).toMatchObject({ code: 'too_many_webhooks', param: 'url', message: 'an organization has at most 16 webhook subscriptions; delete one first' });
+    expect((await cp.request('DELETE', `/v1/webhooks/${ids[0]}`, { key: admin })).status).toBe(200);
+    expect((await create()).status).toBe(201);
+    // Another org has its own 16.
+    const other = await cp.app.services.orgs.create('other-webhooks-org');
+    const otherAdmin = await cp.key({ admin: true, orgId: other.id });
+    expect((await cp.request('POST', '/v1/webhooks', { key: otherAdmin, body: { url: 'http://127.0.0.1:9/h', event_types: ['*'] } })).status).toBe(201);
+  });
+
   it('create answers 201 with the secret once; list and read never show it', async () => {
     const { cp, admin } = await boot();
     const created = await cp.request('POST', '/v1/webhooks', {

@@ -262,6 +262,30 @@ describe('webhook delivery', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
+  it('one org\'s silent endpoints hold at most 4 of the worker\'s attempts: another org\'s events go out meanwhile', async () => {
+    const clock = new ManualClock(Date.now());
+    // Attempts to a silent endpoint hold their slot for a minute here.
+    cp = await startControlPlane({ clock, config: { webhookPollMs: POLL_MS, webhookRetrySchedule: SCHEDULE, webhookAllowedTargets: LOCAL_RECEIVER, webhookTimeoutMs: 60_000 } });
+    const admin = await cp.key({ admin: true });
+    const tarpit = await newReceiver();
+    tarpit.answer = () => 'hang';
+    const secrets: string[] = [];
+    for (let i = 0; i < 16; i++) secrets.push((await subscribe(cp, admin, tarpit, ['*'])).secret);
+    tarpit.secrets = secrets; // each subscription signs with its own
+    await revokeNewKey(cp, admin); // 16 deliveries due at once, one per subscription
+    await until('the silent endpoint to hold attempts', () => tarpit.requests.length === 4);
+
+    const other = await cp.app.services.orgs.create('punctual-org');
+    const otherAdmin = await cp.key({ admin: true, orgId: other.id });
+    const receiver = await newReceiver();
+    await subscribe(cp, otherAdmin, receiver, ['*']);
+    const target = (await cp.app.services.keys.create({ orgId: other.id })).record.id;
+    expect((await cp.request('POST', `/v1/admin/keys/${target}/revoke`, { key: otherAdmin, body: {} })).status).toBe(200);
+    await until('the other org\'s delivery', () => receiver.requests.length === 1);
+    expect(receiver.requests[0]!.event).toMatchObject({ type: 'key.revoked', data: { key_id: target } });
+    expect(tarpit.requests).toHaveLength(4); // still four: the first org waits for its own
+  });
+
   it('redelivers on request with the same webhook-id', async () => {
     const { cp, admin, receiver, webhook } = await setup(['key.revoked']);
     await revokeNewKey(cp, admin);

@@ -11,6 +11,8 @@ import { ROLE_SCOPES, roleMayOwnAdminKey, scopesOutsideRole } from '../users/rol
 import type { UserRecord } from '../store/user-store.js';
 import { DEFAULT_SCOPES, PUBLIC_KEY_SCOPES, SANDBOX_REFUSAL, SANDBOX_REFUSED_SCOPES, SCOPES, isScope, type Scope } from './scopes.js';
 
+/** Active (unrevoked) keys one organization may hold. */
+export const MAX_ACTIVE_KEYS_PER_ORG = 1000;
 export const DEFAULT_OVERLAP_SECONDS = 86_400;
 export const MAX_OVERLAP_SECONDS = 30 * 86_400;
 
@@ -88,6 +90,11 @@ export class KeyService {
       }
     }
 
+    // Limits are per key, so keys without end would be limits without end. Checked before
+    // the insert: replicas racing at the cap may pass it by a few; it bounds, not meters.
+    if ((await this.store.keys.list(input.orgId)).filter((k) => k.revokedAt === null).length >= MAX_ACTIVE_KEYS_PER_ORG) {
+      throw new ApiError('invalid_request', `an organization has at most ${MAX_ACTIVE_KEYS_PER_ORG} active API keys; revoke one first`, { code: 'too_many_keys' });
+    }
     const value = generateKeyValue(kind);
     const now = this.clock.now();
     const record: ApiKeyRecord = {

@@ -14,10 +14,14 @@ import type { AttemptResult, DueDelivery } from './webhook-store.js';
 
 /** Events fanned out per transaction. */
 const FAN_OUT_BATCH = 200;
-/** Attempts in flight at once, across all endpoints. */
 /** How long a stop waits for attempts in flight before aborting them. */
 const STOP_GRACE_MS = 2_000;
+/** Attempts in flight at once, across all endpoints... */
 const MAX_IN_FLIGHT = 16;
+/** ...and for one organization's endpoints. */
+const MAX_IN_FLIGHT_PER_ORG = 4;
+/** Due deliveries read per pass beyond what can start: room to find other orgs' behind one org's. */
+const DUE_LOOKAHEAD = 256;
 /**
  * A delivery whose attempt failed unexpectedly (not an endpoint failure: e.g. the store
  * refused the record) waits this long, so a persistent fault does not resend every poll.
@@ -47,6 +51,7 @@ export function deliveryBody(event: DueDelivery['event']): string {
 export class DeliveryWorker {
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly inFlightChains = new Set<string>();
+  private readonly inFlightByOrg = new Map<string, number>();
   /** Delivery id -> clock time before which it is not tried (after an unexpected failure). */
   private readonly paused = new Map<string, number>();
   private abort = new AbortController();
@@ -126,8 +131,8 @@ export class DeliveryWorker {
     for (const [id, until] of this.paused) if (until <= now) this.paused.delete(id);
     const held = new Set([...this.inFlight.keys(), ...this.paused.keys()]);
     // Ask for more than the capacity: some heads are held or share a chain.
-    const due = await store.webhooks.dueDeliveries(now, capacity + held.size + 16);
-    const picked = pickSendable(due, { ids: held, chains: this.inFlightChains }, capacity);
+    const due = await store.webhooks.dueDeliveries(now, capacity + held.size + DUE_LOOKAHEAD);
+    const picked = pickSendable(due, { ids: held, chains: this.inFlightChains, byOrg: this.inFlightByOrg }, capacity, MAX_IN_FLIGHT_PER_ORG);
     for (const item of picked) this.launch(item);
   }
 
@@ -135,6 +140,8 @@ export class DeliveryWorker {
     const id = item.delivery.id;
     const chain = orderingKey(item.delivery);
     if (chain !== null) this.inFlightChains.add(chain);
+    const org = item.subscription.orgId;
+    this.inFlightByOrg.set(org, (this.inFlightByOrg.get(org) ?? 0) + 1);
     const attempt = this.attempt(item)
       .catch((err: unknown) => {
         // The delivery stays pending and is tried again after a pause.
@@ -144,6 +151,9 @@ export class DeliveryWorker {
       .finally(() => {
         this.inFlight.delete(id);
         if (chain !== null) this.inFlightChains.delete(chain);
+        const left = (this.inFlightByOrg.get(org) ?? 1) - 1;
+        if (left > 0) this.inFlightByOrg.set(org, left);
+        else this.inFlightByOrg.delete(org);
         // The outcome may unblock the next event of the chain, or free capacity.
         this.nudge();
       });

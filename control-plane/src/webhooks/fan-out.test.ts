@@ -60,7 +60,7 @@ describe('which subscriptions get an event', () => {
 });
 
 describe('which due deliveries are sent now', () => {
-  const due = (id: string, subscriptionId: string, subject: string | null): DueDelivery => ({
+  const due = (id: string, subscriptionId: string, subject: string | null, orgId = 'org_1'): DueDelivery => ({
     delivery: {
       id,
       subscriptionId,
@@ -73,15 +73,16 @@ describe('which due deliveries are sent now', () => {
       createdAt: 0,
       finishedAt: null,
     },
-    subscription: sub({ id: subscriptionId }),
-    event: event({ subject }),
+    subscription: sub({ id: subscriptionId, orgId }),
+    event: event({ subject, orgId }),
   });
-  const none = { ids: new Set<string>(), chains: new Set<string>() };
+  const none = { ids: new Set<string>(), chains: new Set<string>(), byOrg: new Map<string, number>() };
 
   it('one per (subscription, subject) chain; subjects and subscriptions are independent', () => {
     const picked = pickSendable(
       [due('a', 'wh_1', 'ins_1'), due('b', 'wh_1', 'ins_1'), due('c', 'wh_1', 'ins_2'), due('d', 'wh_2', 'ins_1')],
       none,
+      10,
       10,
     );
     expect(picked.map((p) => p.delivery.id)).toEqual(['a', 'c', 'd']);
@@ -89,12 +90,18 @@ describe('which due deliveries are sent now', () => {
 
   it('nothing for a chain with an attempt in flight, nor a delivery already in flight', () => {
     const chains = new Set([orderingKey({ subscriptionId: 'wh_1', subject: 'ins_1' })!]);
-    const picked = pickSendable([due('b', 'wh_1', 'ins_1'), due('x', 'wh_1', null), due('y', 'wh_1', null)], { ids: new Set(['x']), chains }, 10);
+    const picked = pickSendable([due('b', 'wh_1', 'ins_1'), due('x', 'wh_1', null), due('y', 'wh_1', null)], { ids: new Set(['x']), chains, byOrg: new Map() }, 10, 10);
     expect(picked.map((p) => p.delivery.id)).toEqual(['y']);
   });
 
   it('events without a subject are not ordered, and capacity bounds the batch', () => {
-    const picked = pickSendable([due('a', 'wh_1', null), due('b', 'wh_1', null), due('c', 'wh_1', null)], none, 2);
+    const picked = pickSendable([due('a', 'wh_1', null), due('b', 'wh_1', null), due('c', 'wh_1', null)], none, 2, 10);
     expect(picked.map((p) => p.delivery.id)).toEqual(['a', 'b']);
+  });
+
+  it('at most `perOrg` in flight for one org, counting those already out: the others\' due deliveries get the rest', () => {
+    const flood = ['a1', 'a2', 'a3', 'a4'].map((id) => due(id, 'wh_a', null, 'org_a'));
+    const picked = pickSendable([...flood, due('b1', 'wh_b', null, 'org_b'), due('c1', 'wh_c', null, 'org_c')], { ...none, byOrg: new Map([['org_a', 1]]) }, 10, 2);
+    expect(picked.map((p) => p.delivery.id)).toEqual(['a1', 'b1', 'c1']);
   });
 });

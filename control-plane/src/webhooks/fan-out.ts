@@ -44,23 +44,32 @@ export function orderingKey(delivery: { subscriptionId: string; subject: string 
 /**
  * From due chain heads (oldest first), those to send now: not already in flight, at
  * most one per ordering chain, none for a chain with a send in flight (its next event
- * must wait for the outcome), and no more than `capacity`.
+ * must wait for the outcome), at most `perOrg` in flight for one organization (so one
+ * org's slow or silent endpoints, each attempt holding its slot until the timeout,
+ * cannot hold every slot while other orgs' deliveries are due), and no more than
+ * `capacity`.
  */
 export function pickSendable(
   due: readonly DueDelivery[],
-  inFlight: { ids: ReadonlySet<string>; chains: ReadonlySet<string> },
+  inFlight: { ids: ReadonlySet<string>; chains: ReadonlySet<string>; byOrg: ReadonlyMap<string, number> },
   capacity: number,
+  perOrg: number,
 ): DueDelivery[] {
   const picked: DueDelivery[] = [];
   const chains = new Set(inFlight.chains);
+  const byOrg = new Map(inFlight.byOrg);
   for (const candidate of due) {
     if (picked.length >= capacity) break;
     if (inFlight.ids.has(candidate.delivery.id)) continue;
+    const org = candidate.subscription.orgId;
+    const orgs = byOrg.get(org) ?? 0;
+    if (orgs >= perOrg) continue;
     const key = orderingKey(candidate.delivery);
     if (key !== null) {
       if (chains.has(key)) continue;
       chains.add(key);
     }
+    byOrg.set(org, orgs + 1);
     picked.push(candidate);
   }
   return picked;

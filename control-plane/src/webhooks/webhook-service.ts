@@ -10,6 +10,8 @@ import { generateSecret } from './signing.js';
 import { refusedUrl, systemResolver, type Resolver, type TargetPolicy } from './target-policy.js';
 import type { DeliveryHistory, DeliveryRecord, WebhookSubscriptionRecord } from './webhook-store.js';
 
+/** Webhook subscriptions one organization may hold (Stripe allows 16 endpoints). */
+export const MAX_WEBHOOKS_PER_ORG = 16;
 export const DEFAULT_SECRET_OVERLAP_SECONDS = 86_400;
 export const MAX_SECRET_OVERLAP_SECONDS = 7 * 86_400;
 export const MAX_URL_LENGTH = 2048;
@@ -61,6 +63,11 @@ export class WebhookService {
     const eventTypes = checkEventTypes(input.eventTypes);
     await this.checkUrl(input.url);
     if (!(await this.store.orgs.get(input.orgId))) throw new ApiError('not_found', `no org with id ${input.orgId}`, { param: 'org' });
+    // Every subscription multiplies the org's events into deliveries the provider sends,
+    // so they are few, as Stripe's endpoints are. Checked before the insert (see users).
+    if ((await this.store.webhooks.listSubscriptions(input.orgId)).length >= MAX_WEBHOOKS_PER_ORG) {
+      throw new ApiError('invalid_request', `an organization has at most ${MAX_WEBHOOKS_PER_ORG} webhook subscriptions; delete one first`, { param: 'url', code: 'too_many_webhooks' });
+    }
     const now = this.clock.now();
     const id = newId('wh');
     const secret = generateSecret();
