@@ -125,8 +125,14 @@ async function concretePath(path: string): Promise<string> {
     return path.replace('{response_id}', id);
   }
   if (!path.includes('{webhook_id}')) return path;
-  // Likewise a webhook of its own (delete removes it) with one delivery to redeliver.
-  const { subscription } = await cp.app.services.webhooks.create({ orgId: cp.org.id, url: 'http://127.0.0.1:9/hook', eventTypes: ['*'] });
+  // Likewise a webhook of its own (delete removes it) with one delivery to redeliver;
+  // written to the store, since the matrix makes more than an org's 16.
+  const id = newId('wh');
+  const now = cp.clock.now();
+  const subscription = await cp.store.webhooks.createSubscription(
+    { id, orgId: cp.org.id, url: 'http://127.0.0.1:9/hook', eventTypes: ['*'], description: null, status: 'enabled', disabledReason: null, createdAt: now },
+    { subscriptionId: id, secret: `whsec_${newId('s')}`, createdAt: now, expiresAt: null },
+  );
   await cp.store.events.append({ id: newId('evt'), type: 'key.revoked', orgId: cp.org.id, subject: subscription.id, data: {}, createdAt: cp.clock.now() });
   await cp.store.webhooks.fanOut(1000, (events, subs) =>
     planFanOut(events, subs, { now: cp.clock.now(), firstDelayMs: 0, newId: () => newId('dlv') }),
