@@ -179,7 +179,7 @@ export const agentSettings = {
     'SVC_JUPYTER_MAX_CONNECTIONS',
     Type.Integer({ minimum: 1, maximum: 1_000_000 }),
     8192,
-    "TCP connections open to this node's Jupyter ports at once, across every instance; more are closed at once.",
+    "TCP connections open to this node's Jupyter ports at once, across every instance. Once full, a new connection takes the oldest connection that has not shown a token of the client holding the most such connections (an IPv6 client counted by its /48), if that client holds more than the newcomer's; else it is closed at once.",
   ),
   jupyterMaxConnectionsPerSource: setting(
     'SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE',

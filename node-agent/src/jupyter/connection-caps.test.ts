@@ -19,13 +19,32 @@ describe('JupyterConnectionCaps', () => {
     expect(caps.admit('198.51.100.1').ok).toBe(false);
   });
 
-  it('refuses past the node-wide cap whatever the source, until one closes', () => {
+  it('refuses past the node-wide cap when every connection showed a token, until one closes', () => {
     const caps = new JupyterConnectionCaps({ maxConnections: 3, maxConnectionsPerSource: 10 });
     const held = ['198.51.100.1', '198.51.100.2', '198.51.100.3'].map((s) => caps.admit(s));
-    expect(held.every((h) => h.ok)).toBe(true);
+    for (const h of held) if (h.ok) h.authenticated();
     expect(caps.admit('198.51.100.4')).toEqual({ ok: false, reason: "3 connections are open to this node's Jupyter ports (SVC_JUPYTER_MAX_CONNECTIONS)" });
     if (held[0]!.ok) held[0]!.release();
     expect(caps.admit('198.51.100.4').ok).toBe(true);
+  });
+
+  it('once full, a newcomer takes the oldest tokenless connection of the client holding the most, never one of its own', () => {
+    const caps = new JupyterConnectionCaps({ maxConnections: 4, maxConnectionsPerSource: 10 });
+    const drops: string[] = [];
+    const admit = (address: string, name: string) => {
+      const a = caps.admit(address, () => drops.push(name));
+      if (!a.ok) throw new Error(a.reason);
+      return a;
+    };
+    const tenant = admit('198.51.100.1', 'tenant');
+    tenant.authenticated(); // showed its token: never given up
+    admit('203.0.113.66', 'idle1');
+    admit('203.0.113.66', 'idle2');
+    admit('203.0.113.66', 'idle3');
+    expect(caps.admit('203.0.113.66', () => drops.push('idle4'))).toMatchObject({ ok: false }); // not from itself
+    admit('198.51.100.2', 'newcomer');
+    expect(drops).toEqual(['idle1']);
+    expect(caps.connections).toBe(4);
   });
 
   it('counts an IPv6 source by its /64, and its /48 site up to SITE_SHARE sources\' worth', () => {

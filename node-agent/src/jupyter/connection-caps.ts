@@ -4,9 +4,13 @@
 // counted per source network (an IPv6 client by its /64), per IPv6 site (its /48, with
 // SITE_SHARE times a source's allowance: one party with a /48 would otherwise fill the
 // node from a few dozen of its 65,536 /64s) and node-wide across every instance's
-// listener; one past a cap is closed at once. Pure bookkeeping: the proxy closes what
-// this refuses.
+// listener; one past a cap is closed at once. Once the node is full, a connection that
+// has not yet shown a valid token is shared fairly (access/fair-share.ts): a newcomer
+// takes the oldest such connection of the site holding the most, if that site holds more
+// than the newcomer's own, so strangers holding idle connections cannot keep tenants out
+// of their notebooks. Pure bookkeeping: the proxy closes what this refuses or drops.
 import { clientNetwork, clientSite, SITE_SHARE } from '@svc/shared';
+import { FairShare } from '../access/fair-share.js';
 import { Tally } from '../access/tally.js';
 
 export interface JupyterConnectionLimits {
@@ -16,12 +20,21 @@ export interface JupyterConnectionLimits {
   maxConnectionsPerSource: number;
 }
 
-export type ConnectionAdmission = { ok: true; release: () => void } | { ok: false; reason: string };
+export type ConnectionAdmission =
+  | {
+      ok: true;
+      /** The connection closed (safe to call twice). */
+      release: () => void;
+      /** It showed a valid token: no longer a stranger's slot to give up. */
+      authenticated: () => void;
+    }
+  | { ok: false; reason: string };
 
 export class JupyterConnectionCaps {
   private open = 0;
   private readonly bySource = new Tally();
   private readonly bySite = new Tally();
+  private readonly strangers = new FairShare();
 
   constructor(private readonly limits: JupyterConnectionLimits) {}
 
@@ -29,13 +42,13 @@ export class JupyterConnectionCaps {
     return this.open;
   }
 
-  /** A new connection from `address`: admitted with its release (safe to call twice), or refused with why. */
-  admit(address: string): ConnectionAdmission {
+  /**
+   * A new connection from `address`: admitted with its release, or refused with why.
+   * `dropped` is called (once) if its slot is later given to a newcomer: the caller closes it.
+   */
+  admit(address: string, dropped: () => void = () => undefined): ConnectionAdmission {
     const network = clientNetwork(address);
     const site = clientSite(address);
-    if (this.open >= this.limits.maxConnections) {
-      return { ok: false, reason: `${this.open} connections are open to this node's Jupyter ports (SVC_JUPYTER_MAX_CONNECTIONS)` };
-    }
     const held = this.bySource.of(network);
     if (held >= this.limits.maxConnectionsPerSource) {
       return { ok: false, reason: `${network} holds ${held} Jupyter connections (SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE)` };
@@ -45,19 +58,29 @@ export class JupyterConnectionCaps {
     if (heldBySite >= perSite) {
       return { ok: false, reason: `${site} holds ${heldBySite} Jupyter connections (${SITE_SHARE} x SVC_JUPYTER_MAX_CONNECTIONS_PER_SOURCE)` };
     }
+    if (this.open >= this.limits.maxConnections) {
+      const victim = this.strangers.victimFor(site);
+      if (!victim) {
+        return { ok: false, reason: `${this.open} connections are open to this node's Jupyter ports (SVC_JUPYTER_MAX_CONNECTIONS)` };
+      }
+      victim.drop();
+    }
     this.open++;
     this.bySource.add(network);
     this.bySite.add(site);
     let released = false;
-    return {
-      ok: true,
-      release: () => {
-        if (released) return;
-        released = true;
-        this.open--;
-        this.bySource.remove(network);
-        this.bySite.remove(site);
-      },
+    const release = () => {
+      if (released) return;
+      released = true;
+      stranger.release();
+      this.open--;
+      this.bySource.remove(network);
+      this.bySite.remove(site);
     };
+    const stranger = this.strangers.add(site, () => {
+      release();
+      dropped();
+    });
+    return { ok: true, release, authenticated: () => stranger.release() };
   }
 }

@@ -1,7 +1,8 @@
 // A stranger holding the Jupyter ports' connections, over real sockets: no token is
 // needed to open one, so one source gets a few, the node a bounded number across every
-// instance's port, and one past a cap is closed before anything is read from it. Loopback
-// addresses 127.0.0.2-5 stand for distinct clients.
+// instance's port, and one past a cap is closed before anything is read from it, unless
+// it takes the slot of a client holding more connections that never showed a token.
+// Loopback addresses 127.0.0.2-5 stand for distinct clients.
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { createLogger } from '@svc/shared';
@@ -73,7 +74,7 @@ function ask(instanceId: string, localAddress: string): Promise<string | null> {
 }
 
 describe('Jupyter proxy connection caps', () => {
-  it('closes a source\'s connection past its cap at once, serves other sources, and counts the node across instances\' ports', async () => {
+  it('closes a source\'s connection past its cap at once, serves other sources, counts the node across instances\' ports and shares it fairly when full', async () => {
     const fromTwo = [await idle('inst_a', '127.0.0.2'), await idle('inst_a', '127.0.0.2'), await idle('inst_b', '127.0.0.2')];
     // Three held by 127.0.0.2 across both ports: its fourth is closed unanswered.
     expect(await ask('inst_a', '127.0.0.2')).toBeNull();
@@ -81,14 +82,22 @@ describe('Jupyter proxy connection caps', () => {
     // Another client is served as ever.
     expect(await ask('inst_a', '127.0.0.3')).toBe('HTTP/1.1 200 OK');
 
-    // The node holds at most 5: two more from other sources fill it, a sixth is closed.
+    // The node holds at most 5: two more from other sources fill it.
     await idle('inst_b', '127.0.0.3');
     await idle('inst_a', '127.0.0.4');
-    expect(await ask('inst_b', '127.0.0.5')).toBeNull();
+    // Full, but 127.0.0.2 holds three connections that never showed a token: a newcomer
+    // takes the oldest of them and is served.
+    const oldestClosed = new Promise((resolve) => fromTwo[0]!.once('close', resolve));
+    expect(await ask('inst_b', '127.0.0.5')).toBe('HTTP/1.1 200 OK');
+    await oldestClosed;
+    expect(fromTwo[1]!.destroyed).toBe(false);
 
+    // Full again with no one holding more than 127.0.0.2's two: it cannot take a slot back.
+    await idle('inst_a', '127.0.0.5');
+    expect(await ask('inst_a', '127.0.0.2')).toBeNull();
     // A closed connection gives its slot back.
-    fromTwo[0]!.destroy();
+    fromTwo[1]!.destroy();
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(await ask('inst_a', '127.0.0.5')).toBe('HTTP/1.1 200 OK');
+    expect(await ask('inst_a', '127.0.0.2')).toBe('HTTP/1.1 200 OK');
   });
 });

@@ -58,6 +58,8 @@ export class JupyterProxy {
   /** Responses that get the proxy's session cookie (the request came with ?token=). */
   private readonly cookieFor = new WeakMap<IncomingMessage, string>();
   private readonly caps: JupyterConnectionCaps;
+  /** Each admitted connection's "it showed a valid token" (its slot is then no stranger's). */
+  private readonly tokenShown = new WeakMap<Socket, () => void>();
   private readonly memory: JupyterPortMemory;
   private refused = 0;
   private refusalLoggedAt = 0;
@@ -163,11 +165,18 @@ export class JupyterProxy {
     return server;
   }
 
-  /** Counts a new connection on any instance's port; closes it at once when a cap says no. */
+  /**
+   * Counts a new connection on any instance's port; closes it at once when a cap says no,
+   * or later when its slot goes to a newcomer before it showed a token.
+   */
   private admit(socket: Socket): void {
-    const admission = this.caps.admit(socket.remoteAddress ?? 'unknown');
+    const admission = this.caps.admit(socket.remoteAddress ?? 'unknown', () => {
+      this.options.log.debug({ ip: socket.remoteAddress }, 'Jupyter connection without a token closed for a newcomer (SVC_JUPYTER_MAX_CONNECTIONS)');
+      socket.destroy();
+    });
     if (admission.ok) {
       socket.once('close', admission.release);
+      this.tokenShown.set(socket, admission.authenticated);
       return;
     }
     // A flood must not flood the log too: one line per few seconds, with the count.
@@ -213,6 +222,7 @@ export class JupyterProxy {
   private forward(instanceId: string, req: IncomingMessage, res: ServerResponse): void {
     const gate = this.gate(instanceId, req);
     if (!gate.ok) return refuse(res, gate);
+    this.tokenShown.get(req.socket)?.();
     if (gate.setCookie) this.cookieFor.set(req, sessionCookie(instanceId, gate.entry.jupyterToken, this.options.publicUrl.startsWith('https:')));
     this.speakForBrowser(req, gate.entry);
     this.proxy.web(req, res, { target: { host: gate.target.ip, port: gate.target.port } }, (err) => {
@@ -228,6 +238,7 @@ export class JupyterProxy {
       socket.end(rawAnswer(gate));
       return;
     }
+    this.tokenShown.get(socket)?.();
     this.speakForBrowser(req, gate.entry);
     const untrack = this.options.registry.track(instanceId, () => socket.destroy());
     socket.once('close', untrack);

@@ -3,14 +3,12 @@
 // knows who is there), connections per source network, and authenticated connections per
 // instance. Pure bookkeeping; the gateway closes what this refuses or drops.
 //
-// The node-wide handshake cap is shared fairly. Anyone can open a connection and never log
-// in (it holds a slot until the login deadline), so a cap that simply refused the next
-// connection once full would let one client, or one party with a /48 of IPv6 networks,
-// shut every tenant out of SSH by holding every slot. So when the slots are full, a
-// newcomer takes one from the site (@svc/shared's clientSite) holding the most, as long as
-// that site holds more than the newcomer's own: its oldest handshake is dropped. A client
-// holding many slots cannot keep out one holding few, and cannot take one from itself.
+// The node-wide handshake slots are shared fairly (access/fair-share.ts): anyone can open
+// a connection and never log in, holding a slot until the login deadline, so once they
+// are full a newcomer takes the oldest slot of the site holding the most, if that site
+// holds more than the newcomer's own.
 import { clientNetwork, clientSite } from '@svc/shared';
+import { FairShare } from '../access/fair-share.js';
 import { Tally } from '../access/tally.js';
 
 export interface ConnectionCaps {
@@ -32,16 +30,8 @@ export interface ConnectionTicket {
 
 export type Admission = { ok: true; ticket: ConnectionTicket } | { ok: false; reason: string };
 
-/** A connection still logging in, and how to drop it for a fairer claim to its slot. */
-interface Handshake {
-  site: string;
-  drop(): void;
-}
-
 export class ConnectionBook {
-  /** Oldest first (a Set keeps insertion order). */
-  private readonly handshakes = new Set<Handshake>();
-  private readonly handshakesBySite = new Tally();
+  private readonly handshakes = new FairShare();
   private readonly bySource = new Tally();
   private readonly byInstance = new Tally();
 
@@ -65,35 +55,26 @@ export class ConnectionBook {
     const fromSource = this.bySource.of(source);
     if (fromSource >= this.caps.maxConnectionsPerSource) return { ok: false, reason: `${source} holds ${fromSource} connections (SVC_SSH_MAX_CONNECTIONS_PER_SOURCE)` };
     if (this.handshakes.size >= this.caps.maxPendingHandshakes) {
-      const victim = this.fairVictim(site);
+      const victim = this.handshakes.victimFor(site);
       if (!victim) {
-        return { ok: false, reason: `${this.handshakes.size} connections are still logging in (SVC_SSH_MAX_PENDING_HANDSHAKES), ${this.handshakesBySite.of(site)} of them from ${site}, no more from any other` };
+        return { ok: false, reason: `${this.handshakes.size} connections are still logging in (SVC_SSH_MAX_PENDING_HANDSHAKES), ${this.handshakes.heldBy(site)} of them from ${site}, no more from any other` };
       }
       victim.drop();
     }
     let instance: string | undefined;
     let closed = false;
     const book = this;
-    const endHandshake = () => {
-      book.handshakes.delete(handshake);
-      book.handshakesBySite.remove(site);
-    };
     const close = () => {
       if (closed) return;
       closed = true;
-      if (instance === undefined) endHandshake();
-      else book.byInstance.remove(instance);
+      handshake.release();
+      if (instance !== undefined) book.byInstance.remove(instance);
       book.bySource.remove(source);
     };
-    const handshake: Handshake = {
-      site,
-      drop: () => {
-        close();
-        dropped(`its handshake slot went to a client holding fewer (SVC_SSH_MAX_PENDING_HANDSHAKES)`);
-      },
-    };
-    this.handshakes.add(handshake);
-    this.handshakesBySite.add(site);
+    const handshake = this.handshakes.add(site, () => {
+      close();
+      dropped('its handshake slot went to a client holding fewer (SVC_SSH_MAX_PENDING_HANDSHAKES)');
+    });
     this.bySource.add(source);
     return {
       ok: true,
@@ -106,30 +87,12 @@ export class ConnectionBook {
           if (closed || instance !== undefined) return instance === instanceId;
           if (book.byInstance.of(instanceId) >= book.caps.maxConnectionsPerInstance) return false;
           book.byInstance.add(instanceId);
-          endHandshake();
+          handshake.release();
           instance = instanceId;
           return true;
         },
         close,
       },
     };
-  }
-
-  /**
-   * The handshake to drop for a newcomer from `site`: the oldest of the site holding the
-   * most (the oldest handshake breaks a tie), if that site holds more than `site` does.
-   */
-  private fairVictim(site: string): Handshake | undefined {
-    const mine = this.handshakesBySite.of(site);
-    let victim: Handshake | undefined;
-    let most = mine;
-    for (const h of this.handshakes) {
-      const held = this.handshakesBySite.of(h.site);
-      if (h.site !== site && held > most) {
-        victim = h;
-        most = held;
-      }
-    }
-    return victim;
   }
 }
