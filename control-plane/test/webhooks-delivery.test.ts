@@ -286,6 +286,27 @@ describe('webhook delivery', () => {
     expect(tarpit.requests).toHaveLength(4); // still four: the first org waits for its own
   });
 
+  it('one org\'s backlog, due before another org\'s delivery, does not hold that delivery up', async () => {
+    const clock = new ManualClock(Date.now());
+    cp = await startControlPlane({ clock, config: { webhookPollMs: POLL_MS, webhookRetrySchedule: SCHEDULE, webhookAllowedTargets: LOCAL_RECEIVER, webhookTimeoutMs: 60_000 } });
+    const admin = await cp.key({ admin: true });
+    const tarpit = await newReceiver();
+    tarpit.answer = () => 'hang';
+    await subscribe(cp, admin, tarpit, ['*']);
+    // 400 events of the first org, more than the worker reads in one page, all due first.
+    for (let i = 0; i < 400; i++) await appendLifecycle(cp, `inst_backlog_${i}`, 'running');
+    await until('the silent endpoint to hold attempts', () => tarpit.requests.length === 4);
+
+    const other = await cp.app.services.orgs.create('behind-the-backlog-org');
+    const otherAdmin = await cp.key({ admin: true, orgId: other.id });
+    const receiver = await newReceiver();
+    await subscribe(cp, otherAdmin, receiver, ['*']);
+    const target = (await cp.app.services.keys.create({ orgId: other.id })).record.id;
+    expect((await cp.request('POST', `/v1/admin/keys/${target}/revoke`, { key: otherAdmin, body: {} })).status).toBe(200);
+    await until('the other org\'s delivery', () => receiver.requests.length === 1);
+    expect(tarpit.requests).toHaveLength(4);
+  });
+
   it('redelivers on request with the same webhook-id', async () => {
     const { cp, admin, receiver, webhook } = await setup(['key.revoked']);
     await revokeNewKey(cp, admin);

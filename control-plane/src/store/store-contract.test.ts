@@ -714,6 +714,19 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.webhooks.redeliver('del_missing', 30)).toBeUndefined();
     });
 
+    it('finds due deliveries past the organizations a caller excludes', async () => {
+      await store.orgs.create(org('org_2'));
+      await store.webhooks.createSubscription(sub('wh_1'), whsec('wh_1', 'whsec_a'));
+      await store.webhooks.createSubscription({ ...sub('wh_2'), orgId: 'org_2' }, whsec('wh_2', 'whsec_b'));
+      await store.events.append(event('evt_1'));
+      await store.webhooks.fanOut(10, planAll);
+      const subscriptionsOf = async (exclude?: string[]) => (await store.webhooks.dueDeliveries(10, 10, exclude)).map((d) => d.subscription.id).sort();
+      expect(await subscriptionsOf()).toEqual(['wh_1', 'wh_2']);
+      expect(await subscriptionsOf([])).toEqual(['wh_1', 'wh_2']);
+      expect(await subscriptionsOf(['org_1'])).toEqual(['wh_2']);
+      expect(await subscriptionsOf(['org_1', 'org_2'])).toEqual([]);
+    });
+
     it('rotates secrets, disables on request, and deletes a subscription with everything under it', async () => {
       await store.webhooks.createSubscription(sub('wh_1'), whsec('wh_1', 'whsec_a', 1));
       expect(await store.webhooks.rotateSecret('wh_1', whsec('wh_1', 'whsec_b', 2), 50)).toBe(true);

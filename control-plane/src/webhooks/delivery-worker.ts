@@ -20,7 +20,7 @@ const STOP_GRACE_MS = 2_000;
 const MAX_IN_FLIGHT = 16;
 /** ...and for one organization's endpoints. */
 const MAX_IN_FLIGHT_PER_ORG = 4;
-/** Due deliveries read per pass beyond what can start: room to find other orgs' behind one org's. */
+/** Due deliveries read per query beyond what can start: room to find other orgs' among one org's. */
 const DUE_LOOKAHEAD = 256;
 /**
  * A delivery whose attempt failed unexpectedly (not an endpoint failure: e.g. the store
@@ -131,9 +131,18 @@ export class DeliveryWorker {
     for (const [id, until] of this.paused) if (until <= now) this.paused.delete(id);
     const held = new Set([...this.inFlight.keys(), ...this.paused.keys()]);
     // Ask for more than the capacity: some heads are held or share a chain.
-    const due = await store.webhooks.dueDeliveries(now, capacity + held.size + DUE_LOOKAHEAD);
+    const limit = capacity + held.size + DUE_LOOKAHEAD;
+    const due = await store.webhooks.dueDeliveries(now, limit);
     const picked = pickSendable(due, { ids: held, chains: this.inFlightChains, byOrg: this.inFlightByOrg }, capacity, MAX_IN_FLIGHT_PER_ORG);
     for (const item of picked) this.launch(item);
+    if (picked.length === capacity || due.length < limit) return;
+    // The page may be one org's backlog, due before anyone else's: look past the orgs
+    // already at their share, so the others' deliveries are found behind it.
+    const full = [...this.inFlightByOrg].filter(([, n]) => n >= MAX_IN_FLIGHT_PER_ORG).map(([org]) => org);
+    if (full.length === 0) return;
+    const behind = await store.webhooks.dueDeliveries(now, limit, full);
+    const ids = new Set([...held, ...this.inFlight.keys()]);
+    for (const item of pickSendable(behind, { ids, chains: this.inFlightChains, byOrg: this.inFlightByOrg }, capacity - picked.length, MAX_IN_FLIGHT_PER_ORG)) this.launch(item);
   }
 
   private launch(item: DueDelivery): void {

@@ -114,8 +114,9 @@ export interface WebhookStore {
   /**
    * Pending deliveries of enabled subscriptions due at `now` that head their
    * (subscription, subject) chain: no earlier event of the subject is still pending.
+   * Oldest first; none of the organizations in `excludeOrgs`.
    */
-  dueDeliveries(now: number, limit: number): Promise<DueDelivery[]>;
+  dueDeliveries(now: number, limit: number, excludeOrgs?: readonly string[]): Promise<DueDelivery[]>;
   /** The delivery backlog: pending deliveries of enabled subscriptions, and when the oldest was created (metrics). */
   deliveryBacklog(): Promise<{ pending: number; oldestCreatedAt: number | null }>;
   /** Records an attempt and its delivery's new state (and a 410's disable) atomically. */

@@ -140,7 +140,7 @@ export class PgWebhookStore implements WebhookStore {
     return { pending: Number(row.pending), oldestCreatedAt: row.oldest === null ? null : Number(row.oldest) };
   }
 
-  async dueDeliveries(now: number, limit: number): Promise<DueDelivery[]> {
+  async dueDeliveries(now: number, limit: number, excludeOrgs: readonly string[] = []): Promise<DueDelivery[]> {
     const rows = await all(
       this.pool,
       `SELECT d.*,
@@ -152,14 +152,14 @@ export class PgWebhookStore implements WebhookStore {
        FROM webhook_deliveries d
        JOIN webhook_subscriptions s ON s.id = d.subscription_id AND s.status = 'enabled'
        JOIN events e ON e.seq = d.event_seq
-       WHERE d.status = 'pending' AND d.next_attempt_at <= $1
+       WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND NOT (s.org_id = ANY($3::text[]))
          AND (d.subject IS NULL OR NOT EXISTS (
            SELECT 1 FROM webhook_deliveries p
            WHERE p.subscription_id = d.subscription_id AND p.subject = d.subject
              AND p.status = 'pending' AND p.event_seq < d.event_seq))
        ORDER BY d.next_attempt_at, d.event_seq
        LIMIT $2`,
-      [now, limit],
+      [now, limit, excludeOrgs],
     );
     return rows.map((row) => ({
       delivery: toDelivery(row),

@@ -198,7 +198,8 @@ export class SqliteWebhookStore implements WebhookStore {
     return { pending: row.pending, oldestCreatedAt: row.oldest };
   }
 
-  async dueDeliveries(now: number, limit: number): Promise<DueDelivery[]> {
+  async dueDeliveries(now: number, limit: number, excludeOrgs: readonly string[] = []): Promise<DueDelivery[]> {
+    const excluded = excludeOrgs.length === 0 ? '' : `AND s.org_id NOT IN (SELECT value FROM json_each(@excluded))`;
     const rows = this.db
       .prepare(
         `SELECT d.*,
@@ -210,7 +211,7 @@ export class SqliteWebhookStore implements WebhookStore {
          FROM webhook_deliveries d
          JOIN webhook_subscriptions s ON s.id = d.subscription_id AND s.status = 'enabled'
          JOIN events e ON e.seq = d.event_seq
-         WHERE d.status = 'pending' AND d.next_attempt_at <= @now
+         WHERE d.status = 'pending' AND d.next_attempt_at <= @now ${excluded}
            AND (d.subject IS NULL OR NOT EXISTS (
              SELECT 1 FROM webhook_deliveries p
              WHERE p.subscription_id = d.subscription_id AND p.subject = d.subject
@@ -218,7 +219,7 @@ export class SqliteWebhookStore implements WebhookStore {
          ORDER BY d.next_attempt_at, d.event_seq
          LIMIT @limit`,
       )
-      .all({ now, limit }) as Row[];
+      .all(excludeOrgs.length === 0 ? { now, limit } : { now, limit, excluded: JSON.stringify(excludeOrgs) }) as Row[];
     return rows.map((row) => ({
       delivery: toDelivery(row),
       subscription: toSubscription(prefixed(row, 's_')),
