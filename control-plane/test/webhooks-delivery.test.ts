@@ -50,6 +50,28 @@ async function revokeNewKey(cp: TestControlPlane, admin: string): Promise<string
   return target;
 }
 
+/** A control plane whose attempts to a silent endpoint hold their slot for a minute, and that endpoint. */
+async function withSilentEndpoint() {
+  const clock = new ManualClock(Date.now());
+  cp = await startControlPlane({ clock, config: { webhookPollMs: POLL_MS, webhookRetrySchedule: SCHEDULE, webhookAllowedTargets: LOCAL_RECEIVER, webhookTimeoutMs: 60_000 } });
+  const admin = await cp.key({ admin: true });
+  const tarpit = await newReceiver();
+  tarpit.answer = () => 'hang';
+  return { cp, admin, tarpit };
+}
+
+/** Another org subscribes and revokes one of its keys: its key.revoked arrives while the first org's attempts hang. */
+async function anotherOrgIsServed(cp: TestControlPlane, name: string): Promise<void> {
+  const other = await cp.app.services.orgs.create(name);
+  const otherAdmin = await cp.key({ admin: true, orgId: other.id });
+  const receiver = await newReceiver();
+  await subscribe(cp, otherAdmin, receiver, ['*']);
+  const target = (await cp.app.services.keys.create({ orgId: other.id })).record.id;
+  expect((await cp.request('POST', `/v1/admin/keys/${target}/revoke`, { key: otherAdmin, body: {} })).status).toBe(200);
+  await until('the other org\'s delivery', () => receiver.requests.length === 1);
+  expect(receiver.requests[0]!.event).toMatchObject({ type: 'key.revoked', data: { key_id: target } });
+}
+
 async function appendLifecycle(cp: TestControlPlane, instanceId: string, status: string) {
   return cp.store.events.append({
     id: newId('evt'),
@@ -263,47 +285,23 @@ describe('webhook delivery', () => {
   });
 
   it('one org\'s silent endpoints hold at most 4 of the worker\'s attempts: another org\'s events go out meanwhile', async () => {
-    const clock = new ManualClock(Date.now());
-    // Attempts to a silent endpoint hold their slot for a minute here.
-    cp = await startControlPlane({ clock, config: { webhookPollMs: POLL_MS, webhookRetrySchedule: SCHEDULE, webhookAllowedTargets: LOCAL_RECEIVER, webhookTimeoutMs: 60_000 } });
-    const admin = await cp.key({ admin: true });
-    const tarpit = await newReceiver();
-    tarpit.answer = () => 'hang';
+    const { cp, admin, tarpit } = await withSilentEndpoint();
     const secrets: string[] = [];
     for (let i = 0; i < 16; i++) secrets.push((await subscribe(cp, admin, tarpit, ['*'])).secret);
     tarpit.secrets = secrets; // each subscription signs with its own
     await revokeNewKey(cp, admin); // 16 deliveries due at once, one per subscription
     await until('the silent endpoint to hold attempts', () => tarpit.requests.length === 4);
-
-    const other = await cp.app.services.orgs.create('punctual-org');
-    const otherAdmin = await cp.key({ admin: true, orgId: other.id });
-    const receiver = await newReceiver();
-    await subscribe(cp, otherAdmin, receiver, ['*']);
-    const target = (await cp.app.services.keys.create({ orgId: other.id })).record.id;
-    expect((await cp.request('POST', `/v1/admin/keys/${target}/revoke`, { key: otherAdmin, body: {} })).status).toBe(200);
-    await until('the other org\'s delivery', () => receiver.requests.length === 1);
-    expect(receiver.requests[0]!.event).toMatchObject({ type: 'key.revoked', data: { key_id: target } });
+    await anotherOrgIsServed(cp, 'punctual-org');
     expect(tarpit.requests).toHaveLength(4); // still four: the first org waits for its own
   });
 
   it('one org\'s backlog, due before another org\'s delivery, does not hold that delivery up', async () => {
-    const clock = new ManualClock(Date.now());
-    cp = await startControlPlane({ clock, config: { webhookPollMs: POLL_MS, webhookRetrySchedule: SCHEDULE, webhookAllowedTargets: LOCAL_RECEIVER, webhookTimeoutMs: 60_000 } });
-    const admin = await cp.key({ admin: true });
-    const tarpit = await newReceiver();
-    tarpit.answer = () => 'hang';
+    const { cp, admin, tarpit } = await withSilentEndpoint();
     await subscribe(cp, admin, tarpit, ['*']);
     // 400 events of the first org, more than the worker reads in one page, all due first.
     for (let i = 0; i < 400; i++) await appendLifecycle(cp, `inst_backlog_${i}`, 'running');
     await until('the silent endpoint to hold attempts', () => tarpit.requests.length === 4);
-
-    const other = await cp.app.services.orgs.create('behind-the-backlog-org');
-    const otherAdmin = await cp.key({ admin: true, orgId: other.id });
-    const receiver = await newReceiver();
-    await subscribe(cp, otherAdmin, receiver, ['*']);
-    const target = (await cp.app.services.keys.create({ orgId: other.id })).record.id;
-    expect((await cp.request('POST', `/v1/admin/keys/${target}/revoke`, { key: otherAdmin, body: {} })).status).toBe(200);
-    await until('the other org\'s delivery', () => receiver.requests.length === 1);
+    await anotherOrgIsServed(cp, 'behind-the-backlog-org');
     expect(tarpit.requests).toHaveLength(4);
   });
 

@@ -96,7 +96,7 @@ export class Router {
     const pool = pinned ?? this.healthiestPool(model, quantization, candidates);
     const inPool = candidates.filter((r) => r.pool === pool);
     const variant = `${model.id}|${quantization}|${pool}`;
-    this.checkShare(request.tenant, variant, inPool.length * this.options.maxOutstandingPerReplica, `${model.id} (${quantization}) in pool ${pool}`);
+    this.checkShare(request.tenant, variant, inPool.length * this.options.maxOutstandingPerReplica, () => `${model.id} (${quantization}) in pool ${pool}`);
     const replica = this.leastLoaded(inPool);
     if (!replica) {
       throw new ApiError(
@@ -108,7 +108,7 @@ export class Router {
   }
 
   /** Refuses `tenant` one more of `variant`'s `slots` when it holds its share (see the top). */
-  private checkShare(tenant: string, variant: string, slots: number, what: string): void {
+  private checkShare(tenant: string, variant: string, slots: number, what: () => string): void {
     const held = this.holdings.get(variant);
     const mine = held?.byTenant.get(tenant) ?? 0;
     if (mine === 0) return; // anyone holding none may take a free slot
@@ -118,7 +118,7 @@ export class Router {
     if (mine < share || share >= slots) return; // a share of every slot restricts nothing: no_capacity says it
     throw new ApiError(
       'rate_limited',
-      `your organization holds ${mine} of the ${slots} requests in flight ${what} can take, its share while ${held!.byTenant.size === 1 ? 'the rest is kept for others' : `${held!.byTenant.size} organizations share them`}; retry when one of yours finishes`,
+      `your organization holds ${mine} of the ${slots} requests in flight ${what()} can take, its share while ${held!.byTenant.size === 1 ? 'the rest is kept for others' : `${held!.byTenant.size} organizations share them`}; retry when one of yours finishes`,
       { headers: { 'retry-after': '1' } },
     );
   }
