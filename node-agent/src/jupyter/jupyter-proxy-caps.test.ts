@@ -5,10 +5,10 @@
 // Loopback addresses 127.0.0.2-5 stand for distinct clients.
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
-import { createLogger } from '@svc/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessRegistry, type AccessEntry } from '../access/access-registry.js';
-import { JupyterProxy } from './jupyter-proxy.js';
+import type { JupyterProxy } from './jupyter-proxy.js';
+import { loopbackJupyterProxy } from '../testing/loopback-jupyter-proxy.js';
 
 let upstream: Server;
 let proxy: JupyterProxy;
@@ -32,15 +32,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
   const upstreamPort = (upstream.address() as AddressInfo).port;
   for (const id of ['inst_a', 'inst_b']) registry.register(entry(id, upstreamPort));
-  proxy = new JupyterProxy({
-    registry,
-    log: createLogger('silent', 'test'),
-    host: '127.0.0.1',
-    ports: { first: 0, count: 1 },
-    publicUrl: '',
-    publicHost: '127.0.0.1',
-    limits: { maxConnections: 5, maxConnectionsPerSource: 3 },
-  });
+  proxy = loopbackJupyterProxy({ registry, limits: { maxConnections: 5, maxConnectionsPerSource: 3 } });
   for (const id of ['inst_a', 'inst_b']) ports[id] = (await proxy.open(id)).port;
 });
 

@@ -4,11 +4,11 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLogger } from '@svc/shared';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AccessRegistry } from '../access/access-registry.js';
 import { portCandidates } from './jupyter-origin.js';
-import { JupyterProxy } from './jupyter-proxy.js';
+import type { JupyterProxy } from './jupyter-proxy.js';
+import { loopbackJupyterProxy } from '../testing/loopback-jupyter-proxy.js';
 import { JupyterPortMemory } from './port-memory.js';
 
 const range = { first: 20_000 + Math.floor(Math.random() * 10_000), count: 20 };
@@ -21,16 +21,7 @@ afterEach(async () => {
 });
 
 function agentProxy(memory: JupyterPortMemory): JupyterProxy {
-  const proxy = new JupyterProxy({
-    registry: new AccessRegistry(),
-    log: createLogger('silent', 'test'),
-    host: '127.0.0.1',
-    ports: range,
-    publicUrl: '',
-    publicHost: '127.0.0.1',
-    limits: { maxConnections: 100, maxConnectionsPerSource: 100 },
-    memory,
-  });
+  const proxy = loopbackJupyterProxy({ registry: new AccessRegistry(), ports: range, limits: { maxConnections: 100, maxConnectionsPerSource: 100 }, memory });
   proxies.push(proxy);
   return proxy;
 }

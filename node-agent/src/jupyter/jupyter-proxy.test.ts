@@ -3,12 +3,12 @@
 // upstream cookies), one port per instance, and refusals of cookie use from elsewhere.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createLogger } from '@svc/shared';
 import WebSocket, { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessRegistry, type AccessEntry } from '../access/access-registry.js';
 import { cookieName, cookieValue } from './jupyter-auth.js';
-import { JupyterProxy } from './jupyter-proxy.js';
+import type { JupyterProxy } from './jupyter-proxy.js';
+import { loopbackJupyterProxy } from '../testing/loopback-jupyter-proxy.js';
 
 let upstream: Server;
 let seen: IncomingMessage[] = [];
@@ -41,15 +41,7 @@ beforeAll(async () => {
   const upstreamPort = (upstream.address() as AddressInfo).port;
   registry.register(entry('inst_a', 'token-a', upstreamPort));
   registry.register(entry('inst_b', 'token-b', upstreamPort));
-  proxy = new JupyterProxy({
-    registry,
-    log: createLogger('silent', 'test'),
-    host: '127.0.0.1',
-    ports: { first: 0, count: 1 },
-    publicUrl: '',
-    publicHost: '127.0.0.1',
-    limits: { maxConnections: 1000, maxConnectionsPerSource: 1000 },
-  });
+  proxy = loopbackJupyterProxy({ registry, limits: { maxConnections: 1000, maxConnectionsPerSource: 1000 } });
   for (const id of ['inst_a', 'inst_b']) ports[id] = (await proxy.open(id)).port;
 });
 
