@@ -33,6 +33,7 @@ const execFileAsync = promisify(execFile);
 const MIB = 1024 * 1024;
 const MEMORY_LIMIT = 256 * MIB;
 const PIDS_LIMIT = 96;
+const DISK_LIMIT = 64 * MIB;
 /** A node of test containers beside the agent's: the replica and the outbound-none instance. */
 const sideNode = `hostile-side-${randomBytes(4).toString('hex')}`;
 
@@ -118,7 +119,9 @@ beforeAll(async () => {
   hostServicePort = (hostService.address() as { port: number }).port;
   // The shipped catalog, with small limits: a tenant that exhausts them must not need GBs here.
   const catalog = loadSkuCatalog();
-  for (const sku of catalog.skus) Object.assign(sku, { vcpus_per_gpu: 0.5, memory_gib_per_gpu: MEMORY_LIMIT / 1024 / MIB, shm_gib_per_gpu: 64 / 1024 });
+  for (const sku of catalog.skus) {
+    Object.assign(sku, { vcpus_per_gpu: 0.5, memory_gib_per_gpu: MEMORY_LIMIT / 1024 / MIB, shm_gib_per_gpu: 64 / 1024, disk_gib_per_gpu: DISK_LIMIT / 1024 / MIB });
+  }
   writeFileSync(catalogFile, JSON.stringify(catalog));
   outside = await startOutsideNetwork();
   stack = await startInstanceStack({
@@ -126,7 +129,7 @@ beforeAll(async () => {
     gpus: 2,
     skuCatalog: catalogFile,
     // The agent's ports on every host address, as on a real node.
-    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT) },
+    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT), SVC_TASK_DISK_CHECK_MS: '300' },
   });
   [a, b] = [await tenant('a'), await tenant('b')];
   // Something answering inside each instance: B's server is A's target, A's own is the proof that nc works in A.
@@ -252,7 +255,20 @@ describe('as a hostile tenant', () => {
     // The tenant can still end it all: terminate A, and B is untouched.
     bomb.child.kill('SIGKILL');
     expect((await stack.api('POST', `/v1/instances/${a.id}/terminate`, { force: true })).status).toBeLessThan(300);
-    await stack.waitFor(a.id, ['terminated'], 60_000);
+    // Ended because its owner asked: nothing to explain.
+    expect((await stack.waitFor(a.id, ['terminated'], 60_000)).failure_reason).toBeNull();
     expect((await ssh(b.target, b.key, ['echo alive'])).stdout).toBe('alive\n');
   }, 180_000);
+
+  it("B filling the host's disk through a file it deleted but holds open is stopped at its limit, and told why; the node goes on", async () => {
+    // The hidden way: no directory shows the file, yet it takes the disk until closed. The
+    // session stays open (the gateway ends a session's processes with it).
+    const filler = sshProcess(b.target, b.key, ['exec 3>/hidden && rm /hidden && dd if=/dev/zero bs=1M count=100 >&3 2>/dev/null; sleep 600']);
+    const ended = await stack.waitFor(b.id, ['terminated'], 60_000);
+    filler.child.kill('SIGKILL');
+    expect(ended.failure_reason).toMatch(/^stopped by its node: the instance used \d+\.\d MiB of disk, over its limit of 64\.0 MiB/);
+    expect(await docker.listContainers({ all: true, filters: { name: [`svc-instance-${b.id}`] } })).toEqual([]);
+    expect((await stack.cp.app.services.nodes.list())[0]!.node.status).toBe('ready');
+    expect((await stack.read(b.id)).failure_reason).toBe(ended.failure_reason);
+  }, 120_000);
 });

@@ -15,7 +15,7 @@ import type { AgentConfig } from './config/agent-config.js';
 import { GpuHealthFile } from './health/health-file.js';
 import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
-import { MIB } from './runtime/task-limits.js';
+import { GIB, MIB } from './runtime/task-limits.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
 import { ensureIdentity } from './identity/enrollment.js';
 import { AgentTasks } from './tasks/agent-tasks.js';
@@ -124,7 +124,13 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
         tasks ??= new AgentTasks(identity.node_id, log, {
           docker,
           access: access.service,
-          limits: { reservedCpus: config.reservedCpus, reservedMemoryBytes: config.reservedMemoryMib * MIB, pidsLimit: config.taskPidsLimit },
+          limits: {
+            reservedCpus: config.reservedCpus,
+            reservedMemoryBytes: config.reservedMemoryMib * MIB,
+            pidsLimit: config.taskPidsLimit,
+            defaultDiskBytes: Math.round(config.taskDiskGib * GIB),
+          },
+          diskCheckMs: config.taskDiskCheckMs,
           instanceOutbound: config.instanceOutbound,
           replicas: {
             host: config.replicaHost,

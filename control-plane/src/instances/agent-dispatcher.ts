@@ -31,6 +31,7 @@ export class AgentTaskDispatcher implements TaskDispatcher, ReplicaDispatcher {
         nano_cpus: order.resources?.nanoCpus ?? 0,
         memory_bytes: order.resources?.memoryBytes ?? 0,
         shm_bytes: order.resources?.shmBytes ?? 0,
+        disk_bytes: order.resources?.diskBytes ?? 0,
       },
     });
   }

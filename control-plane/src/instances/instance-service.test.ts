@@ -81,8 +81,8 @@ describe('create', () => {
 
   it('orders the container limits the SKU sells per GPU, times the GPUs', async () => {
     await create({ gpus: 2 });
-    // h100-80gb: 26 vCPUs, 225 GiB and 32 GiB of /dev/shm per GPU.
-    expect(dispatcher.started[0]![1].resources).toEqual({ nanoCpus: 52e9, memoryBytes: 450 * 1024 ** 3, shmBytes: 64 * 1024 ** 3 });
+    // h100-80gb: 26 vCPUs, 225 GiB, 32 GiB of /dev/shm and 500 GiB of disk per GPU.
+    expect(dispatcher.started[0]![1].resources).toEqual({ nanoCpus: 52e9, memoryBytes: 450 * 1024 ** 3, shmBytes: 64 * 1024 ** 3, diskBytes: 1000 * 1024 ** 3 });
   });
 
   it.each([
@@ -173,6 +173,25 @@ describe('lifecycle from agent reports', () => {
     expect(dispatcher.stopped.at(-1)).toEqual(['node-a', { taskId: inst.id, timeoutMs: 0, force: true }]);
     await service.onTaskState('node-a', inst.id, 'gone', {});
     expect((await instances.chargesFor(inst.id))[0]!.amountMicros).toBe(Math.round((2_490_000 * 60) / 3600));
+  });
+
+  it.each([
+    ['its process exited', 'exited', 'exited with code 1', 'exited with code 1'],
+    ['its node stopped it over its disk limit', 'gone', 'stopped by its node: the instance used 52.0 GiB of disk, over its limit of 50.0 GiB', 'stopped by its node: the instance used 52.0 GiB of disk, over its limit of 50.0 GiB'],
+    ['gone without a word (an older agent)', 'gone', '', null],
+  ] as const)('a ready instance that ended without being asked (%s) is terminated, saying why', async (_name, state, message, reason) => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    await service.onTaskState('node-a', inst.id, state, { message });
+    expect(await service.get('org_1', inst.id)).toMatchObject({ status: 'terminated', failureReason: reason });
+  });
+
+  it('a terminated instance its owner stopped has no failure reason, whatever the node said', async () => {
+    const inst = await create();
+    await service.onTaskState('node-a', inst.id, 'running', {});
+    await service.terminate('org_1', inst.id, false);
+    await service.onTaskState('node-a', inst.id, 'gone', { message: 'exited with code 143' });
+    expect(await service.get('org_1', inst.id)).toMatchObject({ status: 'terminated', failureReason: null });
   });
 
   it('fails a pull error with the reason and charges nothing', async () => {

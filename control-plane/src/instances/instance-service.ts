@@ -52,7 +52,7 @@ export interface TaskDetail {
 interface Context {
   progress?: { phase: string; fraction: number | null };
   access?: InstanceAccessRecord | null;
-  /** Why an instance fails. */
+  /** Why an instance fails, or why a ready one ended without being asked to (its node's message). */
   reason?: string;
   stoppedAt?: number | null;
   /** The latest moment the container is known to have run (a forgotten node's last contact). */
@@ -213,7 +213,7 @@ export class InstanceService {
     await this.happen(taskId, nodeId, { kind: 'report', state }, {
       progress,
       ...(detail.access !== undefined ? { access: detail.access } : {}),
-      reason: detail.message || 'the container failed to start',
+      ...(detail.message ? { reason: detail.message } : state === 'failed' ? { reason: 'the container failed to start' } : {}),
       stoppedAt: detail.stoppedAt ?? null,
     });
   }
@@ -362,6 +362,10 @@ export class InstanceService {
         return { readyAt: now, progress: null, access: context.access ?? null };
       case 'fail':
         return { failureReason: context.reason ?? 'the instance could not be started' };
+      case 'stopped':
+        // Ended while nobody asked it to stop (its process exited, its node stopped it over
+        // its disk limit): the node's words are the only answer its owner gets to "why".
+        return record.status === 'ready' && context.reason ? { failureReason: context.reason } : {};
       case 'terminate':
         // The stop is recorded with the status change, so a crash before it is sent loses nothing.
         return { stop: requestStop(record.stop, decision.stop ?? 'graceful', now, context.unseenSince ?? null) };

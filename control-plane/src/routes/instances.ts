@@ -16,7 +16,10 @@ const Instance = Type.Object(
     id: Type.String(),
     object: Type.Literal('instance'),
     status: StringEnum(INSTANCE_STATUSES),
-    failure_reason: Type.Union([Type.String(), Type.Null()]),
+    failure_reason: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'Why the instance is `failed`; on a `terminated` instance, why it ended without a terminate or expiry (its process exited, its node stopped it over its disk limit). Null otherwise.',
+    }),
     sku: Type.String(),
     gpus: Type.Integer(),
     pool: Type.String(),

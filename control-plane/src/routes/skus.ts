@@ -18,6 +18,9 @@ const Sku = Type.Object(
     vcpus_per_gpu: Type.Number({ description: 'CPU limit of an instance, per GPU.' }),
     memory_gib_per_gpu: Type.Number({ description: 'Memory limit of an instance (no swap), per GPU, in GiB.' }),
     shm_gib_per_gpu: Type.Number({ description: 'Size of /dev/shm, per GPU, in GiB (counts against the memory limit).' }),
+    disk_gib_per_gpu: Type.Number({
+      description: 'Disk an instance may fill, per GPU, in GiB: files written in the container, its volumes, deleted files still open. An instance over it is stopped by its node.',
+    }),
     pools: Type.Array(
       Type.Object({
         pool: Type.String(),
@@ -52,6 +55,7 @@ export function skuRoutes(catalog: SkuCatalog, inventory: GpuInventory, store: I
               vcpus_per_gpu: sku.vcpus_per_gpu,
               memory_gib_per_gpu: sku.memory_gib_per_gpu,
               shm_gib_per_gpu: sku.shm_gib_per_gpu,
+              disk_gib_per_gpu: sku.disk_gib_per_gpu,
               pools: poolsOf(catalog, sku).map((pool) => ({
                 pool,
                 price_per_gpu_hour: sku.price_per_gpu_hour[pool]!,

@@ -229,6 +229,18 @@ export const agentSettings = {
     4096,
     'Most processes and threads one task container may have (a fork bomb stops there).',
   ),
+  taskDiskGib: setting(
+    'SVC_TASK_DISK_GIB',
+    Type.Number({ exclusiveMinimum: 0 }),
+    50,
+    'Disk (GiB) an instance may fill on the host (writable layer, volumes, deleted files held open) when its start order names none (an older control plane); the SKU catalog sets it otherwise.',
+  ),
+  taskDiskCheckMs: setting(
+    'SVC_TASK_DISK_CHECK_MS',
+    Type.Integer({ minimum: 100, maximum: 3_600_000 }),
+    10_000,
+    'Pause between two measurements of every instance\'s disk; one found over its limit is stopped. Shorter catches a fast writer sooner, at more disk reads.',
+  ),
   // Bounds on what one tenant can make the SSH gateway hold (docs/ssh-jupyter.md, "Limits").
   sshMaxChannelsPerConnection: setting(
     'SVC_SSH_MAX_CHANNELS_PER_CONNECTION',

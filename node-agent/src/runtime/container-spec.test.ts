@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { KEPT_CAPABILITIES, LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
+import { KEPT_CAPABILITIES, LABEL_DISK_LIMIT, LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { GIB } from './task-limits.js';
 
 const host = (nodeId: string, nvidiaRuntime: boolean): HostCapabilities => ({
   nodeId,
   nvidiaRuntime,
   capacity: { cpus: 2, memoryBytes: 24 * GIB },
-  limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096 },
+  limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB },
 });
 
 const task: TaskSpec = {
@@ -24,6 +24,7 @@ describe('buildContainerSpec', () => {
     expect(spec.Labels).toEqual({
       [LABEL_INSTANCE]: 'inst_abc',
       [LABEL_NODE]: 'node_1',
+      [LABEL_DISK_LIMIT]: String(50 * GIB),
       'svc.label.team': 'ml',
       'svc.label.svc.instance': 'spoof',
     });
@@ -84,6 +85,17 @@ describe('buildContainerSpec for hostile tenants', () => {
     expect(hc.CapDrop).toEqual(['ALL']);
     expect(hc.CapAdd).toEqual([...KEPT_CAPABILITIES]);
     for (const cap of ['NET_RAW', 'NET_ADMIN', 'MKNOD', 'SYS_CHROOT', 'SYS_ADMIN', 'SETFCAP', 'AUDIT_WRITE']) expect(hc.CapAdd).not.toContain(cap);
+  });
+
+  it('keeps an instance\'s disk limit in a label, for the disk watch of a restarted agent', () => {
+    expect(buildContainerSpec({ ...task, resources: { diskBytes: 80 * GIB } }, gpuHost).Labels?.[LABEL_DISK_LIMIT]).toBe(String(80 * GIB));
+    expect(buildContainerSpec({ ...task, kind: 'replica' }, gpuHost).Labels?.[LABEL_DISK_LIMIT]).toBeUndefined();
+  });
+
+  it('rotates the container\'s log, which Docker otherwise keeps without end on the host', () => {
+    for (const kind of ['instance', 'replica'] as const) {
+      expect(buildContainerSpec({ ...task, kind }, host('n', false)).HostConfig?.LogConfig).toEqual({ Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } });
+    }
   });
 
   it('makes tenants, instances first, what the OOM killer takes before the agent, and turns IPv6 off inside', () => {

@@ -3,7 +3,7 @@
 // agent re-adopts what runs and removes what nobody wants. Never privileged, never the
 // Docker socket; GPUs go in as device requests by UUID when the NVIDIA runtime exists.
 // Tenants are hostile (docs/security.md): each container sits alone on its own network
-// (task-network.ts), under CPU, memory, /dev/shm and pids limits (task-limits.ts), with
+// (task-network.ts), under CPU, memory, /dev/shm, pids and disk limits (task-limits.ts), with
 // only the capabilities a GPU workload needs, and the kernel's OOM killer picks it first.
 import type { ContainerCreateOptions } from 'dockerode';
 import { containerLimits, type HostCapacity, type LimitSettings, type TaskResources } from './task-limits.js';
@@ -16,6 +16,8 @@ export const LABEL_NODE = 'svc.node';
 export const LABEL_SPEC = 'svc.spec';
 /** An instance's authorized SSH keys, one per line: the SSH gateway reads them back after an agent restart. */
 export const LABEL_SSH_KEYS = 'svc.ssh-authorized-keys';
+/** Instances: the disk limit in bytes, so a restarted agent keeps enforcing it on a re-adopted container. */
+export const LABEL_DISK_LIMIT = 'svc.disk-limit-bytes';
 /** User labels ride along under this prefix so they cannot collide with ours. */
 export const USER_LABEL_PREFIX = 'svc.label.';
 
@@ -53,6 +55,13 @@ export interface HostCapabilities {
  */
 export const KEPT_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID', 'SETGID', 'KILL', 'NET_BIND_SERVICE'] as const;
 
+/**
+ * Docker's default json-file log has no size limit, so a task printing without end would
+ * fill the host's disk through the engine, outside anything the disk watch counts.
+ * Rotated: at most 3 x 10 MB of a container's latest output stays on the host.
+ */
+export const LOG_CONFIG = { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } } as const;
+
 /** Positive: under memory pressure the kernel kills tenant processes (instances first) before the agent or Docker. */
 export const OOM_SCORE_ADJ = { instance: 800, replica: 500 } as const;
 
@@ -74,6 +83,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
 
   const port = task.publish ? `${task.publish.containerPort}/tcp` : undefined;
   const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind);
+  if (task.kind === 'instance') labels[LABEL_DISK_LIMIT] = String(limits.diskBytes);
   return {
     name: containerName(task),
     Image: task.image,
@@ -88,6 +98,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
       // The agent restarts replicas itself (with backoff, reporting each restart), never Docker.
       RestartPolicy: { Name: 'no' },
       Binds: [],
+      LogConfig: { Type: LOG_CONFIG.Type, Config: { ...LOG_CONFIG.Config } },
       NetworkMode: networkName(task),
       CapDrop: ['ALL'],
       CapAdd: [...KEPT_CAPABILITIES],

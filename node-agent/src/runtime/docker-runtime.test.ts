@@ -395,7 +395,7 @@ describe('isolation and limits', () => {
   }, 90_000);
 
   it('runs the container under the limits asked for, clamped to the host, with the capabilities cut down', async () => {
-    const limited = new DockerRuntime({ docker, nodeId, limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 128 } });
+    const limited = new DockerRuntime({ docker, nodeId, limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 128, defaultDiskBytes: GIB } });
     const h = await limited.startTask(task({ resources: { nanoCpus: 26e9, memoryBytes: 256 * 1024 ** 2, shmBytes: 64 * 1024 ** 2 } }));
     const hc = (await docker.getContainer(h.containerId).inspect()).HostConfig as Docker.HostConfig & { OomScoreAdj: number };
     const cpus = (await docker.info()).NCPU as number;

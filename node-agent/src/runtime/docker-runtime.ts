@@ -17,6 +17,7 @@ import {
   pullFailed,
   taskFailed,
 } from './docker-errors.js';
+import { allocatedBytes, deletedOpenBytes, devicesOf } from './disk-usage.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
@@ -209,6 +210,25 @@ export class DockerRuntime implements TaskRuntime {
       labels,
       ports: publishedPorts(info.NetworkSettings?.Ports),
     };
+  }
+
+  async diskUsage(id: string): Promise<number> {
+    const container = this.docker.getContainer(id);
+    let info: Docker.ContainerInspectInfo;
+    try {
+      info = await container.inspect();
+    } catch (err) {
+      if (isNotFound(err)) throw notFound(id, err);
+      throw engineError(`inspect ${id}`, err);
+    }
+    const volumes = (info.Mounts ?? []).filter((m) => m.Type === 'volume' && m.Source).map((m) => m.Source);
+    // overlay2's directories; the typings know only devicemapper's fields.
+    const upperDir = (info.GraphDriver?.Data as Record<string, string> | undefined)?.['UpperDir'];
+    // Another storage driver than overlay2: the engine walks the layer itself (apparent size).
+    const layer = upperDir ? 0 : await this.layerSize(container);
+    const files = await allocatedBytes(upperDir ? [upperDir, ...volumes] : volumes);
+    const held = info.State.Running ? await this.deletedOpen(container, info.State.Pid, volumes) : 0;
+    return layer + files + held;
   }
 
   async reconcile(wanted: ReadonlySet<string>): Promise<ReconcileResult> {
@@ -405,6 +425,33 @@ export class DockerRuntime implements TaskRuntime {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  // --- disk -----------------------------------------------------------------
+
+  private async layerSize(container: Docker.Container): Promise<number> {
+    try {
+      // `size` is a query parameter the engine takes; the typings do not list it.
+      const sized = (await container.inspect({ size: true } as Docker.ContainerInspectOptions)) as Docker.ContainerInspectInfo & { SizeRw?: number };
+      return sized.SizeRw ?? 0;
+    } catch (err) {
+      throw engineError(`inspect ${container.id} with its size`, err);
+    }
+  }
+
+  /** Deleted files the container's processes hold open on its root or volumes. */
+  private async deletedOpen(container: Docker.Container, initPid: number, volumes: string[]): Promise<number> {
+    let top: { Titles: string[]; Processes: string[][] } | null = null;
+    try {
+      top = (await container.top()) as { Titles: string[]; Processes: string[][] };
+    } catch (err) {
+      // Stopped between inspect and now: nothing is open any more.
+      if (isNotFound(err) || isNotRunning(err)) return 0;
+      // The engine could not list them (no `ps` on the host): the main process at least.
+    }
+    const column = top?.Titles.indexOf('PID') ?? -1;
+    const pids = column < 0 ? [initPid] : top!.Processes.map((p) => Number(p[column])).filter((pid) => Number.isInteger(pid) && pid > 0);
+    return deletedOpenBytes(pids, await devicesOf([`/proc/${initPid}/root`, ...volumes]));
   }
 
   // --- listing --------------------------------------------------------------

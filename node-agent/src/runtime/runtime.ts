@@ -140,6 +140,12 @@ export interface TaskRuntime {
   inspectTask(id: string): Promise<TaskStatus>;
 
   /**
+   * Bytes of the host's disk the container holds: its writable layer, its volumes and the
+   * deleted files its processes still hold open (disk-usage.ts). `not_found` when gone.
+   */
+  diskUsage(id: string): Promise<number>;
+
+  /**
    * Removes every container labelled for this node whose task is not in `wanted`,
    * whatever its state (including created-but-never-started ones, left behind when a
    * create answered with an error yet Docker made the container). Another node's

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { GIB, MIB, containerLimits, type HostCapacity, type TaskResources } from './task-limits.js';
 
-const settings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096 };
+const settings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB };
 const gpuHost: HostCapacity = { cpus: 224, memoryBytes: 2048 * GIB };
 const devHost: HostCapacity = { cpus: 2, memoryBytes: 24 * GIB };
 const tiny: HostCapacity = { cpus: 1, memoryBytes: 1 * GIB };
@@ -17,15 +17,24 @@ describe('containerLimits', () => {
     ['shm never exceeds memory', { memoryBytes: 1 * GIB, shmBytes: 8 * GIB }, gpuHost, { nanoCpus: 223e9, memoryBytes: 1 * GIB, shmBytes: 1 * GIB }],
     ['small asks are kept', { nanoCpus: 0.25e9, memoryBytes: 64 * MIB, shmBytes: 16 * MIB }, devHost, { nanoCpus: 0.25e9, memoryBytes: 64 * MIB, shmBytes: 16 * MIB }],
   ])('%s', (_name, requested, host, expected) => {
-    expect(containerLimits(requested, host, settings)).toEqual({ ...expected, pidsLimit: 4096 });
+    expect(containerLimits(requested, host, settings)).toEqual({ ...expected, pidsLimit: 4096, diskBytes: 50 * GIB });
   });
 
   it('keeps the CPU reserve for instances only: replicas may use every CPU, but not the reserved memory', () => {
-    expect(containerLimits(undefined, devHost, settings, 'replica')).toEqual({ nanoCpus: 2e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB, pidsLimit: 4096 });
+    expect(containerLimits(undefined, devHost, settings, 'replica')).toEqual({ nanoCpus: 2e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB, pidsLimit: 4096, diskBytes: 50 * GIB });
     expect(containerLimits(undefined, devHost, settings, 'instance').nanoCpus).toBe(1e9);
   });
 
   it('takes the pids limit from the agent setting', () => {
     expect(containerLimits(oneH100, gpuHost, { ...settings, pidsLimit: 64 }).pidsLimit).toBe(64);
+  });
+
+  it.each([
+    ['the catalog number, as asked', { diskBytes: 200 * GIB }, 200 * GIB],
+    ['larger than the host: as asked (free space changes by the minute; the provider sizes hosts)', { diskBytes: 100_000 * GIB }, 100_000 * GIB],
+    ['nothing asked (an older control plane): the agent setting', undefined, 50 * GIB],
+    ['zero counts as nothing asked', { diskBytes: 0 }, 50 * GIB],
+  ])('disk: %s', (_name, requested, expected) => {
+    expect(containerLimits(requested, devHost, settings).diskBytes).toBe(expected);
   });
 });

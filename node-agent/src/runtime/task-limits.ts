@@ -1,4 +1,4 @@
-// The CPU, memory, /dev/shm and process limits a task container runs under, as a pure
+// The CPU, memory, /dev/shm, process and disk limits a task container runs under, as a pure
 // function of what the control plane asked for (the SKU catalog's numbers times the
 // task's GPUs), what the host has and what the agent keeps for itself. A host smaller
 // than the catalog (a dev machine) still runs the task: every limit is clamped to the
@@ -9,6 +9,8 @@ export interface TaskResources {
   nanoCpus?: number;
   memoryBytes?: number;
   shmBytes?: number;
+  /** Disk the container may fill on the host: its writable layer, volumes, deleted files it holds open. */
+  diskBytes?: number;
 }
 
 /** What the Docker engine reports it has (`docker info` NCPU and MemTotal). */
@@ -17,13 +19,15 @@ export interface HostCapacity {
   memoryBytes: number;
 }
 
-/** Agent settings (SVC_HOST_RESERVED_CPUS, SVC_HOST_RESERVED_MEMORY_MIB, SVC_TASK_PIDS_LIMIT). */
+/** Agent settings (SVC_HOST_RESERVED_CPUS, SVC_HOST_RESERVED_MEMORY_MIB, SVC_TASK_PIDS_LIMIT, SVC_TASK_DISK_GIB). */
 export interface LimitSettings {
   /** CPUs no task may use: they stay for the agent, Docker and the OS. */
   reservedCpus: number;
   /** Memory no task may use, for the same reason. */
   reservedMemoryBytes: number;
   pidsLimit: number;
+  /** An instance's disk when the order names none (an older control plane). */
+  defaultDiskBytes: number;
 }
 
 export interface ContainerLimits {
@@ -31,6 +35,8 @@ export interface ContainerLimits {
   memoryBytes: number;
   shmBytes: number;
   pidsLimit: number;
+  /** Enforced by the agent (tasks/disk-watch.ts), not by Docker: overlay2 can only do it on XFS with project quotas. */
+  diskBytes: number;
 }
 
 export const MIB = 1024 * 1024;
@@ -40,7 +46,7 @@ const NANO = 1_000_000_000;
 const MIN_CPUS = 0.5;
 const MIN_MEMORY_BYTES = 256 * MIB;
 
-export const DEFAULT_LIMIT_SETTINGS: LimitSettings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096 };
+export const DEFAULT_LIMIT_SETTINGS: LimitSettings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB };
 
 const asked = (value: number | undefined): number | null => (value !== undefined && Number.isFinite(value) && value > 0 ? value : null);
 
@@ -58,5 +64,8 @@ export function containerLimits(requested: TaskResources | undefined, host: Host
   // /dev/shm is a tmpfs charged to the memory limit, so it can never usefully exceed it;
   // without a number, half the memory (it takes memory only when written).
   const shmBytes = Math.min(asked(requested?.shmBytes) ?? Math.floor(memoryBytes / 2), memoryBytes);
-  return { nanoCpus, memoryBytes, shmBytes, pidsLimit: settings.pidsLimit };
+  // Disk is not clamped to the host's free space: that changes by the minute, and the
+  // provider sizes hosts for the catalog's disk like for its GPUs.
+  const diskBytes = asked(requested?.diskBytes) ?? settings.defaultDiskBytes;
+  return { nanoCpus, memoryBytes, shmBytes, pidsLimit: settings.pidsLimit, diskBytes };
 }

@@ -14,6 +14,7 @@ import type { LimitSettings } from '../runtime/task-limits.js';
 import type { InstanceOutbound } from '../runtime/task-network.js';
 import { Outbox } from '../telemetry/health-outbox.js';
 import { DEFAULT_REPLICA_SETTINGS, type ReplicaSettings } from '../replicas/replica-runner.js';
+import { DEFAULT_DISK_WATCH_SETTINGS } from './disk-watch.js';
 import { TaskSupervisor, type TaskReport } from './task-supervisor.js';
 
 export class AgentTasks {
@@ -28,7 +29,15 @@ export class AgentTasks {
   constructor(
     nodeId: string,
     private readonly log: Logger,
-    options: { replicas?: ReplicaSettings; docker?: Docker; access?: InstanceAccessService; limits?: LimitSettings; instanceOutbound?: InstanceOutbound } = {},
+    options: {
+      replicas?: ReplicaSettings;
+      docker?: Docker;
+      access?: InstanceAccessService;
+      limits?: LimitSettings;
+      instanceOutbound?: InstanceOutbound;
+      /** SVC_TASK_DISK_CHECK_MS; the default limit comes with `limits`. */
+      diskCheckMs?: number;
+    } = {},
   ) {
     this.access = options.access;
     const runtime = new DockerRuntime({
@@ -37,7 +46,13 @@ export class AgentTasks {
       ...(options.limits ? { limits: options.limits } : {}),
       ...(options.instanceOutbound ? { instanceOutbound: options.instanceOutbound } : {}),
     });
-    this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, { replicas: options.replicas ?? DEFAULT_REPLICA_SETTINGS });
+    this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
+      replicas: options.replicas ?? DEFAULT_REPLICA_SETTINGS,
+      disk: {
+        intervalMs: options.diskCheckMs ?? DEFAULT_DISK_WATCH_SETTINGS.intervalMs,
+        defaultLimitBytes: options.limits?.defaultDiskBytes ?? DEFAULT_DISK_WATCH_SETTINGS.defaultLimitBytes,
+      },
+    });
   }
 
   /** Re-adopts what runs from before an agent restart; once. A host without Docker runs no tasks. */
@@ -70,7 +85,7 @@ export class AgentTasks {
       command: order.command,
       ...(order.kind === 'REPLICA' ? { containerPort: order.container_port, healthPath: order.health_path || '/health' } : {}),
       ...(setup ? { sshAuthorizedKeys: setup.sshAuthorizedKeys } : {}),
-      resources: { nanoCpus: order.nano_cpus, memoryBytes: order.memory_bytes, shmBytes: order.shm_bytes },
+      resources: { nanoCpus: order.nano_cpus, memoryBytes: order.memory_bytes, shmBytes: order.shm_bytes, diskBytes: order.disk_bytes },
     });
   }
 

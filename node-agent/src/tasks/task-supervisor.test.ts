@@ -53,6 +53,26 @@ describe('TaskSupervisor', () => {
     expect(await docker.listContainers({ all: true, filters: { label: [`svc.instance=inst_a`, `${LABEL_NODE}=${nodeId}`] } })).toEqual([]);
   }, 30_000);
 
+  it('kills an instance that fills more disk than its limit, reports it gone and why; its neighbour runs on', async () => {
+    const reports: TaskReport[] = [];
+    const sup = new TaskSupervisor(new DockerRuntime({ nodeId, docker }), (r) => reports.push(r), log, { disk: { intervalMs: 200, defaultLimitBytes: 1024 ** 3 } });
+    const limited = (taskId: string, command: string[]) => ({ ...task(taskId, command), resources: { diskBytes: 20 * 1024 ** 2 } });
+    sup.start(limited('inst_filler', ['sh', '-c', 'trap "" TERM; dd if=/dev/zero of=/fill bs=1M count=30; while true; do sleep 0.1; done']));
+    sup.start(limited('inst_quiet', ['sh', '-c', 'dd if=/dev/zero of=/fill bs=1M count=5; while true; do sleep 0.1; done']));
+    await until(() => states(reports, 'inst_filler').includes('gone'));
+    const gone = reports.find((r) => r.task_id === 'inst_filler' && r.state === 'gone')!;
+    expect(gone.message).toMatch(/^stopped by its node: the instance used 30\.\d MiB of disk, over its limit of 20\.0 MiB/);
+    // Killed at once (it ignores SIGTERM: no grace for more writing), and removed.
+    expect(gone.exit_code).toBe(137);
+    expect(await docker.listContainers({ all: true, filters: { label: [`svc.instance=inst_filler`, `${LABEL_NODE}=${nodeId}`] } })).toEqual([]);
+    // Three more passes: the quiet one, within its limit, is still running.
+    await new Promise((r) => setTimeout(r, 700));
+    expect(states(reports, 'inst_quiet')).not.toContain('gone');
+    expect(sup.runningTasks().map((r) => r.task_id)).toEqual(['inst_quiet']);
+    await sup.stop({ taskId: 'inst_quiet', kind: 'instance', timeoutMs: 0, force: true });
+    sup.detach();
+  }, 30_000);
+
   it('reports failed with the pull error for an image that does not exist', async () => {
     const { sup, reports } = supervisor();
     sup.start({ ...task('inst_bad', ['true']), image: '127.0.0.1:5000/svc/does-not-exist:1' });

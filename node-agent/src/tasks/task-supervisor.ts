@@ -9,6 +9,7 @@ import type { Logger } from '@svc/shared';
 import { ReplicaRunner, DEFAULT_REPLICA_SETTINGS, type ReplicaReport, type ReplicaSettings } from '../replicas/replica-runner.js';
 import { containerName, taskSpecFromLabels, type TaskSpec } from '../runtime/container-spec.js';
 import { isRuntimeError, type TaskHandle, type TaskRuntime } from '../runtime/runtime.js';
+import { DEFAULT_DISK_WATCH_SETTINGS, DiskWatch, type DiskWatchSettings } from './disk-watch.js';
 
 export type ReportedState = 'pulling' | 'starting' | 'running' | 'unhealthy' | 'restarting' | 'stopping' | 'exited' | 'failed' | 'gone';
 
@@ -34,6 +35,8 @@ export interface StartOrder extends TaskSpec {
 export interface TaskSupervisorOptions {
   now?: () => number;
   replicas?: ReplicaSettings;
+  /** Instances' disk limits (disk-watch.ts). */
+  disk?: DiskWatchSettings;
 }
 
 export interface StopOrder {
@@ -70,6 +73,7 @@ export class TaskSupervisor {
   private readonly replicas = new Map<string, ReplicaRunner>();
   private readonly now: () => number;
   private readonly replicaSettings: ReplicaSettings;
+  private readonly disk: DiskWatch;
 
   constructor(
     private readonly runtime: TaskRuntime,
@@ -79,6 +83,7 @@ export class TaskSupervisor {
   ) {
     this.now = options.now ?? Date.now;
     this.replicaSettings = options.replicas ?? DEFAULT_REPLICA_SETTINGS;
+    this.disk = new DiskWatch((id) => this.runtime.diskUsage(id), (taskId, message) => this.evict(taskId, message), log, options.disk ?? DEFAULT_DISK_WATCH_SETTINGS);
   }
 
   /** After an agent restart: re-adopt running containers; report those that exited meanwhile. */
@@ -161,7 +166,21 @@ export class TaskSupervisor {
     return stopping;
   }
 
-  private async stopContainer(order: StopOrder, tracked: Tracked | undefined): Promise<void> {
+  /**
+   * An instance over its disk limit: killed at once (every second of grace is more disk
+   * filled) and removed; `gone` says why, so the control plane can tell its owner.
+   */
+  private evict(taskId: string, message: string): void {
+    const tracked = this.tasks.get(taskId);
+    if (!tracked?.handle || tracked.stop) return;
+    this.log.warn({ task: taskId }, message);
+    tracked.stop = this.stopContainer({ taskId, kind: tracked.kind, timeoutMs: 0, force: true }, tracked, message);
+    tracked.stop.catch((err: unknown) => this.log.error({ task: taskId, err }, 'stopping an instance over its disk limit failed'));
+  }
+
+  /** `why`: the agent stopped it on its own (disk limit); otherwise the control plane asked. */
+  private async stopContainer(order: StopOrder, tracked: Tracked | undefined, why?: string): Promise<void> {
+    this.disk.forget(order.taskId);
     if (tracked) {
       tracked.stopping = true;
       tracked.watch.abort();
@@ -183,11 +202,12 @@ export class TaskSupervisor {
       if (this.tasks.get(order.taskId) === tracked) this.tasks.delete(order.taskId);
     }
     // No container found: when it stopped is unknown (0), and the control plane bills to its last contact.
-    this.emit(order.taskId, order.kind, 'gone', { exitCode, ...(stoppedAt !== undefined ? { stoppedAt } : {}) });
+    this.emit(order.taskId, order.kind, 'gone', { exitCode, ...(stoppedAt !== undefined ? { stoppedAt } : {}), ...(why ? { message: why } : {}) });
   }
 
   /** Stops watching (agent shutdown); containers keep running and are re-adopted next start. */
   detach(): void {
+    this.disk.stop();
     for (const t of this.tasks.values()) t.watch.abort();
     for (const r of this.replicas.values()) r.detach();
   }
@@ -237,12 +257,14 @@ export class TaskSupervisor {
     }
   }
 
-  /** A task that exits by itself is reported and its container removed. */
+  /** A task that exits by itself is reported and its container removed; an instance is held to its disk limit meanwhile. */
   private watchExit(taskId: string, tracked: Tracked): void {
     const id = tracked.handle!.containerId;
+    if (tracked.kind === 'instance') this.disk.watch(taskId, tracked.handle!);
     this.runtime.waitTask(id, tracked.watch.signal).then(
       async (exit) => {
         if (tracked.stopping) return;
+        this.disk.forget(taskId);
         this.tasks.delete(taskId);
         const finishedAt = await this.runtime.inspectTask(id).then((status) => status.finishedAt?.getTime(), () => undefined);
         this.emit(taskId, tracked.kind, 'exited', { exitCode: exit.exitCode, message: exit.error ?? `exited with code ${exit.exitCode}`, stoppedAt: finishedAt ?? this.now() });

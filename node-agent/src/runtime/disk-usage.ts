@@ -1,0 +1,82 @@
+// How much of the host's disk a container holds, counted the way the disk fills: blocks
+// allocated, not file sizes (a sparse file takes none). Three places, because a tenant
+// who knows the first would use the others:
+// - the writable layer (overlay2's upper directory) and the container's volumes (an image
+//   may declare a VOLUME; Docker then makes one on the host), walked with `du`;
+// - files the container's processes deleted but still hold open: no directory shows them,
+//   yet they take space until closed, so they are read from /proc/<pid>/fd.
+// The agent runs as root in the host's PID namespace (docs/node-agent.md), which is what
+// lets it read both. Kubernetes' kubelet measures a pod's ephemeral storage the same way
+// where the file system has no project quotas.
+import { execFile } from 'node:child_process';
+import { readdir, readlink, stat } from 'node:fs/promises';
+
+/** `du` over many paths (one process): blocks in bytes, a file linked twice counted once. Missing paths count 0. */
+export function allocatedBytes(paths: readonly string[]): Promise<number> {
+  if (paths.length === 0) return Promise.resolve(0);
+  return new Promise((resolve, reject) => {
+    // -x: never into another file system mounted below (the container's are not mounted
+    // there, but a host's could be). `--`: paths come from Docker, never options.
+    execFile('du', ['-s', '-x', '-B1', '--', ...paths], { maxBuffer: 1 << 20 }, (err, stdout) => {
+      // du exits 1 when one path vanished meanwhile (a volume removed) but prints the rest.
+      if (err && (err as NodeJS.ErrnoException).code === 'ENOENT') return reject(new Error('du is not installed on this host'));
+      resolve(sumFirstColumn(stdout));
+    });
+  });
+}
+
+/** du's output: "<bytes>\t<path>" per line. */
+export function sumFirstColumn(text: string): number {
+  let total = 0;
+  for (const line of text.split('\n')) {
+    const bytes = Number.parseInt(line, 10);
+    if (Number.isFinite(bytes)) total += bytes;
+  }
+  return total;
+}
+
+/**
+ * Bytes of deleted files that `pids` hold open on the file systems `devices` (by st_dev:
+ * the container's root and its volumes; not its tmpfs, whose pages count as memory). Each
+ * file counts once however many descriptors share it. Processes that end meanwhile are skipped.
+ */
+export async function deletedOpenBytes(pids: readonly number[], devices: ReadonlySet<number>): Promise<number> {
+  const seen = new Set<string>();
+  let total = 0;
+  for (const pid of pids) {
+    const dir = `/proc/${pid}/fd`;
+    let fds: string[];
+    try {
+      fds = await readdir(dir);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        if (!(await readlink(`${dir}/${fd}`)).endsWith(' (deleted)')) continue;
+        const st = await stat(`${dir}/${fd}`, { bigint: true });
+        if (!devices.has(Number(st.dev))) continue;
+        const key = `${st.dev}:${st.ino}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        total += Number(st.blocks) * 512;
+      } catch {
+        // The descriptor was closed between readdir and now.
+      }
+    }
+  }
+  return total;
+}
+
+/** st_dev of each path that exists (a container's root through /proc/<pid>/root, volume directories). */
+export async function devicesOf(paths: readonly string[]): Promise<Set<number>> {
+  const devices = new Set<number>();
+  for (const path of paths) {
+    try {
+      devices.add(Number((await stat(path, { bigint: true })).dev));
+    } catch {
+      // Gone meanwhile: nothing open there to count.
+    }
+  }
+  return devices;
+}

@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import { LABEL_DISK_LIMIT } from '../runtime/container-spec.js';
+import { RuntimeError } from '../runtime/runtime.js';
+import { DiskWatch, diskVerdict, formatBytes, limitOf } from './disk-watch.js';
+
+const MIB = 1024 ** 2;
+const GIB = 1024 ** 3;
+
+describe('diskVerdict', () => {
+  it.each([
+    ['well within', 10 * GIB, 50 * GIB, null],
+    ['exactly at the limit', 50 * GIB, 50 * GIB, null],
+    ['one byte over', 50 * GIB + 1, 50 * GIB, /used 50\.0 GiB of disk, over its limit of 50\.0 GiB/],
+    ['far over', 120 * MIB, 64 * MIB, /used 120\.0 MiB of disk, over its limit of 64\.0 MiB/],
+  ])('%s', (_name, used, limit, expected) => {
+    const verdict = diskVerdict(used, limit);
+    if (expected === null) expect(verdict).toBeNull();
+    else expect(verdict).toMatch(expected);
+  });
+});
+
+describe('formatBytes', () => {
+  it.each([
+    [0, '0 bytes'],
+    [1023, '1023 bytes'],
+    [1536, '1.5 KiB'],
+    [64 * MIB, '64.0 MiB'],
+    [2.25 * 1024 * GIB, '2.3 TiB'],
+  ])('%d', (bytes, text) => {
+    expect(formatBytes(bytes)).toBe(text);
+  });
+});
+
+describe('limitOf', () => {
+  it.each([
+    ['the label the runtime wrote', { [LABEL_DISK_LIMIT]: String(80 * GIB) }, 80 * GIB],
+    ['no label (a container from an older agent): the default', {}, 50 * GIB],
+    ['an unreadable label: the default', { [LABEL_DISK_LIMIT]: 'lots' }, 50 * GIB],
+    ['zero: the default', { [LABEL_DISK_LIMIT]: '0' }, 50 * GIB],
+  ])('%s', (_name, labels, expected) => {
+    expect(limitOf({ labels }, 50 * GIB)).toBe(expected);
+  });
+});
+
+describe('DiskWatch', () => {
+  const quietLog = { warn: () => undefined };
+  const handle = (containerId: string, limit: number) => ({ containerId, labels: { [LABEL_DISK_LIMIT]: String(limit) } });
+
+  it('hands over only the instance past its limit, once, and keeps measuring the others', async () => {
+    const usage = new Map([
+      ['c-small', 10 * MIB],
+      ['c-big', 200 * MIB],
+    ]);
+    const over: Array<[string, string]> = [];
+    const watch = new DiskWatch(async (id) => usage.get(id)!, (task, message) => over.push([task, message]), quietLog, { intervalMs: 60_000, defaultLimitBytes: GIB });
+    watch.watch('inst_small', handle('c-small', 64 * MIB));
+    watch.watch('inst_big', handle('c-big', 64 * MIB));
+    await watch.checkAll();
+    await watch.checkAll();
+    expect(over).toEqual([['inst_big', expect.stringContaining('over its limit of 64.0 MiB')]]);
+    usage.set('c-small', 65 * MIB);
+    await watch.checkAll();
+    expect(over.map(([task]) => task)).toEqual(['inst_big', 'inst_small']);
+    watch.stop();
+  });
+
+  it('forgets a container that is gone, and goes on past one it cannot measure', async () => {
+    const measured: string[] = [];
+    const watch = new DiskWatch(
+      async (id) => {
+        measured.push(id);
+        if (id === 'c-gone') throw new RuntimeError('not_found', 'no such container', false);
+        if (id === 'c-flaky') throw new RuntimeError('engine_error', 'engine busy', true);
+        return 0;
+      },
+      () => undefined,
+      quietLog,
+      { intervalMs: 60_000, defaultLimitBytes: GIB },
+    );
+    for (const id of ['gone', 'flaky', 'fine']) watch.watch(`inst_${id}`, handle(`c-${id}`, GIB));
+    await watch.checkAll();
+    await watch.checkAll();
+    expect(measured).toEqual(['c-gone', 'c-flaky', 'c-fine', 'c-flaky', 'c-fine']);
+    watch.stop();
+  });
+
+  it('measures again every interval on its own', async () => {
+    let passes = 0;
+    const watch = new DiskWatch(async () => (passes++, 0), () => undefined, quietLog, { intervalMs: 20, defaultLimitBytes: GIB });
+    watch.watch('inst_1', handle('c-1', GIB));
+    await new Promise((r) => setTimeout(r, 200));
+    watch.stop();
+    expect(passes).toBeGreaterThanOrEqual(3);
+  });
+});

@@ -1,0 +1,110 @@
+// Holds every instance to its disk limit (runtime/task-limits.ts). Docker can only cap a
+// writable layer on overlay2 over XFS with project quotas, which most hosts do not have,
+// so the agent does what Kubernetes' kubelet does for ephemeral storage: it measures each
+// instance's containers in turn (runtime `diskUsage`) and stops one found over its limit,
+// saying why. A tenant who fills the disk would otherwise stop every other tenant's
+// containers, pulls and the agent itself from writing.
+import type { Logger } from '@svc/shared';
+import { LABEL_DISK_LIMIT } from '../runtime/container-spec.js';
+import { isRuntimeError, type TaskHandle } from '../runtime/runtime.js';
+
+export interface DiskWatchSettings {
+  /** Pause between two passes over every watched container (SVC_TASK_DISK_CHECK_MS). */
+  intervalMs: number;
+  /** For a container without the limit label (made by an agent before this one): SVC_TASK_DISK_GIB. */
+  defaultLimitBytes: number;
+}
+
+export const DEFAULT_DISK_WATCH_SETTINGS: DiskWatchSettings = { intervalMs: 10_000, defaultLimitBytes: 50 * 1024 ** 3 };
+
+const UNITS = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
+
+export function formatBytes(bytes: number): string {
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < UNITS.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${bytes} bytes` : `${value.toFixed(1)} ${UNITS[unit]}`;
+}
+
+/** Why an instance must stop, or null while it is within its limit. */
+export function diskVerdict(usedBytes: number, limitBytes: number): string | null {
+  if (usedBytes <= limitBytes) return null;
+  return `stopped by its node: the instance used ${formatBytes(usedBytes)} of disk, over its limit of ${formatBytes(limitBytes)} (files written in the container, its volumes and deleted files still open)`;
+}
+
+/** The limit the runtime wrote on the container; the default when absent or unreadable. */
+export function limitOf(handle: Pick<TaskHandle, 'labels'>, defaultLimitBytes: number): number {
+  const value = Number(handle.labels[LABEL_DISK_LIMIT]);
+  return Number.isSafeInteger(value) && value > 0 ? value : defaultLimitBytes;
+}
+
+interface Watched {
+  containerId: string;
+  limitBytes: number;
+}
+
+export class DiskWatch {
+  private readonly watched = new Map<string, Watched>();
+  private timer: NodeJS.Timeout | null = null;
+  private pass: Promise<void> | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly measure: (containerId: string) => Promise<number>,
+    /** Called once for an instance found over its limit; it is no longer watched. */
+    private readonly over: (taskId: string, message: string) => void,
+    private readonly log: Pick<Logger, 'warn'>,
+    private readonly settings: DiskWatchSettings = DEFAULT_DISK_WATCH_SETTINGS,
+  ) {}
+
+  watch(taskId: string, handle: Pick<TaskHandle, 'containerId' | 'labels'>): void {
+    this.watched.set(taskId, { containerId: handle.containerId, limitBytes: limitOf(handle, this.settings.defaultLimitBytes) });
+    this.schedule();
+  }
+
+  forget(taskId: string): void {
+    this.watched.delete(taskId);
+  }
+
+  /** Agent shutdown: no further passes (containers keep running; the next agent watches them). */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  /** One pass over every watched container, one at a time so the disk is walked by one `du` at once. */
+  async checkAll(): Promise<void> {
+    for (const [taskId, entry] of [...this.watched]) {
+      if (this.watched.get(taskId) !== entry) continue;
+      let used: number;
+      try {
+        used = await this.measure(entry.containerId);
+      } catch (err) {
+        if (isRuntimeError(err, 'not_found')) this.forget(taskId);
+        else this.log.warn({ err, task: taskId }, 'could not measure the disk an instance uses');
+        continue;
+      }
+      const message = diskVerdict(used, entry.limitBytes);
+      if (message && this.watched.get(taskId) === entry) {
+        this.forget(taskId);
+        this.over(taskId, message);
+      }
+    }
+  }
+
+  private schedule(): void {
+    if (this.timer || this.pass || this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.pass = this.checkAll().finally(() => {
+        this.pass = null;
+        if (this.watched.size > 0) this.schedule();
+      });
+    }, this.settings.intervalMs);
+    this.timer.unref();
+  }
+}
