@@ -131,6 +131,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
             defaultDiskBytes: Math.round(config.taskDiskGib * GIB),
           },
           diskCheckMs: config.taskDiskCheckMs,
+          maxImageBytes: Math.round(config.maxImageGib * GIB),
           instanceOutbound: config.instanceOutbound,
           replicas: {
             host: config.replicaHost,

@@ -235,6 +235,12 @@ export const agentSettings = {
     50,
     'Disk (GiB) an instance may fill on the host (writable layer, volumes, deleted files held open) when its start order names none (an older control plane); the SKU catalog sets it otherwise.',
   ),
+  maxImageGib: setting(
+    'SVC_MAX_IMAGE_GIB',
+    Type.Number({ exclusiveMinimum: 0 }),
+    100,
+    'Largest image (GiB of compressed layers) the agent pulls for a task; a larger one fails the instance with a pull error instead of filling the disk.',
+  ),
   taskDiskCheckMs: setting(
     'SVC_TASK_DISK_CHECK_MS',
     Type.Integer({ minimum: 100, maximum: 3_600_000 }),

@@ -80,3 +80,16 @@ export async function devicesOf(paths: readonly string[]): Promise<Set<number>> 
   }
   return devices;
 }
+
+const UNITS = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
+
+/** 1536 -> "1.5 KiB": sizes in messages a tenant or operator reads. */
+export function formatBytes(bytes: number): string {
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < UNITS.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${bytes} bytes` : `${value.toFixed(1)} ${UNITS[unit]}`;
+}

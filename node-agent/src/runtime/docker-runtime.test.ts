@@ -117,6 +117,20 @@ describe('DockerRuntime: pulls', () => {
     expect(again).toEqual([{ image, fraction: 1, status: 'Image is present' }]);
   });
 
+  it('stops a pull whose layers add up to more than the largest image the node takes, leaving nothing behind', async () => {
+    const image = await pushFreshImage(docker, `large-${run}`, 3_000_000);
+    freshImages.push(image);
+    const capped = new DockerRuntime({ docker, nodeId, maxImageBytes: 1024 * 1024 });
+    const err = await rejection(capped.startTask(task({ image })));
+    expect(err.code).toBe('pull_failed');
+    expect(err.message).toBe(`pull of ${image} stopped: its layers are more than 1.0 MiB compressed, the largest image this node pulls`);
+    expect(err.recoverable).toBe(false);
+    await expect(docker.getImage(image).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    // The same image within the limit: pulled and run, so the refusal was its size.
+    const roomy = new DockerRuntime({ docker, nodeId, maxImageBytes: 10 * 1024 * 1024 });
+    expect((await roomy.startTask(task({ image }))).state).toBe('running');
+  });
+
   it('shares one pull between concurrent starts of the same image', async () => {
     const image = await pushFreshImage(docker, `shared-${run}`);
     freshImages.push(image);

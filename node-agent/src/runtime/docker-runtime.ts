@@ -17,7 +17,7 @@ import {
   pullFailed,
   taskFailed,
 } from './docker-errors.js';
-import { allocatedBytes, deletedOpenBytes, devicesOf } from './disk-usage.js';
+import { allocatedBytes, deletedOpenBytes, devicesOf, formatBytes } from './disk-usage.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
@@ -54,7 +54,11 @@ export interface DockerRuntimeOptions {
   limits?: LimitSettings;
   /** Whether instance networks reach the internet (SVC_INSTANCE_OUTBOUND); default internet. */
   instanceOutbound?: InstanceOutbound;
+  /** A pull whose layers add up to more (compressed) is cut off (SVC_MAX_IMAGE_GIB); default 100 GiB. */
+  maxImageBytes?: number;
 }
+
+export const DEFAULT_MAX_IMAGE_BYTES = 100 * 1024 ** 3;
 
 // Docker reports never-set times as the zero time.
 const parseDockerTime = (value: string | undefined): Date | null =>
@@ -78,6 +82,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly killTimeoutMs: number;
   private readonly limits: LimitSettings;
   private readonly instanceOutbound: InstanceOutbound;
+  private readonly maxImageBytes: number;
   private hostCapabilities: Promise<HostCapabilities> | null = null;
 
   constructor(options: DockerRuntimeOptions) {
@@ -86,6 +91,7 @@ export class DockerRuntime implements TaskRuntime {
     this.killTimeoutMs = options.killTimeoutMs ?? 10_000;
     this.limits = options.limits ?? DEFAULT_LIMIT_SETTINGS;
     this.instanceOutbound = options.instanceOutbound ?? 'internet';
+    this.maxImageBytes = options.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES;
     this.nvidiaRuntime = options.nvidiaRuntime;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
@@ -306,19 +312,32 @@ export class DockerRuntime implements TaskRuntime {
     const lastStatus = await new Promise<string | undefined>((resolve, reject) => {
       let last: string | undefined;
       let streamError: string | null = null;
+      let tooLarge: RuntimeError | null = null;
       this.docker.modem.followProgress(
         stream,
         (err: Error | null) => {
           // followProgress does not treat an `error` line as a failure; we do.
-          if (err || streamError) reject(pullFailed(image, err ?? new Error(streamError ?? '')));
+          if (tooLarge) reject(tooLarge);
+          else if (err || streamError) reject(pullFailed(image, err ?? new Error(streamError ?? '')));
           else resolve(last);
         },
         (event: PullEvent) => {
+          if (tooLarge) return;
           const error = pullEventError(event);
           if (error) streamError ??= error;
           else {
             last = event.status;
             onProgress(tracker.update(event));
+          }
+          // A tenant names the image: one of a terabyte would fill the node's disk for every
+          // tenant before any container limit applies. Closing the stream cancels the pull.
+          if (tracker.layerBytes() > this.maxImageBytes) {
+            tooLarge = new RuntimeError(
+              'pull_failed',
+              `pull of ${image} stopped: its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`,
+              false,
+            );
+            (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
           }
         },
       );

@@ -34,6 +34,17 @@ describe('PullProgressTracker', () => {
     });
   });
 
+  it('adds up the compressed size of the layers to fetch as the registry tells them, not those present', () => {
+    const t = new PullProgressTracker('img:1');
+    t.update(layer('base', 'Already exists'));
+    t.update(layer('big', 'Pulling fs layer'));
+    expect(t.layerBytes()).toBe(0);
+    t.update(layer('big', 'Downloading', 100, 600));
+    t.update(layer('small', 'Downloading', 0, 1200));
+    t.update(layer('big', 'Downloading', 500, 600));
+    expect(t.layerBytes()).toBe(1800);
+  });
+
   it('never goes backwards, even when a layer download is retried', () => {
     const t = new PullProgressTracker('img:1');
     t.update(layer('a', 'Downloading', 50, 100));

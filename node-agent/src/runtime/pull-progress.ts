@@ -59,6 +59,13 @@ export class PullProgressTracker {
     return this.snapshot();
   }
 
+  /** Compressed bytes of the layers to fetch, as far as the registry has told their sizes. */
+  layerBytes(): number {
+    let total = 0;
+    for (const layer of this.layers.values()) total += layer.total ?? 0;
+    return total;
+  }
+
   /** The stream ended without an error: the image is present. */
   complete(finalStatus?: string): PullProgress {
     this.reported = 1;

@@ -37,6 +37,8 @@ export class AgentTasks {
       instanceOutbound?: InstanceOutbound;
       /** SVC_TASK_DISK_CHECK_MS; the default limit comes with `limits`. */
       diskCheckMs?: number;
+      /** SVC_MAX_IMAGE_GIB in bytes. */
+      maxImageBytes?: number;
     } = {},
   ) {
     this.access = options.access;
@@ -45,6 +47,7 @@ export class AgentTasks {
       docker: options.docker ?? new Docker(),
       ...(options.limits ? { limits: options.limits } : {}),
       ...(options.instanceOutbound ? { instanceOutbound: options.instanceOutbound } : {}),
+      ...(options.maxImageBytes ? { maxImageBytes: options.maxImageBytes } : {}),
     });
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
       replicas: options.replicas ?? DEFAULT_REPLICA_SETTINGS,

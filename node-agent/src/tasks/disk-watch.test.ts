@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { LABEL_DISK_LIMIT } from '../runtime/container-spec.js';
 import { RuntimeError } from '../runtime/runtime.js';
-import { DiskWatch, diskVerdict, formatBytes, limitOf } from './disk-watch.js';
+import { formatBytes } from '../runtime/disk-usage.js';
+import { DiskWatch, diskVerdict, limitOf } from './disk-watch.js';
 
 const MIB = 1024 ** 2;
 const GIB = 1024 ** 3;

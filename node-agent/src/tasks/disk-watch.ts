@@ -6,6 +6,7 @@
 // containers, pulls and the agent itself from writing.
 import type { Logger } from '@svc/shared';
 import { LABEL_DISK_LIMIT } from '../runtime/container-spec.js';
+import { formatBytes } from '../runtime/disk-usage.js';
 import { isRuntimeError, type TaskHandle } from '../runtime/runtime.js';
 
 export interface DiskWatchSettings {
@@ -16,18 +17,6 @@ export interface DiskWatchSettings {
 }
 
 export const DEFAULT_DISK_WATCH_SETTINGS: DiskWatchSettings = { intervalMs: 10_000, defaultLimitBytes: 50 * 1024 ** 3 };
-
-const UNITS = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
-
-export function formatBytes(bytes: number): string {
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < UNITS.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return unit === 0 ? `${bytes} bytes` : `${value.toFixed(1)} ${UNITS[unit]}`;
-}
 
 /** Why an instance must stop, or null while it is within its limit. */
 export function diskVerdict(usedBytes: number, limitBytes: number): string | null {
