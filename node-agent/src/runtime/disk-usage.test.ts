@@ -85,11 +85,10 @@ describe('the disk a container takes on the host', () => {
   });
 
   it("does not count the container's /dev/shm, which its memory limit pays for", async () => {
+    // The marker, written last, is what the first non-zero measurement sees: the shm file, written and deleted but held open, is in place by then.
     const h = await start('dd if=/dev/zero of=/dev/shm/fill bs=1M count=30 && exec 3</dev/shm/fill && rm /dev/shm/fill && echo done > /marker && sleep 600');
     const bytes = await usageOnce(h.containerId, (b) => b > 0);
-    // Wait for the script to pass the writes, then measure again.
-    await new Promise((r) => setTimeout(r, 500));
-    expect(await runtime.diskUsage(h.containerId)).toBeLessThan(MIB);
+    expect(bytes).toBeGreaterThan(0);
     expect(bytes).toBeLessThan(MIB);
   });
 
@@ -120,7 +119,7 @@ describe('sumFirstColumn', () => {
     ['one path', '4096\t/a\n', 4096],
     ['several paths', '4096\t/a\n1048576\t/b\n', 1_052_672],
     ['nothing printed (every path vanished)', '', 0],
-    ['an error line among them', "du: cannot access '/gone': No such file or directory\n8192\t/a\n", 8192],
+    ['a line that is not a count is skipped', 'total\n8192\t/a\n', 8192],
   ])('%s', (_name, text, expected) => {
     expect(sumFirstColumn(text)).toBe(expected);
   });
