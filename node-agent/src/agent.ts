@@ -6,6 +6,7 @@
 // shutdown: end the session politely, stop the watch, close the access ports and the
 // channel, then nvmlShutdown.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ConfigError, type Clock, type Logger } from '@svc/shared';
 import { FAKE_NVIDIA_SMI, openNvml, type Nvml } from 'node-nvml-bindings';
 import { nvidiaSmiResetter } from './health/gpu-reset.js';
@@ -132,6 +133,10 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           },
           diskCheckMs: config.taskDiskCheckMs,
           maxImageBytes: Math.round(config.maxImageGib * GIB),
+          imageGc: {
+            settings: { highPercent: config.imageGcHighPercent, lowPercent: config.imageGcLowPercent, intervalMs: config.imageGcIntervalMs },
+            useLogFile: join(config.dataDir, 'image-use.json'),
+          },
           instanceOutbound: config.instanceOutbound,
           replicas: {
             host: config.replicaHost,

@@ -16,11 +16,24 @@ export interface AgentProcess {
   exited: Promise<number | string>;
 }
 
-/** Test agents take free ports for SSH and Jupyter (several run at once) unless told otherwise. */
+/**
+ * Test agents take free ports for SSH and Jupyter (several run at once) unless told otherwise.
+ * Image garbage collection is off (100%): the images a test agent ran are the ones every
+ * suite sharing the engine uses, and a nearly full CI disk must not remove them mid-run.
+ */
 export function spawnAgent(env: Record<string, string>): AgentProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'node-agent/src/main.ts')], {
     cwd: ROOT,
-    env: { ...process.env, SVC_LOG_LEVEL: 'info', SVC_SSH_PORT: '0', SVC_JUPYTER_PORT: '0', SVC_ACCESS_BIND_HOST: '127.0.0.1', ...env },
+    env: {
+      ...process.env,
+      SVC_LOG_LEVEL: 'info',
+      SVC_SSH_PORT: '0',
+      SVC_JUPYTER_PORT: '0',
+      SVC_ACCESS_BIND_HOST: '127.0.0.1',
+      SVC_IMAGE_GC_HIGH_PERCENT: '100',
+      SVC_IMAGE_GC_LOW_PERCENT: '100',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

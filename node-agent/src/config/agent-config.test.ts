@@ -30,6 +30,11 @@ describe('loadAgentConfig', () => {
     expect(loadAgentConfig({ SVC_AGENT_TLS_CERT: '/c.pem', SVC_AGENT_TLS_KEY: '/k.pem' }).useTls).toBe(true);
   });
 
+  it('wants the image collection low mark at or below the high mark', () => {
+    expect(() => loadAgentConfig({ SVC_IMAGE_GC_HIGH_PERCENT: '70', SVC_IMAGE_GC_LOW_PERCENT: '80' })).toThrow(/SVC_IMAGE_GC_LOW_PERCENT 80 is above SVC_IMAGE_GC_HIGH_PERCENT 70/);
+    expect(loadAgentConfig({})).toMatchObject({ imageGcHighPercent: 85, imageGcLowPercent: 80 });
+  });
+
   it('keeps the Jupyter range inside the port space and origins per instance', () => {
     expect(() => loadAgentConfig({ SVC_JUPYTER_PORT: '65500', SVC_JUPYTER_PORT_COUNT: '100' })).toThrow(/SVC_JUPYTER_PORT 65500 plus SVC_JUPYTER_PORT_COUNT 100/);
     expect(loadAgentConfig({ SVC_JUPYTER_PORT: '65436', SVC_JUPYTER_PORT_COUNT: '100' }).jupyterPortCount).toBe(100);

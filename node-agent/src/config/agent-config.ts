@@ -60,7 +60,7 @@ export const agentSettings = {
     'SVC_AGENT_DATA_DIR',
     Type.String({ minLength: 1 }),
     './data/agent',
-    'Directory holding the node identity (identity.json, mode 0600), sticky GPU health (gpu-health.json), the SSH host key and the Jupyter port of each instance (jupyter-ports.json).',
+    'Directory holding the node identity (identity.json, mode 0600), sticky GPU health (gpu-health.json), the SSH host key, the Jupyter port of each instance (jupyter-ports.json) and when each pulled image last ran (image-use.json).',
   ),
   hostname: setting('SVC_AGENT_HOSTNAME', Type.String(), '', 'Name the node reports; empty means the OS hostname.'),
   nvmlLibrary: setting(
@@ -241,6 +241,19 @@ export const agentSettings = {
     100,
     'Largest image (GiB of compressed layers) the agent pulls for a task; a larger one fails the instance with a pull error instead of filling the disk.',
   ),
+  imageGcHighPercent: setting(
+    'SVC_IMAGE_GC_HIGH_PERCENT',
+    Type.Integer({ minimum: 0, maximum: 100 }),
+    85,
+    "Percent of the disk holding Docker's data in use from which the agent removes images it pulled that no container uses, least recently used first.",
+  ),
+  imageGcLowPercent: setting(
+    'SVC_IMAGE_GC_LOW_PERCENT',
+    Type.Integer({ minimum: 0, maximum: 100 }),
+    80,
+    'Percent of that disk image removal brings it back under; below SVC_IMAGE_GC_HIGH_PERCENT.',
+  ),
+  imageGcIntervalMs: setting('SVC_IMAGE_GC_INTERVAL_MS', Type.Integer({ minimum: 1000, maximum: 86_400_000 }), 300_000, 'Pause between two looks at that disk for images to remove.'),
   taskDiskCheckMs: setting(
     'SVC_TASK_DISK_CHECK_MS',
     Type.Integer({ minimum: 100, maximum: 3_600_000 }),
@@ -373,6 +386,9 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
       `refusing plaintext gRPC to ${offLoopback}: plaintext is allowed only to a loopback control plane. ` +
         'Set SVC_AGENT_TLS_CA (and SVC_AGENT_TLS_CERT/SVC_AGENT_TLS_KEY for mutual TLS), or SVC_AGENT_TLS=true for a publicly trusted certificate.',
     );
+  }
+  if (settings.imageGcLowPercent > settings.imageGcHighPercent) {
+    throw new ConfigError(`SVC_IMAGE_GC_LOW_PERCENT ${settings.imageGcLowPercent} is above SVC_IMAGE_GC_HIGH_PERCENT ${settings.imageGcHighPercent}`);
   }
   if (settings.jupyterPort !== 0 && settings.jupyterPort + settings.jupyterPortCount - 1 > 65535) {
     throw new ConfigError(`SVC_JUPYTER_PORT ${settings.jupyterPort} plus SVC_JUPYTER_PORT_COUNT ${settings.jupyterPortCount} ports runs past port 65535`);

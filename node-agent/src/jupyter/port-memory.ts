@@ -3,8 +3,7 @@
 // origin) whatever order they are attached in. Written whole on each change (a temporary
 // file renamed over the old one); a missing or unreadable file starts empty, which costs
 // at most a changed URL.
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { readDataFile, writeDataFile } from '../config/data-file.js';
 
 export class JupyterPortMemory {
   private readonly ports = new Map<string, number>();
@@ -12,12 +11,8 @@ export class JupyterPortMemory {
   /** `file` undefined: kept in memory only. */
   constructor(private readonly file?: string) {
     if (!file) return;
-    try {
-      const saved = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-      for (const [id, port] of Object.entries(saved)) if (Number.isInteger(port)) this.ports.set(id, port as number);
-    } catch {
-      // Nothing saved yet, or unreadable: instances fall back to their derived ports.
-    }
+    // Nothing saved yet, or unreadable: instances fall back to their derived ports.
+    for (const [id, port] of Object.entries(readDataFile(file))) if (Number.isInteger(port)) this.ports.set(id, port as number);
   }
 
   get all(): ReadonlyMap<string, number> {
@@ -37,10 +32,6 @@ export class JupyterPortMemory {
   }
 
   private save(): void {
-    if (!this.file) return;
-    mkdirSync(dirname(this.file), { recursive: true });
-    const temporary = `${this.file}.tmp`;
-    writeFileSync(temporary, `${JSON.stringify(Object.fromEntries(this.ports))}\n`);
-    renameSync(temporary, this.file);
+    if (this.file) writeDataFile(this.file, this.ports);
   }
 }

@@ -56,6 +56,8 @@ export interface DockerRuntimeOptions {
   instanceOutbound?: InstanceOutbound;
   /** A pull whose layers add up to more (compressed) is cut off (SVC_MAX_IMAGE_GIB); default 100 GiB. */
   maxImageBytes?: number;
+  /** Told each image a task starts with, once it is present (image-gc.ts keeps the node's disk from filling with them). */
+  imageUsed?: (ref: string) => void;
 }
 
 export const DEFAULT_MAX_IMAGE_BYTES = 100 * 1024 ** 3;
@@ -83,6 +85,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly limits: LimitSettings;
   private readonly instanceOutbound: InstanceOutbound;
   private readonly maxImageBytes: number;
+  private readonly imageUsed: ((ref: string) => void) | undefined;
   private hostCapabilities: Promise<HostCapabilities> | null = null;
 
   constructor(options: DockerRuntimeOptions) {
@@ -92,6 +95,7 @@ export class DockerRuntime implements TaskRuntime {
     this.limits = options.limits ?? DEFAULT_LIMIT_SETTINGS;
     this.instanceOutbound = options.instanceOutbound ?? 'internet';
     this.maxImageBytes = options.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES;
+    this.imageUsed = options.imageUsed;
     this.nvidiaRuntime = options.nvidiaRuntime;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
@@ -104,6 +108,7 @@ export class DockerRuntime implements TaskRuntime {
     }
     const host = await this.host();
     await this.ensureImage(spec.image, onProgress);
+    this.imageUsed?.(spec.image);
     await this.ensureNetwork(spec);
     let container: Docker.Container;
     try {

@@ -10,6 +10,7 @@ import Docker from 'dockerode';
 import type { InstanceAccessService } from '../access/instance-access.js';
 import { containerName } from '../runtime/container-spec.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
+import { ImageGc, ImageUseLog, type ImageGcSettings } from '../runtime/image-gc.js';
 import type { LimitSettings } from '../runtime/task-limits.js';
 import type { InstanceOutbound } from '../runtime/task-network.js';
 import { Outbox } from '../telemetry/health-outbox.js';
@@ -25,6 +26,7 @@ export class AgentTasks {
   private readonly reporting = new Map<string, Promise<void>>();
 
   private readonly access: InstanceAccessService | undefined;
+  private readonly imageGc: ImageGc | undefined;
 
   constructor(
     nodeId: string,
@@ -39,16 +41,22 @@ export class AgentTasks {
       diskCheckMs?: number;
       /** SVC_MAX_IMAGE_GIB in bytes. */
       maxImageBytes?: number;
+      /** Image garbage collection; off without it (tests that share the engine's images). */
+      imageGc?: { settings: ImageGcSettings; useLogFile: string };
     } = {},
   ) {
     this.access = options.access;
+    const docker = options.docker ?? new Docker();
+    if (options.imageGc) this.imageGc = new ImageGc(docker, new ImageUseLog(options.imageGc.useLogFile), options.imageGc.settings, log);
     const runtime = new DockerRuntime({
       nodeId,
-      docker: options.docker ?? new Docker(),
+      docker,
       ...(options.limits ? { limits: options.limits } : {}),
       ...(options.instanceOutbound ? { instanceOutbound: options.instanceOutbound } : {}),
       ...(options.maxImageBytes ? { maxImageBytes: options.maxImageBytes } : {}),
+      ...(this.imageGc ? { imageUsed: (ref: string) => this.imageGc!.recordUse(ref) } : {}),
     });
+    this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
       replicas: options.replicas ?? DEFAULT_REPLICA_SETTINGS,
       disk: {
@@ -101,6 +109,7 @@ export class AgentTasks {
 
   /** Agent shutdown: containers keep running and are re-adopted by the next agent. */
   detach(): void {
+    this.imageGc?.stop();
     this.supervisor.detach();
   }
 

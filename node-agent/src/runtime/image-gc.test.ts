@@ -1,0 +1,81 @@
+// Image garbage collection against the real engine and the loopback registry: only images
+// this agent ran are removed, least recently used first, never one a container uses.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
+import { LABEL_NODE } from './container-spec.js';
+import { DockerRuntime } from './docker-runtime.js';
+import { deleteFreshImage, ensureBusybox, pushFreshImage } from './docker-test-images.js';
+import { ImageGc, ImageUseLog } from './image-gc.js';
+
+const docker = new Docker();
+const run = randomBytes(4).toString('hex');
+const nodeId = `test-imagegc-${run}`;
+const quiet = { info: () => undefined, warn: () => undefined };
+const useLogFile = join(mkdtempSync(join(tmpdir(), 'image-gc-')), 'image-use.json');
+const fresh: string[] = [];
+
+let clock = 1_000;
+const useLog = new ImageUseLog(useLogFile);
+/** Removes whatever it may, whatever the disk: the high and low marks at 0%. */
+const eager = new ImageGc(docker, useLog, { highPercent: 0, lowPercent: 0, intervalMs: 60_000 }, quiet, () => clock);
+const runtime = new DockerRuntime({ docker, nodeId, imageUsed: (ref) => eager.recordUse(ref) });
+
+const present = (ref: string) => docker.getImage(ref).inspect().then(() => true, () => false);
+
+beforeAll(async () => {
+  if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
+  await ensureBusybox(docker);
+  for (const name of ['first', 'second', 'running']) fresh.push(await pushFreshImage(docker, `gc-${name}-${run}`, 200_000));
+}, 120_000);
+
+afterAll(async () => {
+  const leftovers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${nodeId}`] } });
+  await Promise.all(leftovers.map((c) => runtime.destroyTask(c.Id, { force: true })));
+  for (const ref of fresh) await deleteFreshImage(docker, ref).catch(() => undefined);
+});
+
+describe('ImageGc', () => {
+  it('removes the images it ran that no container uses, oldest first; keeps the one running and every image it never ran', async () => {
+    const [first, second, running] = fresh as [string, string, string];
+    const task = (image: string) => ({ taskId: `g${run}-${randomBytes(3).toString('hex')}`, kind: 'instance' as const, image, gpuUuids: [], command: ['sleep', '600'] });
+    for (const image of [second, first, running]) {
+      clock += 1_000;
+      const h = await runtime.startTask(task(image));
+      if (image !== running) await runtime.destroyTask(h.containerId, { force: true });
+    }
+    // A disk under the marks: nothing goes.
+    const patient = new ImageGc(docker, new ImageUseLog(useLogFile), { highPercent: 100, lowPercent: 100, intervalMs: 60_000 }, quiet);
+    expect(await patient.collect()).toEqual([]);
+
+    expect(await eager.collect()).toEqual([second, first]);
+    expect({ first: await present(first), second: await present(second), running: await present(running), busybox: await present(BUSYBOX_IMAGE) }).toEqual({
+      first: false,
+      second: false,
+      running: true,
+      busybox: true,
+    });
+    // What a restarted agent reads back: only the image still there.
+    expect([...new ImageUseLog(useLogFile).entries.keys()]).toEqual([running]);
+  });
+
+  it('forgets an image someone else removed, and collects one it ran again', async () => {
+    const [first, second] = fresh as [string, string];
+    const rerun = async (image: string) => {
+      clock += 1_000;
+      const h = await runtime.startTask({ taskId: `g${run}-${randomBytes(3).toString('hex')}`, kind: 'instance', image, gpuUuids: [], command: ['sleep', '600'] });
+      await runtime.destroyTask(h.containerId, { force: true });
+    };
+    await rerun(second);
+    await docker.getImage(second).remove();
+    await rerun(first);
+    expect([...useLog.entries.keys()]).toEqual(expect.arrayContaining([second, first]));
+    expect(await eager.collect()).toEqual([first]);
+    expect(await present(first)).toBe(false);
+    expect([...new ImageUseLog(useLogFile).entries.keys()]).not.toContain(second);
+  });
+});
