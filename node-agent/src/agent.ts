@@ -17,6 +17,7 @@ import { GpuHealthFile } from './health/health-file.js';
 import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
 import { GIB, MIB } from './runtime/task-limits.js';
+import { DiskPressureWatch, dockerDiskFacts, dockerRootDir } from './host-facts/disk-pressure.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
 import { ensureIdentity } from './identity/enrollment.js';
 import { AgentTasks } from './tasks/agent-tasks.js';
@@ -101,6 +102,8 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     await nvml.close();
     throw err;
   }
+  const diskPressure = new DiskPressureWatch(() => dockerRootDir(docker), config.diskPressurePercent, config.taskDiskCheckMs, log);
+  diskPressure.start();
   const stopping = new AbortController();
   const watching = monitor.watch(stopping.signal);
   // Tasks need the node id for their container labels: built at the first session.
@@ -160,7 +163,9 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
             collectHostFacts: async () => ({
               ...(await collectHostFacts({ nvml, hostname: config.nodeName, agentVersion: AGENT_VERSION, log })),
               ...access.service.hostFacts(),
+              ...dockerDiskFacts(await diskPressure.current()),
             }),
+            onHostFactsChange: (listener) => diskPressure.onChange(listener),
           },
           signal,
           { onWelcome: hooks.onWelcome },
@@ -181,6 +186,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       await done.catch(() => undefined); // a refusal is reported through `done` itself
       await watching;
       tasks?.detach();
+      diskPressure.stop();
       await access.close();
       await nvml.close();
     })();

@@ -32,7 +32,17 @@ export interface InstanceStack {
   close(): Promise<void>;
 }
 
-export async function startInstanceStack(options: { name: string; gpus: number; graceMs?: number; agentEnv?: Record<string, string>; skuCatalog?: string; config?: Partial<ControlPlaneConfig>; registerMs?: number }): Promise<InstanceStack> {
+export async function startInstanceStack(options: {
+  name: string;
+  gpus: number;
+  graceMs?: number;
+  agentEnv?: Record<string, string>;
+  skuCatalog?: string;
+  config?: Partial<ControlPlaneConfig>;
+  registerMs?: number;
+  /** Ready once the node's GPUs are listed, free or not (a node that takes no work). Default: once they are free to rent. */
+  gpusListedOnly?: boolean;
+}): Promise<InstanceStack> {
   const dir = mkdtempSync(join(tmpdir(), `${options.name}-`));
   const docker = new Docker();
   const node = await fakeGpuNode(dir, options.name, options.gpus);
@@ -99,6 +109,7 @@ export async function startInstanceStack(options: { name: string; gpus: number; 
   };
   await eventually(async () => {
     const nodes = await cp.app.services.nodes.list();
+    if (options.gpusListedOnly) return nodes.length === 1 && nodes[0]!.node.status === 'ready' && nodes[0]!.gpus.length === options.gpus ? true : undefined;
     const free = (await api('GET', '/v1/skus')).body.data.find((s: { id: string }) => s.id === 'h100-80gb')?.pools.find((p: { free_gpus: number }) => p.free_gpus === options.gpus);
     return nodes.length === 1 && free ? true : undefined;
   }, options.registerMs ?? 30_000, `the agent to register ${options.gpus} GPUs`).catch((err: unknown) => {

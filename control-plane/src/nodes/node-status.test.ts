@@ -44,6 +44,14 @@ describe('isSchedulable and statusLabel', () => {
     expect(isSchedulable({ ...ready, status: 'unreachable' })).toBe(false);
     expect(isSchedulable({ ...ready, status: 'enrolled' })).toBe(false);
   });
+  it('takes no new work on a node whose disk is under pressure; older agents send no such fact', () => {
+    expect(isSchedulable({ ...ready, hostFacts: { disk_pressure: true } })).toBe(false);
+    expect(isSchedulable({ ...ready, hostFacts: { disk_pressure: false } })).toBe(true);
+    expect(isSchedulable({ ...ready, hostFacts: { hostname: 'gpu-1' } })).toBe(true);
+    expect(isSchedulable({ ...ready, hostFacts: null })).toBe(true);
+    expect(statusLabel({ ...ready, hostFacts: { disk_pressure: true } })).toBe('ready,disk-pressure');
+    expect(statusLabel({ ...ready, cordoned: true, hostFacts: { disk_pressure: true } })).toBe('ready,cordoned,disk-pressure');
+  });
   it('labels flags beside the status, draining over cordoned', () => {
     expect(statusLabel(ready)).toBe('ready');
     expect(statusLabel({ ...ready, cordoned: true })).toBe('ready,cordoned');

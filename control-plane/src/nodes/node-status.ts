@@ -68,14 +68,19 @@ export function wasStalled(gapMs: number, deadlineMs: number): boolean {
   return gapMs > Math.max(deadlineMs / 2, MIN_STALL_MS);
 }
 
-/** The scheduler may place new work only on ready nodes no operator has taken out. */
-export function isSchedulable(node: Pick<NodeRecord, 'status' | 'cordoned' | 'draining'>): boolean {
-  return node.status === 'ready' && !node.cordoned && !node.draining;
+type Schedulability = Pick<NodeRecord, 'status' | 'cordoned' | 'draining'> & { hostFacts?: NodeRecord['hostFacts'] };
+
+/** The node said the disk holding Docker's data is nearly full (HostFacts.disk_pressure, protocol 5). */
+export const hasDiskPressure = (node: Schedulability): boolean => node.hostFacts?.['disk_pressure'] === true;
+
+/** The scheduler may place new work only on ready nodes no operator has taken out and whose disk has room. */
+export function isSchedulable(node: Schedulability): boolean {
+  return node.status === 'ready' && !node.cordoned && !node.draining && !hasDiskPressure(node);
 }
 
-/** What on-call reads in the STATUS column: `ready`, `ready,cordoned`, `unreachable,draining`. */
-export function statusLabel(node: Pick<NodeRecord, 'status' | 'cordoned' | 'draining'>): string {
+/** What on-call reads in the STATUS column: `ready`, `ready,cordoned`, `unreachable,draining`, `ready,disk-pressure`. */
+export function statusLabel(node: Schedulability): string {
   // Draining implies cordoned, so say only the stronger flag.
-  const flag = node.draining ? 'draining' : node.cordoned ? 'cordoned' : '';
-  return flag ? `${node.status},${flag}` : node.status;
+  const flags = [node.draining ? 'draining' : node.cordoned ? 'cordoned' : '', hasDiskPressure(node) ? 'disk-pressure' : ''].filter(Boolean);
+  return [node.status, ...flags].join(',');
 }

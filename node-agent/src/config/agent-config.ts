@@ -254,6 +254,12 @@ export const agentSettings = {
     'Percent of that disk image removal brings it back under; below SVC_IMAGE_GC_HIGH_PERCENT.',
   ),
   imageGcIntervalMs: setting('SVC_IMAGE_GC_INTERVAL_MS', Type.Integer({ minimum: 1000, maximum: 86_400_000 }), 300_000, 'Pause between two looks at that disk for images to remove.'),
+  diskPressurePercent: setting(
+    'SVC_DISK_PRESSURE_PERCENT',
+    Type.Integer({ minimum: 1, maximum: 100 }),
+    90,
+    "Percent of the disk holding Docker's data in use from which the node reports disk pressure and the control plane places nothing on it (checked every SVC_TASK_DISK_CHECK_MS).",
+  ),
   taskDiskCheckMs: setting(
     'SVC_TASK_DISK_CHECK_MS',
     Type.Integer({ minimum: 100, maximum: 3_600_000 }),

@@ -46,6 +46,8 @@ export interface SessionDeps {
   outbox: HealthEventOutbox;
   tasks: AgentTasks;
   collectHostFacts: () => Promise<HostFacts>;
+  /** Subscribes to changes worth sending the host facts again for (disk pressure); returns the unsubscribe. */
+  onHostFactsChange?: (listener: () => void) => () => void;
   clock: Clock;
   log: Logger;
 }
@@ -67,6 +69,7 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
   const aborted = abortPromise(signal);
   const onAbort = (): void => stream.close();
   signal.addEventListener('abort', onAbort, { once: true });
+  let unsubscribeFacts: (() => void) | undefined;
   try {
     await deps.tasks.recover();
     await stream.send(helloMessage(deps));
@@ -118,10 +121,13 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
 
     // Host facts once, then telemetry and heartbeats. A failure (e.g. NVML) comes back as
     // a value, so nothing rejects unwatched.
-    const reporting = deps
-      .collectHostFacts()
-      .then((facts) => stream.send({ body: 'host_facts', host_facts: facts }))
-      .then(() => reporter.run())
+    const sendHostFacts = () => deps.collectHostFacts().then((facts) => stream.send({ body: 'host_facts', host_facts: facts }));
+    const reporting = sendHostFacts()
+      .then(() => {
+        // Facts that change mid-session go out at once; a failed send ends with the session anyway.
+        unsubscribeFacts = deps.onHostFactsChange?.(() => void sendHostFacts().catch(() => undefined));
+        return reporter.run();
+      })
       .then(
       () => undefined,
       (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
@@ -132,6 +138,7 @@ export async function runSession(deps: SessionDeps, signal: AbortSignal, hooks: 
     if (outcome instanceof Error) throw outcome;
     if (outcome === undefined) throw new SessionEndedError('the report loop stopped');
   } finally {
+    unsubscribeFacts?.();
     deps.outbox.detach();
     deps.tasks.outbox.detach();
     aborted.dispose();

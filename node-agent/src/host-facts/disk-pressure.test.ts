@@ -1,0 +1,67 @@
+// Disk pressure on a real file system: a 1 MiB tmpfs mounted for the test (root, as the
+// agent runs), filled past the threshold and emptied again.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DiskPressureWatch, dockerDiskFacts, dockerRootDir, underPressure } from './disk-pressure.js';
+
+const quiet = { info: () => undefined, warn: () => undefined };
+let mount: string;
+
+beforeAll(() => {
+  mount = mkdtempSync(join(tmpdir(), 'disk-pressure-'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount]);
+});
+
+afterAll(() => {
+  execFileSync('umount', [mount]);
+  rmSync(mount, { recursive: true, force: true });
+});
+
+describe('underPressure', () => {
+  it.each([
+    [89, 100, 90, false],
+    [90, 100, 90, true],
+    [100, 100, 90, true],
+    [0, 0, 90, false],
+  ])('%d of %d bytes at %d%%: %s', (used, size, percent, expected) => {
+    expect(underPressure(used, size, percent)).toBe(expected);
+  });
+});
+
+describe('DiskPressureWatch', () => {
+  it('says when the disk fills past the threshold and when it has room again, once each', async () => {
+    const watch = new DiskPressureWatch(async () => mount, 80, 60_000, quiet);
+    let changes = 0;
+    watch.onChange(() => changes++);
+    expect(await watch.current()).toMatchObject({ mount, sizeBytes: 1024 * 1024, pressure: false });
+
+    writeFileSync(join(mount, 'fill'), Buffer.alloc(900 * 1024));
+    const full = await watch.check();
+    expect(full).toMatchObject({ pressure: true });
+    expect(full!.usedBytes).toBeGreaterThanOrEqual(900 * 1024);
+    expect(dockerDiskFacts(full)).toEqual({ docker_disk: { mount, size_bytes: 1024 * 1024, used_bytes: full!.usedBytes }, disk_pressure: true });
+    await watch.check();
+    expect(changes).toBe(1);
+
+    rmSync(join(mount, 'fill'));
+    expect(await watch.check()).toMatchObject({ pressure: false });
+    expect(changes).toBe(2);
+    expect(await watch.current()).toMatchObject({ pressure: false });
+  });
+
+  it("reads Docker's own data root, and reports nothing without an engine", async () => {
+    const docker = new Docker();
+    const root = await dockerRootDir(docker);
+    const watch = new DiskPressureWatch(() => dockerRootDir(docker), 100, 60_000, quiet);
+    const disk = await watch.current();
+    expect(disk).toMatchObject({ mount: root, pressure: false });
+    expect(disk!.sizeBytes).toBeGreaterThan(disk!.usedBytes);
+    const without = new DiskPressureWatch(() => dockerRootDir(new Docker({ socketPath: '/nonexistent.sock' })), 90, 60_000, quiet);
+    expect(await without.current()).toBeNull();
+    expect(dockerDiskFacts(null)).toEqual({});
+  });
+});
