@@ -18,8 +18,9 @@ export interface AgentProcess {
 
 /**
  * Test agents take free ports for SSH and Jupyter (several run at once) unless told otherwise.
- * Image garbage collection is off (100%): the images a test agent ran are the ones every
- * suite sharing the engine uses, and a nearly full CI disk must not remove them mid-run.
+ * Image garbage collection and disk pressure start only at a full disk (100%): the images a
+ * test agent ran are the ones every suite sharing the engine uses, and a CI machine's disk
+ * may well be 90% full without that being what a suite tests.
  */
 export function spawnAgent(env: Record<string, string>): AgentProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'node-agent/src/main.ts')], {
@@ -32,6 +33,7 @@ export function spawnAgent(env: Record<string, string>): AgentProcess {
       SVC_ACCESS_BIND_HOST: '127.0.0.1',
       SVC_IMAGE_GC_HIGH_PERCENT: '100',
       SVC_IMAGE_GC_LOW_PERCENT: '100',
+      SVC_DISK_PRESSURE_PERCENT: '100',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
