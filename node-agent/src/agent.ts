@@ -135,6 +135,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
             defaultDiskBytes: Math.round(config.taskDiskGib * GIB),
           },
           diskCheckMs: config.taskDiskCheckMs,
+          maxFiles: config.taskMaxFiles,
           maxImageBytes: Math.round(config.maxImageGib * GIB),
           imageGc: {
             settings: { highPercent: config.imageGcHighPercent, lowPercent: config.imageGcLowPercent, intervalMs: config.imageGcIntervalMs },

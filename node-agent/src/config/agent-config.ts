@@ -235,6 +235,12 @@ export const agentSettings = {
     50,
     'Disk (GiB) an instance may fill on the host (writable layer, volumes, deleted files held open) when its start order names none (an older control plane); the SKU catalog sets it otherwise.',
   ),
+  taskMaxFiles: setting(
+    'SVC_TASK_MAX_FILES',
+    Type.Integer({ minimum: 1000 }),
+    5_000_000,
+    'Files (inodes) one instance may hold on the disk holding Docker data; the disk watch stops one over it, as over its disk limit. A file system holds only so many, and empty files take no bytes.',
+  ),
   maxImageGib: setting(
     'SVC_MAX_IMAGE_GIB',
     Type.Number({ exclusiveMinimum: 0 }),

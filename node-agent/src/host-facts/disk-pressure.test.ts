@@ -1,7 +1,7 @@
 // Disk pressure on a real file system: a 1 MiB tmpfs mounted for the test (root, as the
 // agent runs), filled past the threshold and emptied again.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
@@ -13,7 +13,8 @@ let mount: string;
 
 beforeAll(() => {
   mount = mkdtempSync(join(tmpdir(), 'disk-pressure-'));
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount]);
+  // 1 MiB and 200 inodes: each can run out first.
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,nr_inodes=200', 'tmpfs', mount]);
 });
 
 afterAll(() => {
@@ -43,7 +44,10 @@ describe('DiskPressureWatch', () => {
     const full = await watch.check();
     expect(full).toMatchObject({ pressure: true });
     expect(full!.usedBytes).toBeGreaterThanOrEqual(900 * 1024);
-    expect(dockerDiskFacts(full)).toEqual({ docker_disk: { mount, size_bytes: 1024 * 1024, used_bytes: full!.usedBytes }, disk_pressure: true });
+    expect(dockerDiskFacts(full)).toEqual({
+      docker_disk: { mount, size_bytes: 1024 * 1024, used_bytes: full!.usedBytes, files_total: 200, files_used: full!.filesUsed },
+      disk_pressure: true,
+    });
     await watch.check();
     expect(changes).toBe(1);
 
@@ -51,6 +55,19 @@ describe('DiskPressureWatch', () => {
     expect(await watch.check()).toMatchObject({ pressure: false });
     expect(changes).toBe(2);
     expect(await watch.current()).toMatchObject({ pressure: false });
+  });
+
+  it('says so too when the inodes run out first: 170 empty files take no bytes but 85% of them', async () => {
+    const watch = new DiskPressureWatch(async () => mount, 80, 60_000, quiet);
+    expect(await watch.check()).toMatchObject({ filesTotal: 200, pressure: false });
+    mkdirSync(join(mount, 'many'));
+    for (let i = 0; i < 170; i++) writeFileSync(join(mount, 'many', `f${i}`), '');
+    const full = await watch.check();
+    expect(full).toMatchObject({ pressure: true });
+    expect(full!.usedBytes).toBeLessThan(100 * 1024);
+    expect(full!.filesUsed).toBeGreaterThanOrEqual(170);
+    rmSync(join(mount, 'many'), { recursive: true });
+    expect(await watch.check()).toMatchObject({ pressure: false });
   });
 
   it("reads Docker's own data root, and reports nothing without an engine", async () => {

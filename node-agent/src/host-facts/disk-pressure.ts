@@ -15,13 +15,19 @@ export interface DockerDisk {
   mount: string;
   sizeBytes: number;
   usedBytes: number;
+  /** Inodes: a million empty files fill a file system without taking bytes. */
+  filesTotal: number;
+  filesUsed: number;
   pressure: boolean;
 }
 
 /** The HostFacts fields (protocol 5); none without a Docker engine. */
 export function dockerDiskFacts(disk: DockerDisk | null): Pick<HostFacts, 'docker_disk' | 'disk_pressure'> {
   if (!disk) return {};
-  return { docker_disk: { mount: disk.mount, size_bytes: disk.sizeBytes, used_bytes: disk.usedBytes }, disk_pressure: disk.pressure };
+  return {
+    docker_disk: { mount: disk.mount, size_bytes: disk.sizeBytes, used_bytes: disk.usedBytes, files_total: disk.filesTotal, files_used: disk.filesUsed },
+    disk_pressure: disk.pressure,
+  };
 }
 
 export const dockerRootDir = async (docker: Docker): Promise<string> => ((await docker.info()) as { DockerRootDir: string }).DockerRootDir;
@@ -75,7 +81,10 @@ export class DiskPressureWatch {
       const sizeBytes = fs.blocks * fs.bsize;
       // What non-root users may still write is what is left: the reserved blocks count as used, as df shows them.
       const usedBytes = sizeBytes - fs.bavail * fs.bsize;
-      disk = { mount, sizeBytes, usedBytes, pressure: underPressure(usedBytes, sizeBytes, this.thresholdPercent) };
+      // Some file systems (btrfs) report no inode limit: 0 total never counts as pressure.
+      const filesUsed = fs.files - fs.ffree;
+      const pressure = underPressure(usedBytes, sizeBytes, this.thresholdPercent) || underPressure(filesUsed, fs.files, this.thresholdPercent);
+      disk = { mount, sizeBytes, usedBytes, filesTotal: fs.files, filesUsed, pressure };
     } catch {
       // No engine (a host without Docker runs no tasks): nothing to report.
       return null;
@@ -83,9 +92,12 @@ export class DiskPressureWatch {
     const changed = (this.latest?.pressure ?? false) !== disk.pressure;
     this.latest = disk;
     if (changed) {
-      const percent = Math.round((disk.usedBytes / disk.sizeBytes) * 100);
-      if (disk.pressure) this.log.warn({ mount: disk.mount, used_percent: percent, threshold_percent: this.thresholdPercent }, 'disk pressure: the disk holding Docker data is nearly full; this node takes no new tasks');
-      else this.log.info({ mount: disk.mount, used_percent: percent }, 'disk pressure is over; this node takes tasks again');
+      const percents = {
+        used_percent: Math.round((disk.usedBytes / disk.sizeBytes) * 100),
+        files_used_percent: disk.filesTotal > 0 ? Math.round((disk.filesUsed / disk.filesTotal) * 100) : 0,
+      };
+      if (disk.pressure) this.log.warn({ mount: disk.mount, ...percents, threshold_percent: this.thresholdPercent }, 'disk pressure: the disk holding Docker data is nearly full; this node takes no new tasks');
+      else this.log.info({ mount: disk.mount, ...percents }, 'disk pressure is over; this node takes tasks again');
       for (const listener of this.listeners) listener();
     }
     return disk;

@@ -6,7 +6,7 @@ import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { LABEL_NODE, type TaskSpec } from './container-spec.js';
-import { sumFirstColumn } from './disk-usage.js';
+import { sumFirstColumn, type DiskUsage } from './disk-usage.js';
 import { DockerRuntime } from './docker-runtime.js';
 import { ensureBusybox } from './docker-test-images.js';
 import { RuntimeError } from './runtime.js';
@@ -26,15 +26,18 @@ const start = (script: string, image = BUSYBOX_IMAGE) => {
 };
 
 /** Polls the usage until `done` accepts it (the container writes after it started). */
-async function usageOnce(containerId: string, done: (bytes: number) => boolean, timeoutMs = 20_000): Promise<number> {
+async function usageWhen(containerId: string, done: (usage: DiskUsage) => boolean, timeoutMs = 20_000): Promise<DiskUsage> {
   const deadline = Date.now() + timeoutMs;
-  let bytes = await runtime.diskUsage(containerId);
-  while (!done(bytes) && Date.now() < deadline) {
+  let usage = await runtime.diskUsage(containerId);
+  while (!done(usage) && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 200));
-    bytes = await runtime.diskUsage(containerId);
+    usage = await runtime.diskUsage(containerId);
   }
-  return bytes;
+  return usage;
 }
+
+/** Bytes, once at least `atLeast` are counted. */
+const bytesOnce = async (containerId: string, atLeast: number): Promise<number> => (await usageWhen(containerId, (u) => u.bytes >= atLeast)).bytes;
 
 async function logBytes(containerId: string): Promise<number> {
   const path = (await docker.getContainer(containerId).inspect()).LogPath;
@@ -60,7 +63,7 @@ afterAll(async () => {
 describe('the disk a container takes on the host', () => {
   it('counts what it writes in its own file system, in blocks: a sparse file of 10 GiB counts nothing', async () => {
     const h = await start('dd if=/dev/zero of=/fill bs=1M count=40 && truncate -s 10G /sparse && echo > /written && sleep 600');
-    const bytes = await usageOnce(h.containerId, (b) => b >= 40 * MIB);
+    const bytes = await bytesOnce(h.containerId, 40 * MIB);
     expect(bytes).toBeGreaterThanOrEqual(40 * MIB);
     expect(bytes).toBeLessThan(42 * MIB);
   });
@@ -69,14 +72,14 @@ describe('the disk a container takes on the host', () => {
     const h = await start('dd if=/dev/zero of=/data/fill bs=1M count=30 && sleep 600', VOLUME_IMAGE);
     const mounts = (await docker.getContainer(h.containerId).inspect()).Mounts;
     expect(mounts).toEqual([expect.objectContaining({ Type: 'volume', Destination: '/data' })]);
-    const bytes = await usageOnce(h.containerId, (b) => b >= 30 * MIB);
+    const bytes = await bytesOnce(h.containerId, 30 * MIB);
     expect(bytes).toBeGreaterThanOrEqual(30 * MIB);
     expect(bytes).toBeLessThan(32 * MIB);
   });
 
   it('counts a file deleted while a process still holds it open, which no directory shows', async () => {
     const h = await start('exec 3>/hidden && rm /hidden && dd if=/dev/zero bs=1M count=30 >&3 && sleep 600');
-    const bytes = await usageOnce(h.containerId, (b) => b >= 30 * MIB);
+    const bytes = await bytesOnce(h.containerId, 30 * MIB);
     expect(bytes).toBeGreaterThanOrEqual(30 * MIB);
     expect(bytes).toBeLessThan(32 * MIB);
     // The proof that a walk alone misses it: the engine's own count of the layer.
@@ -87,9 +90,18 @@ describe('the disk a container takes on the host', () => {
   it("does not count the container's /dev/shm, which its memory limit pays for", async () => {
     // The marker, written last, is what the first non-zero measurement sees: the shm file, written and deleted but held open, is in place by then.
     const h = await start('dd if=/dev/zero of=/dev/shm/fill bs=1M count=30 && exec 3</dev/shm/fill && rm /dev/shm/fill && echo done > /marker && sleep 600');
-    const bytes = await usageOnce(h.containerId, (b) => b > 0);
+    const bytes = (await usageWhen(h.containerId, (u) => u.bytes > 0)).bytes;
     expect(bytes).toBeGreaterThan(0);
     expect(bytes).toBeLessThan(MIB);
+  });
+
+  it('counts files, which fill a file system without taking bytes: 3,000 empty ones', async () => {
+    const h = await start('mkdir /many && cd /many && i=0; while [ $i -lt 3000 ]; do : > f$i; i=$((i+1)); done; echo done > /marker; sleep 600');
+    const usage = await usageWhen(h.containerId, (u) => u.files >= 3000);
+    expect(usage.files).toBeGreaterThanOrEqual(3000);
+    expect(usage.files).toBeLessThan(3100);
+    // Empty files: the directory's blocks only, well under a megabyte.
+    expect(usage.bytes).toBeLessThan(MIB);
   });
 
   it('is not_found once the container is gone', async () => {

@@ -1,6 +1,7 @@
 // How much of the host's disk a container holds, counted the way the disk fills: blocks
-// allocated, not file sizes (a sparse file takes none). Three places, because a tenant
-// who knows the first would use the others:
+// allocated, not file sizes (a sparse file takes none), and files (inodes: a file system
+// holds only so many, and a million empty files fill it as surely as bytes do). Three
+// places, because a tenant who knows the first would use the others:
 // - the writable layer (overlay2's upper directory) and the container's volumes (an image
 //   may declare a VOLUME; Docker then makes one on the host), walked with `du`;
 // - files the container's processes deleted but still hold open: no directory shows them,
@@ -11,13 +12,27 @@
 import { execFile } from 'node:child_process';
 import { readdir, readlink, stat } from 'node:fs/promises';
 
+export interface DiskUsage {
+  bytes: number;
+  files: number;
+}
+
 /** `du` over many paths (one process): blocks in bytes, a file linked twice counted once. Missing paths count 0. */
 export function allocatedBytes(paths: readonly string[]): Promise<number> {
+  return du(['-B1'], paths);
+}
+
+/** Files, directories and links under the paths (inodes; `du --inodes`). Missing paths count 0. */
+export function fileCount(paths: readonly string[]): Promise<number> {
+  return du(['--inodes'], paths);
+}
+
+function du(unit: string[], paths: readonly string[]): Promise<number> {
   if (paths.length === 0) return Promise.resolve(0);
   return new Promise((resolve, reject) => {
     // -x: never into another file system mounted below (the container's are not mounted
     // there, but a host's could be). `--`: paths come from Docker, never options.
-    execFile('du', ['-s', '-x', '-B1', '--', ...paths], { maxBuffer: 1 << 20 }, (err, stdout) => {
+    execFile('du', ['-s', '-x', ...unit, '--', ...paths], { maxBuffer: 1 << 20 }, (err, stdout) => {
       // du exits 1 when one path vanished meanwhile (a volume removed) but prints the rest.
       if (err && (err as NodeJS.ErrnoException).code === 'ENOENT') return reject(new Error('du is not installed on this host'));
       resolve(sumFirstColumn(stdout));
@@ -36,11 +51,11 @@ export function sumFirstColumn(text: string): number {
 }
 
 /**
- * Bytes of deleted files that `pids` hold open on the file systems `devices` (by st_dev:
+ * Deleted files that `pids` hold open on the file systems `devices` (by st_dev:
  * the container's root and its volumes; not its tmpfs, whose pages count as memory). Each
  * file counts once however many descriptors share it. Processes that end meanwhile are skipped.
  */
-export async function deletedOpenBytes(pids: readonly number[], devices: ReadonlySet<number>): Promise<number> {
+export async function deletedOpenFiles(pids: readonly number[], devices: ReadonlySet<number>): Promise<DiskUsage> {
   const seen = new Set<string>();
   let total = 0;
   for (const pid of pids) {
@@ -65,7 +80,7 @@ export async function deletedOpenBytes(pids: readonly number[], devices: Readonl
       }
     }
   }
-  return total;
+  return { bytes: total, files: seen.size };
 }
 
 /** st_dev of each path that exists (a container's root through /proc/<pid>/root, volume directories). */

@@ -17,7 +17,7 @@ import {
   pullFailed,
   taskFailed,
 } from './docker-errors.js';
-import { allocatedBytes, deletedOpenBytes, devicesOf, formatBytes } from './disk-usage.js';
+import { allocatedBytes, deletedOpenFiles, devicesOf, fileCount, formatBytes, type DiskUsage } from './disk-usage.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
@@ -223,7 +223,7 @@ export class DockerRuntime implements TaskRuntime {
     };
   }
 
-  async diskUsage(id: string): Promise<number> {
+  async diskUsage(id: string): Promise<DiskUsage> {
     const container = this.docker.getContainer(id);
     let info: Docker.ContainerInspectInfo;
     try {
@@ -237,9 +237,10 @@ export class DockerRuntime implements TaskRuntime {
     const upperDir = (info.GraphDriver?.Data as Record<string, string> | undefined)?.['UpperDir'];
     // Another storage driver than overlay2: the engine walks the layer itself (apparent size).
     const layer = upperDir ? 0 : await this.layerSize(container);
-    const files = await allocatedBytes(upperDir ? [upperDir, ...volumes] : volumes);
-    const held = info.State.Running ? await this.deletedOpen(container, info.State.Pid, volumes) : 0;
-    return layer + files + held;
+    const walked = upperDir ? [upperDir, ...volumes] : volumes;
+    const [bytes, files] = [await allocatedBytes(walked), await fileCount(walked)];
+    const held = info.State.Running ? await this.deletedOpen(container, info.State.Pid, volumes) : { bytes: 0, files: 0 };
+    return { bytes: layer + bytes + held.bytes, files: files + held.files };
   }
 
   async reconcile(wanted: ReadonlySet<string>): Promise<ReconcileResult> {
@@ -464,18 +465,18 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   /** Deleted files the container's processes hold open on its root or volumes. */
-  private async deletedOpen(container: Docker.Container, initPid: number, volumes: string[]): Promise<number> {
+  private async deletedOpen(container: Docker.Container, initPid: number, volumes: string[]): Promise<DiskUsage> {
     let top: { Titles: string[]; Processes: string[][] } | null = null;
     try {
       top = (await container.top()) as { Titles: string[]; Processes: string[][] };
     } catch (err) {
       // Stopped between inspect and now: nothing is open any more.
-      if (isNotFound(err) || isNotRunning(err)) return 0;
+      if (isNotFound(err) || isNotRunning(err)) return { bytes: 0, files: 0 };
       // The engine could not list them (no `ps` on the host): the main process at least.
     }
     const column = top?.Titles.indexOf('PID') ?? -1;
     const pids = column < 0 ? [initPid] : top!.Processes.map((p) => Number(p[column])).filter((pid) => Number.isInteger(pid) && pid > 0);
-    return deletedOpenBytes(pids, await devicesOf([`/proc/${initPid}/root`, ...volumes]));
+    return deletedOpenFiles(pids, await devicesOf([`/proc/${initPid}/root`, ...volumes]));
   }
 
   // --- listing --------------------------------------------------------------

@@ -3,6 +3,7 @@
 // the spirit of Nomad's driver plugin, so the session code never talks to Docker directly
 // and a fake runtime can stand in for it in tests.
 import type { TaskSpec } from './container-spec.js';
+import type { DiskUsage } from './disk-usage.js';
 
 export type { TaskSpec } from './container-spec.js';
 
@@ -140,10 +141,10 @@ export interface TaskRuntime {
   inspectTask(id: string): Promise<TaskStatus>;
 
   /**
-   * Bytes of the host's disk the container holds: its writable layer, its volumes and the
-   * deleted files its processes still hold open (disk-usage.ts). `not_found` when gone.
+   * Bytes and files of the host's disk the container holds: its writable layer, its volumes
+   * and the deleted files its processes still hold open (disk-usage.ts). `not_found` when gone.
    */
-  diskUsage(id: string): Promise<number>;
+  diskUsage(id: string): Promise<DiskUsage>;
 
   /**
    * Removes every container labelled for this node whose task is not in `wanted`,

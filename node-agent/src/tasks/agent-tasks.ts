@@ -39,6 +39,8 @@ export class AgentTasks {
       instanceOutbound?: InstanceOutbound;
       /** SVC_TASK_DISK_CHECK_MS; the default limit comes with `limits`. */
       diskCheckMs?: number;
+      /** SVC_TASK_MAX_FILES. */
+      maxFiles?: number;
       /** SVC_MAX_IMAGE_GIB in bytes. */
       maxImageBytes?: number;
       /** Image garbage collection; off without it (tests that share the engine's images). */
@@ -62,6 +64,7 @@ export class AgentTasks {
       disk: {
         intervalMs: options.diskCheckMs ?? DEFAULT_DISK_WATCH_SETTINGS.intervalMs,
         defaultLimitBytes: options.limits?.defaultDiskBytes ?? DEFAULT_DISK_WATCH_SETTINGS.defaultLimitBytes,
+        maxFiles: options.maxFiles ?? DEFAULT_DISK_WATCH_SETTINGS.maxFiles,
       },
     });
   }

@@ -8,12 +8,14 @@ const MIB = 1024 ** 2;
 const GIB = 1024 ** 3;
 
 describe('diskVerdict', () => {
+  const limit = { bytes: 50 * GIB, files: 1_000_000 };
   it.each([
-    ['well within', 10 * GIB, 50 * GIB, null],
-    ['exactly at the limit', 50 * GIB, 50 * GIB, null],
-    ['one byte over', 50 * GIB + 1, 50 * GIB, /used 50\.0 GiB of disk, over its limit of 50\.0 GiB/],
-    ['far over', 120 * MIB, 64 * MIB, /used 120\.0 MiB of disk, over its limit of 64\.0 MiB/],
-  ])('%s', (_name, used, limit, expected) => {
+    ['well within', { bytes: 10 * GIB, files: 1000 }, null],
+    ['exactly at both limits', { bytes: 50 * GIB, files: 1_000_000 }, null],
+    ['one byte over', { bytes: 50 * GIB + 1, files: 1000 }, /used 50\.0 GiB of disk, over its limit of 50\.0 GiB/],
+    ['one file over, in empty files', { bytes: 4096, files: 1_000_001 }, /held 1,000,001 files on disk, over its limit of 1,000,000/],
+    ['over both: the bytes are named', { bytes: 60 * GIB, files: 2_000_000 }, /used 60\.0 GiB of disk/],
+  ])('%s', (_name, used, expected) => {
     const verdict = diskVerdict(used, limit);
     if (expected === null) expect(verdict).toBeNull();
     else expect(verdict).toMatch(expected);
@@ -45,6 +47,7 @@ describe('limitOf', () => {
 
 describe('DiskWatch', () => {
   const quietLog = { warn: () => undefined };
+  const settings = { intervalMs: 60_000, defaultLimitBytes: GIB, maxFiles: 1_000_000 };
   const handle = (containerId: string, limit: number) => ({ containerId, labels: { [LABEL_DISK_LIMIT]: String(limit) } });
 
   it('hands over only the instance past its limit, once, and keeps measuring the others', async () => {
@@ -53,7 +56,7 @@ describe('DiskWatch', () => {
       ['c-big', 200 * MIB],
     ]);
     const over: Array<[string, string]> = [];
-    const watch = new DiskWatch(async (id) => usage.get(id)!, (task, message) => over.push([task, message]), quietLog, { intervalMs: 60_000, defaultLimitBytes: GIB });
+    const watch = new DiskWatch(async (id) => ({ bytes: usage.get(id)!, files: 10 }), (task, message) => over.push([task, message]), quietLog, settings);
     watch.watch('inst_small', handle('c-small', 64 * MIB));
     watch.watch('inst_big', handle('c-big', 64 * MIB));
     await watch.checkAll();
@@ -72,11 +75,11 @@ describe('DiskWatch', () => {
         measured.push(id);
         if (id === 'c-gone') throw new RuntimeError('not_found', 'no such container', false);
         if (id === 'c-flaky') throw new RuntimeError('engine_error', 'engine busy', true);
-        return 0;
+        return { bytes: 0, files: 0 };
       },
       () => undefined,
       quietLog,
-      { intervalMs: 60_000, defaultLimitBytes: GIB },
+      settings,
     );
     for (const id of ['gone', 'flaky', 'fine']) watch.watch(`inst_${id}`, handle(`c-${id}`, GIB));
     await watch.checkAll();
@@ -87,7 +90,7 @@ describe('DiskWatch', () => {
 
   it('measures again every interval on its own', async () => {
     let passes = 0;
-    const watch = new DiskWatch(async () => (passes++, 0), () => undefined, quietLog, { intervalMs: 20, defaultLimitBytes: GIB });
+    const watch = new DiskWatch(async () => (passes++, { bytes: 0, files: 0 }), () => undefined, quietLog, { ...settings, intervalMs: 20 });
     watch.watch('inst_1', handle('c-1', GIB));
     await new Promise((r) => setTimeout(r, 200));
     watch.stop();

@@ -6,7 +6,7 @@
 // containers, pulls and the agent itself from writing.
 import type { Logger } from '@svc/shared';
 import { LABEL_DISK_LIMIT } from '../runtime/container-spec.js';
-import { formatBytes } from '../runtime/disk-usage.js';
+import { formatBytes, type DiskUsage } from '../runtime/disk-usage.js';
 import { isRuntimeError, type TaskHandle } from '../runtime/runtime.js';
 
 export interface DiskWatchSettings {
@@ -14,14 +14,23 @@ export interface DiskWatchSettings {
   intervalMs: number;
   /** For a container without the limit label (made by an agent before this one): SVC_TASK_DISK_GIB. */
   defaultLimitBytes: number;
+  /** Files (inodes) one instance may hold on that disk (SVC_TASK_MAX_FILES). */
+  maxFiles: number;
 }
 
-export const DEFAULT_DISK_WATCH_SETTINGS: DiskWatchSettings = { intervalMs: 10_000, defaultLimitBytes: 50 * 1024 ** 3 };
+export const DEFAULT_DISK_WATCH_SETTINGS: DiskWatchSettings = { intervalMs: 10_000, defaultLimitBytes: 50 * 1024 ** 3, maxFiles: 5_000_000 };
 
-/** Why an instance must stop, or null while it is within its limit. */
-export function diskVerdict(usedBytes: number, limitBytes: number): string | null {
-  if (usedBytes <= limitBytes) return null;
-  return `stopped by its node: the instance used ${formatBytes(usedBytes)} of disk, over its limit of ${formatBytes(limitBytes)} (files written in the container, its volumes and deleted files still open)`;
+const WHERE = '(files written in the container, its volumes and deleted files still open)';
+
+/** Why an instance must stop, or null while it is within its limits. */
+export function diskVerdict(used: DiskUsage, limit: DiskUsage): string | null {
+  if (used.bytes > limit.bytes) {
+    return `stopped by its node: the instance used ${formatBytes(used.bytes)} of disk, over its limit of ${formatBytes(limit.bytes)} ${WHERE}`;
+  }
+  if (used.files > limit.files) {
+    return `stopped by its node: the instance held ${used.files.toLocaleString('en-US')} files on disk, over its limit of ${limit.files.toLocaleString('en-US')} ${WHERE}`;
+  }
+  return null;
 }
 
 /** The limit the runtime wrote on the container; the default when absent or unreadable. */
@@ -32,7 +41,7 @@ export function limitOf(handle: Pick<TaskHandle, 'labels'>, defaultLimitBytes: n
 
 interface Watched {
   containerId: string;
-  limitBytes: number;
+  limit: DiskUsage;
 }
 
 export class DiskWatch {
@@ -42,7 +51,7 @@ export class DiskWatch {
   private stopped = false;
 
   constructor(
-    private readonly measure: (containerId: string) => Promise<number>,
+    private readonly measure: (containerId: string) => Promise<DiskUsage>,
     /** Called once for an instance found over its limit; it is no longer watched. */
     private readonly over: (taskId: string, message: string) => void,
     private readonly log: Pick<Logger, 'warn'>,
@@ -50,7 +59,7 @@ export class DiskWatch {
   ) {}
 
   watch(taskId: string, handle: Pick<TaskHandle, 'containerId' | 'labels'>): void {
-    this.watched.set(taskId, { containerId: handle.containerId, limitBytes: limitOf(handle, this.settings.defaultLimitBytes) });
+    this.watched.set(taskId, { containerId: handle.containerId, limit: { bytes: limitOf(handle, this.settings.defaultLimitBytes), files: this.settings.maxFiles } });
     this.schedule();
   }
 
@@ -69,7 +78,7 @@ export class DiskWatch {
   async checkAll(): Promise<void> {
     for (const [taskId, entry] of [...this.watched]) {
       if (this.watched.get(taskId) !== entry) continue;
-      let used: number;
+      let used: DiskUsage;
       try {
         used = await this.measure(entry.containerId);
       } catch (err) {
@@ -77,7 +86,7 @@ export class DiskWatch {
         else this.log.warn({ err, task: taskId }, 'could not measure the disk an instance uses');
         continue;
       }
-      const message = diskVerdict(used, entry.limitBytes);
+      const message = diskVerdict(used, entry.limit);
       if (message && this.watched.get(taskId) === entry) {
         this.forget(taskId);
         this.over(taskId, message);

@@ -53,13 +53,17 @@ describe('TaskSupervisor', () => {
     expect(await docker.listContainers({ all: true, filters: { label: [`svc.instance=inst_a`, `${LABEL_NODE}=${nodeId}`] } })).toEqual([]);
   }, 30_000);
 
-  it('kills an instance that fills more disk than its limit, reports it gone and why; its neighbour runs on', async () => {
+  it('kills an instance that fills more disk, or holds more files, than its limits, reports it gone and why; its neighbour runs on', async () => {
     const reports: TaskReport[] = [];
-    const sup = new TaskSupervisor(new DockerRuntime({ nodeId, docker }), (r) => reports.push(r), log, { disk: { intervalMs: 200, defaultLimitBytes: 1024 ** 3 } });
+    const sup = new TaskSupervisor(new DockerRuntime({ nodeId, docker }), (r) => reports.push(r), log, { disk: { intervalMs: 200, defaultLimitBytes: 1024 ** 3, maxFiles: 2000 } });
     const limited = (taskId: string, command: string[]) => ({ ...task(taskId, command), resources: { diskBytes: 20 * 1024 ** 2 } });
     sup.start(limited('inst_filler', ['sh', '-c', 'trap "" TERM; dd if=/dev/zero of=/fill bs=1M count=30; while true; do sleep 0.1; done']));
     sup.start(limited('inst_quiet', ['sh', '-c', 'dd if=/dev/zero of=/fill bs=1M count=5; while true; do sleep 0.1; done']));
-    await until(() => states(reports, 'inst_filler').includes('gone'));
+    sup.start(limited('inst_files', ['sh', '-c', 'mkdir /many && cd /many && i=0; while [ $i -lt 3000 ]; do : > f$i; i=$((i+1)); done; while true; do sleep 0.1; done']));
+    await until(() => states(reports, 'inst_filler').includes('gone') && states(reports, 'inst_files').includes('gone'));
+    // Counted while it was still creating them, perhaps: somewhere past the limit.
+    const files = /^stopped by its node: the instance held ([\d,]+) files on disk, over its limit of 2,000 /.exec(reports.find((r) => r.task_id === 'inst_files' && r.state === 'gone')!.message);
+    expect(Number(files?.[1]?.replaceAll(',', ''))).toBeGreaterThan(2000);
     const gone = reports.find((r) => r.task_id === 'inst_filler' && r.state === 'gone')!;
     expect(gone.message).toMatch(/^stopped by its node: the instance used 30\.\d MiB of disk, over its limit of 20\.0 MiB/);
     // Killed at once (it ignores SIGTERM: no grace for more writing), and removed.
