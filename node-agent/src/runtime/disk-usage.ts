@@ -10,7 +10,7 @@
 // lets it read both. Kubernetes' kubelet measures a pod's ephemeral storage the same way
 // where the file system has no project quotas.
 import { execFile } from 'node:child_process';
-import { readdir, readlink, stat } from 'node:fs/promises';
+import { opendir, readlink, stat } from 'node:fs/promises';
 
 export interface DiskUsage {
   bytes: number;
@@ -51,6 +51,13 @@ export function sumFirstColumn(text: string): number {
 }
 
 /**
+ * Descriptors read per container and pass. A tenant can hold millions open; reading them all
+ * would cost the agent that much memory and time every pass. Deleted files hidden past this
+ * still fill the disk, which then shows as disk pressure (host-facts/disk-pressure.ts).
+ */
+export const MAX_DESCRIPTORS_READ = 262_144;
+
+/**
  * Deleted files that `pids` hold open on the file systems `devices` (by st_dev:
  * the container's root and its volumes; not its tmpfs, whose pages count as memory). Each
  * file counts once however many descriptors share it. Processes that end meanwhile are skipped.
@@ -58,15 +65,19 @@ export function sumFirstColumn(text: string): number {
 export async function deletedOpenFiles(pids: readonly number[], devices: ReadonlySet<number>): Promise<DiskUsage> {
   const seen = new Set<string>();
   let total = 0;
+  let budget = MAX_DESCRIPTORS_READ;
   for (const pid of pids) {
+    if (budget <= 0) break;
     const dir = `/proc/${pid}/fd`;
-    let fds: string[];
+    let fds: AsyncIterable<{ name: string }>;
     try {
-      fds = await readdir(dir);
+      // Streamed, never listed whole: see MAX_DESCRIPTORS_READ.
+      fds = await opendir(dir, { bufferSize: 256 });
     } catch {
       continue;
     }
-    for (const fd of fds) {
+    for await (const { name: fd } of iterateSafely(fds)) {
+      if (--budget < 0) break;
       try {
         if (!(await readlink(`${dir}/${fd}`)).endsWith(' (deleted)')) continue;
         const st = await stat(`${dir}/${fd}`, { bigint: true });
@@ -81,6 +92,15 @@ export async function deletedOpenFiles(pids: readonly number[], devices: Readonl
     }
   }
   return { bytes: total, files: seen.size };
+}
+
+/** A process that exits mid-listing ends its listing, not the measurement. */
+async function* iterateSafely<T>(entries: AsyncIterable<T>): AsyncGenerator<T> {
+  try {
+    for await (const entry of entries) yield entry;
+  } catch {
+    // ENOENT/ESRCH from /proc: the process is gone.
+  }
 }
 
 /** st_dev of each path that exists (a container's root through /proc/<pid>/root, volume directories). */
