@@ -2,8 +2,8 @@
 // control plane, a real agent process running one CPU-engine replica in Docker, a webhook
 // receiver that refuses. Real traffic moves the inference series (checked against the
 // usage the API answered); `promtool check metrics` lints the exposition; then each fault
-// is scripted (the receiver refuses, the engine's container is killed, the agent process
-// is killed) and the scrapes taken before and during it are replayed with
+// is scripted (the receiver refuses, the engine's container is killed, the agent comes back
+// with a disk pressure threshold of 1%, the agent process is killed) and the scrapes taken before and during it are replayed with
 // `promtool test rules` against control-plane/alerts/fleet-alerts.yml: each rule stays
 // quiet on the healthy scrape and fires on its fault.
 import { spawnSync } from 'node:child_process';
@@ -186,10 +186,10 @@ describe('fleet alert rules fire on their scripted faults (promtool test rules o
   it('promtool check rules accepts the shipped fleet rules', () => {
     const check = spawnSync('promtool', ['check', 'rules', ALERTS], { encoding: 'utf8', timeout: 60_000 });
     expect(check.status, check.stdout + check.stderr).toBe(0);
-    expect(check.stdout).toContain('SUCCESS: 4 rules found');
+    expect(check.stdout).toContain('SUCCESS: 5 rules found');
   });
 
-  it('scrapes the healthy stack, then each fault: a refusing webhook receiver, a dead engine, a killed agent', async () => {
+  it('scrapes the healthy stack, then each fault: a refusing webhook receiver, a dead engine, a full disk, a killed agent', async () => {
     healthy = await scrape();
     expect(value(healthy, 'svc_webhook_deliveries_pending')).toBe(0);
 
@@ -222,6 +222,14 @@ describe('fleet alert rules fire on their scripted faults (promtool test rules o
       return value(s, 'svc_replicas', { ...CHAT, state: 'running' }) === 0 ? s : undefined;
     }, 20_000, 'the replica not running');
 
+    // The disk fills: this host's disk is "nearly full" for an agent whose threshold is 1%.
+    expect(value(healthy, 'svc_nodes_disk_pressure', { pool: 'na' })).toBe(0);
+    await stack.restartAgent({ SVC_DISK_PRESSURE_PERCENT: '1' });
+    faults.disk = await eventually(async () => {
+      const s = await scrape();
+      return value(s, 'svc_nodes_disk_pressure', { pool: 'na' }) === 1 ? s : undefined;
+    }, 20_000, 'the node under disk pressure');
+
     // The agent process is killed: the node goes unreachable after the deadline.
     stack.agent.child.kill('SIGKILL');
     faults.node = await eventually(async () => {
@@ -232,7 +240,7 @@ describe('fleet alert rules fire on their scripted faults (promtool test rules o
   }, 120_000);
 
   it('each rule is quiet on the healthy scrape and fires on its fault', () => {
-    expect(Object.keys(faults).sort(), 'the fault scrapes (previous test)').toEqual(['node', 'replica', 'webhook']);
+    expect(Object.keys(faults).sort(), 'the fault scrapes (previous test)').toEqual(['disk', 'node', 'replica', 'webhook']);
     const INTERVAL_S = 15;
     const HEALTHY_STEPS = 20; // 5 minutes of the healthy scrape,
     const FAULT_STEPS = 100; // then 25 minutes of the fault's scrape.
@@ -284,6 +292,16 @@ describe('fleet alert rules fire on their scripted faults (promtool test rules o
             exp_annotations: {
               summary: 'Pool na serves less than half of its desired replicas',
               description: 'Inference in the pool is failing over or refused (no capacity); look at NodeUnreachable and ReplicaDown for the cause.',
+            },
+          },
+        ]),
+        testCase(faults.disk!, ['svc_nodes_disk_pressure'], 'NodeDiskPressure', [
+          {
+            exp_labels: { severity: 'warning', pool: 'na' },
+            exp_annotations: {
+              summary: '1 node(s) in pool na under disk pressure',
+              description:
+                "The disk holding Docker's data is nearly full (bytes or inodes past SVC_DISK_PRESSURE_PERCENT); they take no new instances or replicas, what runs keeps running. `svcctl nodes list` shows them as ready,disk-pressure; free space there (stopped containers, images, the provider's own files).",
             },
           },
         ]),

@@ -14,6 +14,8 @@ export interface ReplicaStack {
   agent: AgentProcess;
   nodeId: string;
   orgId: string;
+  /** Kills the agent and starts it again on its data dir with `env` added; resolves once its node is ready again. */
+  restartAgent(env: Record<string, string>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -46,14 +48,15 @@ export async function startReplicaStack(options: ReplicaStackOptions): Promise<R
   });
   const cp = await startControlPlane(config);
   const orgId = (await cp.app.services.orgs.ensureDefaultOrg()).org.id;
-  const agent = spawnAgent({
+  const agentEnv = {
     SVC_CONTROL_PLANE: `127.0.0.1:${config.grpcPort}`,
     SVC_AGENT_DATA_DIR: join(dir, 'agent'),
     SVC_AGENT_HOSTNAME: options.name,
     SVC_NVML_LIBRARY: join(dir, 'no-nvml.so'),
     SVC_NODE_TOKEN: (await cp.app.services.enrollment.createToken()).value,
     SVC_REPLICA_HEALTH_INTERVAL_MS: '200',
-  });
+  };
+  let agent = spawnAgent(agentEnv);
   let nodeId = '';
   const close = async () => {
     if (agent.child.exitCode === null) agent.child.kill('SIGKILL');
@@ -68,5 +71,20 @@ export async function startReplicaStack(options: ReplicaStackOptions): Promise<R
     await close();
     throw err;
   }
-  return { config, cp, agent, nodeId, orgId, close };
+  const stack: ReplicaStack = {
+    config,
+    cp,
+    agent,
+    nodeId,
+    orgId,
+    close,
+    restartAgent: async (env) => {
+      agent.child.kill('SIGKILL');
+      await agent.exited;
+      agent = spawnAgent({ ...agentEnv, ...env });
+      stack.agent = agent;
+      await whileAgentStarts(agent, async () => (cp.gateway.session(nodeId) !== undefined ? true : undefined), options.enrollTimeoutMs, 'the agent to reconnect');
+    },
+  };
+  return stack;
 }

@@ -13,6 +13,7 @@ import type { ReplicaRecord } from '../replicas/replica-record.js';
 import { REPLICA_STATUSES, TERMINAL_REPLICA_STATUSES } from '../replicas/replica-status.js';
 import type { DesiredReplica } from '../replicas/desired.js';
 import type { NodeRecord, NodeStatus } from '../store/node-store.js';
+import { hasDiskPressure } from '../nodes/node-status.js';
 import type { AttemptDecision } from '../webhooks/retry-schedule.js';
 
 export interface FleetSources {
@@ -131,6 +132,20 @@ export function registerFleetMetrics(registry: Registry, sources: FleetSources):
       this.reset();
       for (const pool of POOLS) for (const status of NODE_STATUSES) this.set({ pool, status }, 0);
       for (const n of nodes) this.inc({ pool: n.pool, status: n.status });
+    },
+  });
+
+  new Gauge({
+    name: 'svc_nodes_disk_pressure',
+    aggregator: 'first',
+    help: "Ready nodes whose disk holding Docker's data is nearly full (bytes or inodes past SVC_DISK_PRESSURE_PERCENT), by pool: nothing new is placed on them.",
+    labelNames: ['pool'],
+    registers,
+    async collect() {
+      const nodes = (await snapshot()).nodes.filter((n) => !n.forgottenAt && n.status === 'ready');
+      this.reset();
+      for (const pool of POOLS) this.set({ pool }, 0);
+      for (const n of nodes) if (hasDiskPressure(n)) this.inc({ pool: n.pool });
     },
   });
 
