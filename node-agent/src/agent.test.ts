@@ -44,6 +44,8 @@ async function agent(cp: FakeControlPlane, env: Record<string, string> = {}, dat
     SVC_SSH_PORT: '0',
     SVC_JUPYTER_PORT: '0',
     SVC_ACCESS_BIND_HOST: '127.0.0.1',
+    // Only at a full disk: a CI machine's may be 90% full without that being the test.
+    SVC_DISK_PRESSURE_PERCENT: '100',
     ...env,
   });
   const a = await startAgent(config, { log, clock: systemClock });
@@ -121,6 +123,22 @@ describe('node agent session', () => {
     const failed = await cp.waitFor(() => cp.messagesOf('task_state').find((s) => s.state === 'failed'), 5_000, 'failed task state');
     expect(failed).toMatchObject({ task_id: 'inst_t1', kind: 'INSTANCE' });
     expect(failed.message).toContain('invalid task');
+  });
+
+  it('under disk pressure, reports it in its host facts and refuses a new instance before pulling anything', async () => {
+    const cp = await plane({ reportIntervalMs: 100 });
+    // 1%: this host's disk holding Docker data counts as nearly full.
+    await agent(cp, { SVC_DISK_PRESSURE_PERCENT: '1' });
+    const facts = await cp.waitFor(() => cp.messagesOf('host_facts')[0], 5_000, 'host facts');
+    expect(facts).toMatchObject({ disk_pressure: true, docker_disk: { mount: expect.any(String) } });
+    expect(Number(facts.docker_disk!.files_total)).toBeGreaterThan(0);
+
+    const image = '127.0.0.1:5000/svc/never-pulled:1';
+    cp.current!.send({ body: 'command', command: { command_id: 'cmd-p', body: 'start_task', start_task: { task_id: 'inst_p1', kind: 'INSTANCE', image } } });
+    const failed = await cp.waitFor(() => cp.messagesOf('task_state').find((t) => t.task_id === 'inst_p1' && t.state === 'failed'), 5_000, 'the refusal');
+    expect(failed.message).toMatch(/^this node's disk is nearly full \(\d+% of its bytes and \d+% of its files in use, past 1%\): the instance was not started$/);
+    // Refused before the pull: it never reported pulling.
+    expect(cp.messagesOf('task_state').filter((t) => t.task_id === 'inst_p1').map((t) => t.state)).toEqual(['failed']);
   });
 
   it('reconnects after a control plane restart as the same node, without enrolling again', async () => {

@@ -136,6 +136,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           },
           diskCheckMs: config.taskDiskCheckMs,
           maxFiles: config.taskMaxFiles,
+          admitInstance: () => diskPressure.refusal(),
           maxImageBytes: Math.round(config.maxImageGib * GIB),
           imageGc: {
             settings: { highPercent: config.imageGcHighPercent, lowPercent: config.imageGcLowPercent, intervalMs: config.imageGcIntervalMs },

@@ -55,6 +55,15 @@ export class DiskPressureWatch {
     return this.latest ?? (await this.check());
   }
 
+  /** Why a new instance must not start here now (the latest reading is under pressure); null when it may. */
+  refusal(): string | null {
+    const disk = this.latest;
+    if (!disk?.pressure) return null;
+    const bytes = Math.round((disk.usedBytes / disk.sizeBytes) * 100);
+    const files = disk.filesTotal > 0 ? Math.round((disk.filesUsed / disk.filesTotal) * 100) : 0;
+    return `this node's disk is nearly full (${bytes}% of its bytes and ${files}% of its files in use, past ${this.thresholdPercent}%): the instance was not started`;
+  }
+
   /** Called when the pressure starts or ends; returns the way to stop listening. */
   onChange(listener: () => void): () => void {
     this.listeners.add(listener);

@@ -43,6 +43,8 @@ export class AgentTasks {
       maxFiles?: number;
       /** SVC_MAX_IMAGE_GIB in bytes. */
       maxImageBytes?: number;
+      /** Why a new instance cannot start now (disk pressure); null to start it. */
+      admitInstance?: () => string | null;
       /** Image garbage collection; off without it (tests that share the engine's images). */
       imageGc?: { settings: ImageGcSettings; useLogFile: string };
     } = {},
@@ -61,6 +63,7 @@ export class AgentTasks {
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
       replicas: options.replicas ?? DEFAULT_REPLICA_SETTINGS,
+      ...(options.admitInstance ? { admitInstance: options.admitInstance } : {}),
       disk: {
         intervalMs: options.diskCheckMs ?? DEFAULT_DISK_WATCH_SETTINGS.intervalMs,
         defaultLimitBytes: options.limits?.defaultDiskBytes ?? DEFAULT_DISK_WATCH_SETTINGS.defaultLimitBytes,

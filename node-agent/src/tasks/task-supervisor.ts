@@ -37,6 +37,8 @@ export interface TaskSupervisorOptions {
   replicas?: ReplicaSettings;
   /** Instances' disk limits (disk-watch.ts). */
   disk?: DiskWatchSettings;
+  /** Why a new instance cannot start on this node now (disk pressure); null to start it. */
+  admitInstance?: () => string | null;
 }
 
 export interface StopOrder {
@@ -74,6 +76,7 @@ export class TaskSupervisor {
   private readonly now: () => number;
   private readonly replicaSettings: ReplicaSettings;
   private readonly disk: DiskWatch;
+  private readonly admitInstance: () => string | null;
 
   constructor(
     private readonly runtime: TaskRuntime,
@@ -83,6 +86,7 @@ export class TaskSupervisor {
   ) {
     this.now = options.now ?? Date.now;
     this.replicaSettings = options.replicas ?? DEFAULT_REPLICA_SETTINGS;
+    this.admitInstance = options.admitInstance ?? (() => null);
     this.disk = new DiskWatch((id) => this.runtime.diskUsage(id), (taskId, message) => this.evict(taskId, message), log, options.disk ?? DEFAULT_DISK_WATCH_SETTINGS);
   }
 
@@ -131,6 +135,12 @@ export class TaskSupervisor {
       }
       const { containerPort, ...spec } = order;
       this.replicaRunner({ ...spec, publish: { containerPort, hostIp: this.replicaSettings.host } }).start();
+      return;
+    }
+    // Refused before anything is pulled or written: the control plane fails it without a charge.
+    const refusal = this.admitInstance();
+    if (refusal) {
+      this.emit(order.taskId, order.kind, 'failed', { message: refusal });
       return;
     }
     const tracked = this.track(order.taskId, order.kind, null);
