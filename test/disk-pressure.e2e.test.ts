@@ -4,7 +4,7 @@
 // places nothing there and shows no free GPUs, with the reason visible to on-call.
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerRootDir } from '../node-agent/src/host-facts/disk-pressure.js';
+import { dockerRootDir } from '../node-agent/src/runtime/disk-usage.js';
 import { statusLabel } from '../control-plane/src/nodes/node-status.js';
 import { SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';

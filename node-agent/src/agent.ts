@@ -17,7 +17,8 @@ import { GpuHealthFile } from './health/health-file.js';
 import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
 import { GIB, MIB } from './runtime/task-limits.js';
-import { DiskPressureWatch, dockerDiskFacts, dockerRootDir } from './host-facts/disk-pressure.js';
+import { DiskPressureWatch, dockerDiskFacts } from './host-facts/disk-pressure.js';
+import { dockerRootDir } from './runtime/disk-usage.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
 import { ensureIdentity } from './identity/enrollment.js';
 import { AgentTasks } from './tasks/agent-tasks.js';
@@ -102,7 +103,9 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     await nvml.close();
     throw err;
   }
-  const diskPressure = new DiskPressureWatch(() => dockerRootDir(docker), config.diskPressurePercent, config.taskDiskCheckMs, log);
+  // Asked of the engine once it answers, not on every check: `docker info` gathers far more than the path.
+  let rootDir: string | undefined;
+  const diskPressure = new DiskPressureWatch(async () => (rootDir ??= await dockerRootDir(docker)), config.diskPressurePercent, config.taskDiskCheckMs, log);
   diskPressure.start();
   const stopping = new AbortController();
   const watching = monitor.watch(stopping.signal);

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiskPressureWatch, dockerDiskFacts, dockerRootDir, underPressure } from './disk-pressure.js';
+import { dockerRootDir } from '../runtime/disk-usage.js';
+import { DiskPressureWatch, dockerDiskFacts, underPressure } from './disk-pressure.js';
 
 const quiet = { info: () => undefined, warn: () => undefined };
 let mount: string;

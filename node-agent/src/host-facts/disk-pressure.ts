@@ -5,9 +5,8 @@
 // expands far beyond its compressed size, writes between two disk checks, the provider's
 // own files). The agent reports it in its host facts, at once when it changes, and the
 // control plane places nothing on a node under pressure (node-status.ts there).
-import { statfs } from 'node:fs/promises';
-import type Docker from 'dockerode';
 import type { HostFacts } from '@svc/proto';
+import { fileSystemUsage } from '../runtime/disk-usage.js';
 import type { Logger } from '@svc/shared';
 
 export interface DockerDisk {
@@ -30,8 +29,6 @@ export function dockerDiskFacts(disk: DockerDisk | null): Pick<HostFacts, 'docke
   };
 }
 
-export const dockerRootDir = async (docker: Docker): Promise<string> => ((await docker.info()) as { DockerRootDir: string }).DockerRootDir;
-
 export function underPressure(usedBytes: number, sizeBytes: number, thresholdPercent: number): boolean {
   return sizeBytes > 0 && (usedBytes / sizeBytes) * 100 >= thresholdPercent;
 }
@@ -42,7 +39,7 @@ export class DiskPressureWatch {
   private readonly listeners = new Set<() => void>();
 
   constructor(
-    /** Where Docker keeps its data: dockerRootDir(docker) on a node. */
+    /** Where Docker keeps its data: runtime/disk-usage.ts dockerRootDir on a node. */
     private readonly root: () => Promise<string>,
     /** SVC_DISK_PRESSURE_PERCENT. */
     private readonly thresholdPercent: number,
@@ -86,14 +83,10 @@ export class DiskPressureWatch {
     let disk: DockerDisk;
     try {
       const mount = await this.root();
-      const fs = await statfs(mount);
-      const sizeBytes = fs.blocks * fs.bsize;
-      // What non-root users may still write is what is left: the reserved blocks count as used, as df shows them.
-      const usedBytes = sizeBytes - fs.bavail * fs.bsize;
-      // Some file systems (btrfs) report no inode limit: 0 total never counts as pressure.
-      const filesUsed = fs.files - fs.ffree;
-      const pressure = underPressure(usedBytes, sizeBytes, this.thresholdPercent) || underPressure(filesUsed, fs.files, this.thresholdPercent);
-      disk = { mount, sizeBytes, usedBytes, filesTotal: fs.files, filesUsed, pressure };
+      const fs = await fileSystemUsage(mount);
+      // No inode limit (0 total) never counts as pressure.
+      const pressure = underPressure(fs.usedBytes, fs.sizeBytes, this.thresholdPercent) || underPressure(fs.filesUsed, fs.filesTotal, this.thresholdPercent);
+      disk = { mount, ...fs, pressure };
     } catch {
       // No engine (a host without Docker runs no tasks): nothing to report.
       return null;

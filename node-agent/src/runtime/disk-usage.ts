@@ -10,7 +10,8 @@
 // lets it read both. Kubernetes' kubelet measures a pod's ephemeral storage the same way
 // where the file system has no project quotas.
 import { execFile } from 'node:child_process';
-import { opendir, readlink, stat } from 'node:fs/promises';
+import { opendir, readlink, stat, statfs } from 'node:fs/promises';
+import type Docker from 'dockerode';
 
 export interface DiskUsage {
   bytes: number;
@@ -114,6 +115,24 @@ export async function devicesOf(paths: readonly string[]): Promise<Set<number>> 
     }
   }
   return devices;
+}
+
+/** Where the engine keeps images, layers, volumes and logs (`docker info` DockerRootDir). */
+export const dockerRootDir = async (docker: Docker): Promise<string> => ((await docker.info()) as { DockerRootDir: string }).DockerRootDir;
+
+export interface FileSystemUsage {
+  sizeBytes: number;
+  usedBytes: number;
+  /** Inodes; 0 total where the file system sets no limit (btrfs). */
+  filesTotal: number;
+  filesUsed: number;
+}
+
+/** The file system holding `path`, as df shows it: blocks reserved for root count as used. */
+export async function fileSystemUsage(path: string): Promise<FileSystemUsage> {
+  const fs = await statfs(path);
+  const sizeBytes = fs.blocks * fs.bsize;
+  return { sizeBytes, usedBytes: sizeBytes - fs.bavail * fs.bsize, filesTotal: fs.files, filesUsed: fs.files - fs.ffree };
 }
 
 const UNITS = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'] as const;

@@ -3,11 +3,11 @@
 // each task start records its image and when, in `$SVC_AGENT_DATA_DIR/image-use.json`
 // (written whole, a temporary file renamed over the old one), so a restarted agent still
 // knows which images are its own and how recently they ran.
-import { statfs } from 'node:fs/promises';
 import type Docker from 'dockerode';
 import type { Logger } from '@svc/shared';
 import { readDataFile, writeDataFile } from '../config/data-file.js';
 import { dockerStatus, isNotFound } from './docker-errors.js';
+import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
 import { withDefaultTag } from './docker-runtime.js';
 import { imagesToRemove, type DiskSpace, type ImageGcThresholds, type PulledImage } from './image-gc-policy.js';
 
@@ -108,9 +108,8 @@ export class ImageGc {
   }
 
   private async diskSpace(): Promise<DiskSpace> {
-    const root = ((await this.docker.info()) as { DockerRootDir: string }).DockerRootDir;
-    const fs = await statfs(root);
-    return { usedBytes: (fs.blocks - fs.bfree) * fs.bsize, totalBytes: fs.blocks * fs.bsize };
+    const fs = await fileSystemUsage(await dockerRootDir(this.docker));
+    return { usedBytes: fs.usedBytes, totalBytes: fs.sizeBytes };
   }
 
   /** The images the use log names that exist now, with their size and whether a container uses them. */

@@ -7,6 +7,7 @@
 import type { Logger } from '@svc/shared';
 import { LABEL_DISK_LIMIT } from '../runtime/container-spec.js';
 import { formatBytes, type DiskUsage } from '../runtime/disk-usage.js';
+import { DEFAULT_LIMIT_SETTINGS } from '../runtime/task-limits.js';
 import { isRuntimeError, type TaskHandle } from '../runtime/runtime.js';
 
 export interface DiskWatchSettings {
@@ -18,7 +19,7 @@ export interface DiskWatchSettings {
   maxFiles: number;
 }
 
-export const DEFAULT_DISK_WATCH_SETTINGS: DiskWatchSettings = { intervalMs: 10_000, defaultLimitBytes: 50 * 1024 ** 3, maxFiles: 5_000_000 };
+export const DEFAULT_DISK_WATCH_SETTINGS: DiskWatchSettings = { intervalMs: 10_000, defaultLimitBytes: DEFAULT_LIMIT_SETTINGS.defaultDiskBytes, maxFiles: 5_000_000 };
 
 const WHERE = '(files written in the container, its volumes and deleted files still open)';
 
