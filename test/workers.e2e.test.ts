@@ -184,6 +184,9 @@ describe('SVC_WORKERS on PostgreSQL', () => {
       expect(sampleSum(scrape.body, 'svc_http_requests_total', models)).toBe(before + 16);
       // One leader among the workers, counted once; a gauge read from the store, once.
       expect(sampleSum(scrape.body, 'svc_control_plane_leader')).toBe(1);
+      // Both workers count each other (each sends a model server half its in-flight limit):
+      // the merge shows that count, not its sum over the workers.
+      expect(sampleSum(scrape.body, 'svc_control_plane_processes')).toBe(2);
       expect(scrape.body.match(/^svc_webhook_deliveries_pending /gm)).toHaveLength(1);
       expect(sampleSum(scrape.body, 'svc_webhook_deliveries_pending')).toBe(0);
     }

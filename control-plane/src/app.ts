@@ -9,6 +9,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError, createLogger, fastifyLoggerOptions, newId, systemClock, type Clock } from '@svc/shared';
 import type { ControlPlaneConfig } from './config.js';
 import { ChangeFeed } from './changes.js';
+import { ALONE, type Membership } from './fleet-share.js';
 import { soleLeader, type Leadership } from './leadership.js';
 import { DirectorySync } from './replicas/directory-sync.js';
 import { installCors } from './http/cors.js';
@@ -133,7 +134,11 @@ export const API_VERSION = '1.0.0';
 const MONTH_END_GRACE_MS = 10_000;
 
 /** `log` receives what services report outside a request (fastify's logger in the server). */
-export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('warn', 'control-plane')): Services {
+/**
+ * `membership`: the control-plane processes sharing the store (the leader election knows
+ * them); limits that are not shared through the store are divided among them.
+ */
+export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('warn', 'control-plane'), membership: () => Membership = () => ALONE): Services {
   const { config, store } = deps;
   const clock = deps.clock ?? systemClock;
   const changes = new ChangeFeed();
@@ -205,7 +210,16 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
     taskDispatcher,
     replicas,
     replicaDirectory,
-    inference: buildInference({ config, store, clock, models, replicas: deps.replicas ?? { directory: replicaDirectory, plan: servingPlan(desired) }, log, onServed: (ctx, tokens) => tokenLimiter.settle(ctx.keyId, ctx.requestId, tokens) }),
+    inference: buildInference({
+      config,
+      store,
+      clock,
+      models,
+      replicas: deps.replicas ?? { directory: replicaDirectory, plan: servingPlan(desired) },
+      log,
+      onServed: (ctx, tokens) => tokenLimiter.settle(ctx.keyId, ctx.requestId, tokens),
+      membership,
+    }),
     changes,
   };
 }
@@ -229,17 +243,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     schemaController: { compilersFactory: { buildValidator: buildValidator as never } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const services = buildServices(deps, app.log);
+  // Which process runs the singletons below, and how many processes share the store.
+  // Released last on close (onClose hooks run last-registered first), after the
+  // singletons stopped, so a successor starts clean.
+  let leadership: Leadership;
+  try {
+    leadership = store.campaign
+      ? await store.campaign({ retryMs: config.leaderRetryMs, onError: (err) => app.log.warn({ err }, 'leader election: the database could not be asked') })
+      : soleLeader;
+  } catch (err) {
+    if (deps.closeStore) await store.close();
+    throw err;
+  }
+  const services = buildServices(deps, app.log, () => leadership.membership());
   app.decorate('services', services);
   // onClose hooks run last-registered first: registered first, the store closes last,
   // after the hooks below have flushed usage and token settlements and stopped workers.
   if (deps.closeStore) app.addHook('onClose', async () => store.close());
-
-  // Which process runs the singletons below. Released last on close (onClose hooks run
-  // last-registered first), after the singletons stopped, so a successor starts clean.
-  const leadership: Leadership = store.campaign
-    ? await store.campaign({ retryMs: config.leaderRetryMs, onError: (err) => app.log.warn({ err }, 'leader election: the database could not be asked') })
-    : soleLeader;
   app.addHook('onClose', async () => leadership.close());
   const replicaName = `${hostname()}:${process.pid}`;
   const announceLeadership = (leader: boolean): void => {
@@ -305,6 +325,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     registers: [metrics.registry],
     collect() {
       this.set(leadership.isLeader() ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'svc_control_plane_processes',
+    help: "Control-plane processes on this database, as this one last counted them (itself included); each sends a model-server replica an even part of SVC_INFERENCE_MAX_IN_FLIGHT. Below the processes you run: one lost its database connection",
+    registers: [metrics.registry],
+    aggregator: 'max',
+    collect() {
+      this.set(leadership.membership().count);
     },
   });
   await installCors(app);

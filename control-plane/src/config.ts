@@ -246,7 +246,7 @@ export const controlPlaneSettings = {
     'SVC_INFERENCE_MAX_IN_FLIGHT',
     PositiveInt,
     64,
-    'Inference requests one model-server replica may hold at once; when every replica is full, requests get 409 no_capacity.',
+    'Inference requests one model-server replica may hold at once, from all control-plane processes together (on PostgreSQL each process sends an even part, so balance requests evenly across them); when every replica is full, requests get 409 no_capacity.',
   ),
   shutdownDrainMs: setting(
     'SVC_SHUTDOWN_DRAIN_MS',

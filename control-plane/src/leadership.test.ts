@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
+import { ALONE } from './fleet-share.js';
 import { whileLeading, type Leadership } from './leadership.js';
 
 /** Leadership the test hands out and takes back. */
@@ -8,6 +9,7 @@ function scripted(initially: boolean) {
   let leader = initially;
   const leadership: Leadership = {
     isLeader: () => leader,
+    membership: () => ALONE,
     onChange: (listener) => {
       events.on('change', listener);
       return () => events.off('change', listener);

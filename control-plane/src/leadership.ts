@@ -1,10 +1,15 @@
 // Which process runs the singletons: the instance sweep, the replica reconciler, webhook
 // sending and deprecation announcements, the remediation loop and month end. Replicas on
 // PostgreSQL elect one with a session advisory lock (store/postgres/advisory-leadership.ts);
-// a store only one process opens (SQLite) makes that process the leader for good.
+// a store only one process opens (SQLite) makes that process the leader for good. The
+// election also says how many processes there are (fleet-share.ts divides limits by it).
+import { ALONE, type Membership } from './fleet-share.js';
+
 export interface Leadership {
   /** Whether this process runs the singletons right now. */
   isLeader(): boolean;
+  /** The processes on the database now, this one included, as of the last election check. */
+  membership(): Membership;
   /** Told each change of `isLeader()`; returns an unsubscribe. */
   onChange(listener: (leader: boolean) => void): () => void;
   /** Stops campaigning and gives leadership up, so another process takes over at once. */
@@ -14,6 +19,7 @@ export interface Leadership {
 /** The only process on its store: always the leader. */
 export const soleLeader: Leadership = {
   isLeader: () => true,
+  membership: () => ALONE,
   onChange: () => () => {},
   close: async () => {},
 };

@@ -2,6 +2,7 @@
 // client, the router over the live replicas, the usage recorder and the two services.
 import type { Clock } from '@svc/shared';
 import type { ControlPlaneConfig } from '../config.js';
+import { partOf, type Membership } from '../fleet-share.js';
 import { quantizationsByPrice } from '../models/catalog.js';
 import type { ModelService } from '../models/model-service.js';
 import type { Store } from '../store/store.js';
@@ -38,6 +39,8 @@ export function buildInference(deps: {
   log: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
   /** Told each served request's real token count. */
   onServed?: (ctx: UsageContext, totalTokens: number) => void;
+  /** The control-plane processes sharing each replica's in-flight limit; absent: this one alone. */
+  membership?: () => Membership;
 }): Inference {
   const { config, models } = deps;
   const upstream = new UpstreamClient({
@@ -49,6 +52,7 @@ export function buildInference(deps: {
   const router = new Router(deps.replicas.directory, deps.replicas.plan, {
     poolOrder: config.poolOrder,
     maxOutstandingPerReplica: config.inferenceMaxInFlight,
+    part: (limit) => (deps.membership ? partOf(limit, deps.membership()) : limit),
     maxTenantShare: config.inferenceMaxOrgShare,
     ejectMs: config.inferenceEjectMs,
     maxEjectMs: MAX_EJECT_MS,

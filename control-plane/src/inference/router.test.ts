@@ -141,6 +141,28 @@ describe('Router', () => {
       expect(refusal(() => r.route({ tenant: 'org_a', model })).type).toBe('rate_limited'); // 3: at its share again
     });
 
+    it('with other control-plane processes, sends each replica only its part of the limit, and shares that part', () => {
+      // 4 slots per replica for the fleet; this process's part of a limit: a third, rounded down.
+      let part = (limit: number) => Math.floor(limit / 3);
+      const r = router(new Directory([replica('a', 'na'), replica('b', 'na')]), { 'na:int4': 2 }, { maxOutstandingPerReplica: 6, maxTenantShare: 0.5, part: (limit) => part(limit) });
+      // Its part: 2 per replica, 4 in all; one org alone takes half of those.
+      const a = take(r, 'org_a', 2);
+      expect(refusal(() => r.route({ tenant: 'org_a', model }))).toMatchObject({
+        type: 'rate_limited',
+        message: 'your organization holds 2 of the 4 requests in flight this control-plane process may send m (int4) in pool na (its part of 12), its share while the rest is kept for others; retry when one of yours finishes',
+      });
+      take(r, 'org_b', 2);
+      expect(refusal(() => r.route({ tenant: 'org_c', model }))).toMatchObject({
+        type: 'no_capacity',
+        message: 'every replica of m (int4) in pool na is at its limit of 6 requests in flight; retry with backoff',
+      });
+      // A process left: the part grows at once, for requests held and new alike.
+      part = (limit) => Math.floor(limit / 2);
+      expect(take(r, 'org_c', 2)).toHaveLength(2);
+      a[0]!.release('ok');
+      expect(r.inFlight('a') + r.inFlight('b')).toBe(5);
+    });
+
     it('counts each variant and pool apart, and forgets an org whose requests all finished', () => {
       const r = router(new Directory([replica('a', 'na'), replica('f', 'na', 'fp16'), replica('e', 'eu')]), { 'na:int4': 1, 'na:fp16': 1, 'eu:int4': 1 }, { maxOutstandingPerReplica: 4, maxTenantShare: 0.5 });
       const held = take(r, 'org_a', 2);

@@ -10,15 +10,19 @@
 // half the slots are taken, at most an equal share among the orgs holding any (max-min
 // fairness at admission: a slot that frees goes to whoever is under its share). Past it,
 // 429: the limit is the org's own use, and a retry soon finds a slot. Counted in this
-// process, like the slots themselves.
+// process, over its part of the slots: when several control-plane processes share a
+// database, each takes an even part of every replica's limit (fleet-share.ts), so
+// together they never send a replica more than the limit, nor an org more than its share.
 import { ApiError } from '@svc/shared';
 import type { CatalogModel, Pool, Quantization } from '../models/catalog.js';
 import type { LiveReplica, ReplicaDirectory, ServingPlan } from './replica-source.js';
 
 export interface RouterOptions {
   poolOrder: readonly Pool[];
-  /** Requests in flight one replica may hold; past it, the replica takes no more. */
+  /** Requests in flight one replica may hold, from every control-plane process together. */
   maxOutstandingPerReplica: number;
+  /** This process's part of a limit all control-plane processes share; absent: all of it. */
+  part?: (limit: number) => number;
   /** Share (0-1] of a variant's slots in a pool one organization may hold. */
   maxTenantShare: number;
   /** First ejection; doubles with each failed probe up to `maxEjectMs`. */
@@ -96,8 +100,14 @@ export class Router {
     const pool = pinned ?? this.healthiestPool(model, quantization, candidates);
     const inPool = candidates.filter((r) => r.pool === pool);
     const variant = `${model.id}|${quantization}|${pool}`;
-    this.checkShare(request.tenant, variant, inPool.length * this.options.maxOutstandingPerReplica, () => `${model.id} (${quantization}) in pool ${pool}`);
-    const replica = this.leastLoaded(inPool);
+    const perReplica = this.options.part?.(this.options.maxOutstandingPerReplica) ?? this.options.maxOutstandingPerReplica;
+    const fleetSlots = inPool.length * this.options.maxOutstandingPerReplica;
+    this.checkShare(request.tenant, variant, inPool.length * perReplica, () =>
+      perReplica < this.options.maxOutstandingPerReplica
+        ? `this control-plane process may send ${model.id} (${quantization}) in pool ${pool} (its part of ${fleetSlots})`
+        : `${model.id} (${quantization}) in pool ${pool} can take`,
+    );
+    const replica = this.leastLoaded(inPool, perReplica);
     if (!replica) {
       throw new ApiError(
         'no_capacity',
@@ -118,7 +128,7 @@ export class Router {
     if (mine < share || share >= slots) return; // a share of every slot restricts nothing: no_capacity says it
     throw new ApiError(
       'rate_limited',
-      `your organization holds ${mine} of the ${slots} requests in flight ${what()} can take, its share while ${held!.byTenant.size === 1 ? 'the rest is kept for others' : `${held!.byTenant.size} organizations share them`}; retry when one of yours finishes`,
+      `your organization holds ${mine} of the ${slots} requests in flight ${what()}, its share while ${held!.byTenant.size === 1 ? 'the rest is kept for others' : `${held!.byTenant.size} organizations share them`}; retry when one of yours finishes`,
       { headers: { 'retry-after': '1' } },
     );
   }
@@ -191,7 +201,7 @@ export class Router {
     return best!;
   }
 
-  private leastLoaded(replicas: readonly LiveReplica[]): LiveReplica | undefined {
+  private leastLoaded(replicas: readonly LiveReplica[], perReplica: number): LiveReplica | undefined {
     let best: LiveReplica | undefined;
     let bestLoad = Number.POSITIVE_INFINITY;
     // Start the scan at a moving offset so ties rotate instead of always taking the first.
@@ -199,7 +209,7 @@ export class Router {
     for (let i = 0; i < replicas.length; i++) {
       const r = replicas[(start + i) % replicas.length]!;
       const load = this.outstanding.get(r.id) ?? 0;
-      if (load < bestLoad && load < this.options.maxOutstandingPerReplica) {
+      if (load < bestLoad && load < perReplica) {
         best = r;
         bestLoad = load;
       }

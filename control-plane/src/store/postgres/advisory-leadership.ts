@@ -3,12 +3,24 @@
 // connection ends (process killed, connection dropped) the server releases the lock and
 // the next try takes it. A leader that can no longer reach the server steps down at once
 // (its connection errors) or at its next check, so it never acts on a lock it lost.
+//
+// The same connection is this process's seat in the fleet: it holds a shared advisory
+// lock every process holds, and each check reads who holds it. A process that dies or
+// loses its connection leaves at once (the server drops its locks with the session), so
+// the others count it out at their next check; a view of the fleet costs no statement of
+// its own and no table to clean up.
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
+import { ALONE, membershipOf, type Membership } from '../../fleet-share.js';
 import type { Leadership } from '../../leadership.js';
 import { clientOptions } from './pg-pool.js';
 
 export const LEADER_LOCK = 0x5356_4c31; // "SVL1"
+/** Held shared by every control-plane process on the database, for as long as its session lives. */
+export const SEAT_LOCK = 0x5356_5331; // "SVS1"
+
+/** Backend pids of the sessions that hold a seat, in order: a process's rank is its place here. */
+const SEATS = `ARRAY(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = ${SEAT_LOCK} AND granted ORDER BY pid) AS seats, pg_backend_pid() AS me`;
 
 export interface AdvisoryLeadershipOptions {
   /** How often a follower tries for the lock and the leader checks it still holds it. */
@@ -16,10 +28,17 @@ export interface AdvisoryLeadershipOptions {
   onError?: (err: unknown) => void;
 }
 
+interface CheckRow {
+  ok: boolean;
+  seats: number[];
+  me: number;
+}
+
 export class AdvisoryLeadership implements Leadership {
   private readonly events = new EventEmitter<{ change: [leader: boolean] }>();
   private client: pg.Client | null = null;
   private leader = false;
+  private seats: Membership = ALONE;
   private closed = false;
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
@@ -37,6 +56,11 @@ export class AdvisoryLeadership implements Leadership {
 
   isLeader(): boolean {
     return this.leader;
+  }
+
+  /** As of the last check; kept while the connection is being made again. */
+  membership(): Membership {
+    return this.seats;
   }
 
   onChange(listener: (leader: boolean) => void): () => void {
@@ -70,15 +94,19 @@ export class AdvisoryLeadership implements Leadership {
     const client = this.client ?? (await this.connect());
     if (this.leader) {
       // Still ours? The lock lives exactly as long as this session.
-      const held = await client.query(
-        `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objid = $1`,
+      const { rows } = await client.query(
+        `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objid = $1) AS ok, ${SEATS}`,
         [LEADER_LOCK],
       );
-      if (held.rowCount === 0) this.drop();
+      const row = rows[0] as CheckRow;
+      this.seats = membershipOf(row.seats, row.me);
+      if (!row.ok) this.drop();
       return;
     }
-    const { rows } = await client.query('SELECT pg_try_advisory_lock($1) AS ok', [LEADER_LOCK]);
-    if ((rows[0] as { ok: boolean }).ok && !this.closed) this.set(true);
+    const { rows } = await client.query(`SELECT pg_try_advisory_lock($1) AS ok, ${SEATS}`, [LEADER_LOCK]);
+    const row = rows[0] as CheckRow;
+    this.seats = membershipOf(row.seats, row.me);
+    if (row.ok && !this.closed) this.set(true);
   }
 
   private async connect(): Promise<pg.Client> {
@@ -96,6 +124,7 @@ export class AdvisoryLeadership implements Leadership {
       // The server notices a leader that vanished without closing (a partition) within
       // seconds, not after the kernel's two-hour keepalive: its lock is then released.
       await client.query('SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3');
+      await client.query('SELECT pg_advisory_lock_shared($1)', [SEAT_LOCK]);
     } catch (err) {
       client.end().catch(() => {});
       throw err;
