@@ -26,7 +26,7 @@ import { BUSYBOX_IMAGE, MODEL_SERVER_STANDIN_IMAGE, SLEEPER_IMAGE } from './supp
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 import { eventually, freePort, removeNodeContainers } from './support/node-agent-process.js';
 import { keygen, knownHostsFor, ssh, sshProcess, type KeyPair, type SshTarget } from './support/openssh.js';
-import { METADATA_ADDRESS, PUBLIC_ADDRESS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
+import { BIG_FILE_BYTES, DISCARD_PORT, METADATA_ADDRESS, PUBLIC_ADDRESS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
 
 const docker = new Docker();
 const execFileAsync = promisify(execFile);
@@ -34,6 +34,8 @@ const MIB = 1024 * 1024;
 const MEMORY_LIMIT = 256 * MIB;
 const PIDS_LIMIT = 96;
 const DISK_LIMIT = 64 * MIB;
+/** Each way, per GPU: low enough that 10 MiB takes seconds, where this host's link moves it in a fraction of one. */
+const NETWORK_MBPS = 40;
 /** A node of test containers beside the agent's: the replica and the outbound-none instance. */
 const sideNode = `hostile-side-${randomBytes(4).toString('hex')}`;
 
@@ -120,7 +122,7 @@ beforeAll(async () => {
   // The shipped catalog, with small limits: a tenant that exhausts them must not need GBs here.
   const catalog = loadSkuCatalog();
   for (const sku of catalog.skus) {
-    Object.assign(sku, { vcpus_per_gpu: 0.5, memory_gib_per_gpu: MEMORY_LIMIT / 1024 / MIB, shm_gib_per_gpu: 64 / 1024, disk_gib_per_gpu: DISK_LIMIT / 1024 / MIB });
+    Object.assign(sku, { vcpus_per_gpu: 0.5, memory_gib_per_gpu: MEMORY_LIMIT / 1024 / MIB, shm_gib_per_gpu: 64 / 1024, disk_gib_per_gpu: DISK_LIMIT / 1024 / MIB, network_gbps_per_gpu: NETWORK_MBPS / 1000 });
   }
   writeFileSync(catalogFile, JSON.stringify(catalog));
   outside = await startOutsideNetwork();
@@ -211,6 +213,25 @@ describe('as a hostile tenant', () => {
     expect((await listChain('ipv4', 'DOCKER-USER')).filter((r) => r === `-A DOCKER-USER -j ${FORWARD_CHAIN}`)).toHaveLength(1);
     expect((await listChain('ipv4', 'DOCKER-USER'))[0]).toBe(`-A DOCKER-USER -j ${FORWARD_CHAIN}`);
   });
+
+  it("B downloads from and sends to the internet at its SKU's bandwidth, no faster, and cannot lift it", async () => {
+    /** Seconds a command took inside B, by busybox's `time`. */
+    const seconds = async (command: string): Promise<number> => {
+      const r = await ssh(b.target, b.key, [`time sh -c '${command}' 2>&1`], { timeoutMs: 60_000 });
+      const m = /real\s+(\d+)m\s*([\d.]+)s/.exec(r.stdout + r.stderr);
+      expect(m, r.stdout + r.stderr).not.toBeNull();
+      return Number(m![1]) * 60 + Number(m![2]);
+    };
+    // 10 MiB at 40 Mbit/s is 2.1 s; unshaped, this host moves it in well under half a second.
+    const mib = BIG_FILE_BYTES / MIB;
+    expect(await seconds(`wget -q -O /dev/null http://${PUBLIC_ADDRESS}/big`)).toBeGreaterThan(1.6);
+    // Sent: 20 MiB is 4.2 s; the socket's buffer (at most 4 MiB) empties after nc is done.
+    expect(await seconds(`dd if=/dev/zero bs=1048576 count=${2 * mib} 2>/dev/null | nc ${PUBLIC_ADDRESS} ${DISCARD_PORT}`)).toBeGreaterThan(2.5);
+    const lift = await ssh(b.target, b.key, ['tc qdisc show dev eth0; ip link set dev eth0 down']);
+    expect(lift.stdout).toMatch(/qdisc tbf/);
+    expect(lift.code).not.toBe(0);
+    expect(lift.stderr).toMatch(/not permitted/i);
+  }, 60_000);
 
   it('with outbound none, an instance has no way out, not even to a public address', async () => {
     const sealed = await new DockerRuntime({ docker, nodeId: sideNode, instanceOutbound: 'none' }).startTask({

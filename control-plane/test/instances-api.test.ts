@@ -110,7 +110,7 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
       const eu = h100.pools.find((p: { pool: string }) => p.pool === 'eu');
       const claimed = (await cp.store.instances.claimedGpuUuids()).size;
       expect(eu).toMatchObject({ price_per_gpu_hour: 2.69, free_gpus: 8 - claimed, largest_free_block: 8 - claimed });
-      expect(h100).toMatchObject({ vcpus_per_gpu: 26, memory_gib_per_gpu: 225, shm_gib_per_gpu: 32, disk_gib_per_gpu: 500 });
+      expect(h100).toMatchObject({ vcpus_per_gpu: 26, memory_gib_per_gpu: 225, shm_gib_per_gpu: 32, disk_gib_per_gpu: 500, network_gbps_per_gpu: 10 });
       expect(h100.pools.find((p: { pool: string }) => p.pool === 'na')).toMatchObject({ free_gpus: 0 });
     });
   });

@@ -136,6 +136,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
             reservedMemoryBytes: config.reservedMemoryMib * MIB,
             pidsLimit: config.taskPidsLimit,
             defaultDiskBytes: Math.round(config.taskDiskGib * GIB),
+            defaultNetworkMbps: config.taskNetworkMbps,
           },
           diskCheckMs: config.taskDiskCheckMs,
           maxFiles: config.taskMaxFiles,

@@ -2,7 +2,9 @@
 // without internet: a network namespace behind a veth pair, routed from the host, that
 // owns a "public" address (1.2.3.4) and the cloud metadata address (169.254.169.254),
 // both answering HTTP on port 80. Traffic from containers to it takes the same path as
-// real outbound traffic: FORWARD (DOCKER-USER first), then Docker's masquerade.
+// real outbound traffic: FORWARD (DOCKER-USER first), then Docker's masquerade. For
+// bandwidth tests the public address also serves a file of BIG_FILE_BYTES at /big and
+// takes whatever is sent to its port 9 (discard).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +14,8 @@ import { run } from './openssh.js';
 
 export const PUBLIC_ADDRESS = '1.2.3.4';
 export const METADATA_ADDRESS = '169.254.169.254';
+export const BIG_FILE_BYTES = 10 * 1024 * 1024;
+export const DISCARD_PORT = 9;
 
 export interface OutsideNetwork {
   /** Body of GET / on either address. */
@@ -33,9 +37,13 @@ export async function startOutsideNetwork(): Promise<OutsideNetwork> {
   const dir = mkdtempSync(join(tmpdir(), 'outside-'));
   const body = `outside ${id}`;
   writeFileSync(join(dir, 'index.html'), body);
+  writeFileSync(join(dir, 'big'), Buffer.alloc(BIG_FILE_BYTES));
+  writeFileSync(join(dir, 'discard.sh'), '#!/bin/sh\ncat > /dev/null\n', { mode: 0o755 });
   let server: ChildProcess | undefined;
+  let discard: ChildProcess | undefined;
   const close = async (): Promise<void> => {
     server?.kill('SIGKILL');
+    discard?.kill('SIGKILL');
     for (const address of [PUBLIC_ADDRESS, METADATA_ADDRESS]) await run('ip', ['route', 'del', `${address}/32`, 'via', `10.254.${octet}.2`]);
     await run('ip', ['link', 'del', hostSide]);
     await run('ip', ['netns', 'del', ns]);
@@ -53,6 +61,7 @@ export async function startOutsideNetwork(): Promise<OutsideNetwork> {
     await must('ip', ['-n', ns, 'route', 'add', 'default', 'via', `10.254.${octet}.1`]);
     for (const address of [PUBLIC_ADDRESS, METADATA_ADDRESS]) await must('ip', ['route', 'replace', `${address}/32`, 'via', `10.254.${octet}.2`]);
     server = spawn('ip', ['netns', 'exec', ns, 'busybox', 'httpd', '-f', '-p', '80', '-h', dir], { stdio: 'ignore' });
+    discard = spawn('ip', ['netns', 'exec', ns, 'busybox', 'nc', '-ll', '-p', String(DISCARD_PORT), '-e', join(dir, 'discard.sh')], { stdio: 'ignore' });
   } catch (err) {
     await close();
     throw err;

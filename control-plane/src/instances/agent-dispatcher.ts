@@ -32,6 +32,7 @@ export class AgentTaskDispatcher implements TaskDispatcher, ReplicaDispatcher {
         memory_bytes: order.resources?.memoryBytes ?? 0,
         shm_bytes: order.resources?.shmBytes ?? 0,
         disk_bytes: order.resources?.diskBytes ?? 0,
+        network_mbps: order.resources?.networkMbps ?? 0,
       },
     });
   }

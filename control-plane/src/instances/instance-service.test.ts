@@ -81,8 +81,8 @@ describe('create', () => {
 
   it('orders the container limits the SKU sells per GPU, times the GPUs', async () => {
     await create({ gpus: 2 });
-    // h100-80gb: 26 vCPUs, 225 GiB, 32 GiB of /dev/shm and 500 GiB of disk per GPU.
-    expect(dispatcher.started[0]![1].resources).toEqual({ nanoCpus: 52e9, memoryBytes: 450 * 1024 ** 3, shmBytes: 64 * 1024 ** 3, diskBytes: 1000 * 1024 ** 3 });
+    // h100-80gb: 26 vCPUs, 225 GiB, 32 GiB of /dev/shm, 500 GiB of disk and 10 Gbit/s per GPU.
+    expect(dispatcher.started[0]![1].resources).toEqual({ nanoCpus: 52e9, memoryBytes: 450 * 1024 ** 3, shmBytes: 64 * 1024 ** 3, diskBytes: 1000 * 1024 ** 3, networkMbps: 20_000 });
   });
 
   it.each([

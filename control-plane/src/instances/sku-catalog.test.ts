@@ -13,17 +13,17 @@ describe('SKU catalog', () => {
     expect(poolsOf(catalog, catalog.skus.find((s) => s.id === 'l40s-48gb')!)).toEqual(['na', 'eu']);
   });
 
-  it('sells CPUs, memory, shared memory and disk per GPU, as clouds do, and multiplies them by the GPUs', () => {
+  it('sells CPUs, memory, shared memory, disk and network bandwidth per GPU, as clouds do, and multiplies them by the GPUs', () => {
     const h100 = catalog.skus.find((s) => s.id === 'h100-80gb')!;
-    expect(h100).toMatchObject({ vcpus_per_gpu: 26, memory_gib_per_gpu: 225, shm_gib_per_gpu: 32, disk_gib_per_gpu: 500 });
-    expect(taskResources(h100, 8)).toEqual({ nanoCpus: 208e9, memoryBytes: 1800 * 1024 ** 3, shmBytes: 256 * 1024 ** 3, diskBytes: 4000 * 1024 ** 3 });
+    expect(h100).toMatchObject({ vcpus_per_gpu: 26, memory_gib_per_gpu: 225, shm_gib_per_gpu: 32, disk_gib_per_gpu: 500, network_gbps_per_gpu: 10 });
+    expect(taskResources(h100, 8)).toEqual({ nanoCpus: 208e9, memoryBytes: 1800 * 1024 ** 3, shmBytes: 256 * 1024 ** 3, diskBytes: 4000 * 1024 ** 3, networkMbps: 80_000 });
     for (const sku of catalog.skus) expect(sku.shm_gib_per_gpu).toBeLessThan(sku.memory_gib_per_gpu);
     // Shared memory is charged to the memory limit: never more than it.
-    expect(taskResources({ vcpus_per_gpu: 0.5, memory_gib_per_gpu: 0.25, shm_gib_per_gpu: 1, disk_gib_per_gpu: 0.5 }, 2)).toMatchObject({ nanoCpus: 1e9, memoryBytes: 512 * 1024 ** 2, shmBytes: 512 * 1024 ** 2 });
+    expect(taskResources({ vcpus_per_gpu: 0.5, memory_gib_per_gpu: 0.25, shm_gib_per_gpu: 1, disk_gib_per_gpu: 0.5, network_gbps_per_gpu: 0.04 }, 2)).toMatchObject({ nanoCpus: 1e9, memoryBytes: 512 * 1024 ** 2, shmBytes: 512 * 1024 ** 2, networkMbps: 80 });
   });
 
-  it('refuses a SKU without its CPU, memory, shared-memory or disk numbers', () => {
-    for (const field of ['vcpus_per_gpu', 'memory_gib_per_gpu', 'shm_gib_per_gpu', 'disk_gib_per_gpu']) {
+  it('refuses a SKU without its CPU, memory, shared-memory, disk or network numbers', () => {
+    for (const field of ['vcpus_per_gpu', 'memory_gib_per_gpu', 'shm_gib_per_gpu', 'disk_gib_per_gpu', 'network_gbps_per_gpu']) {
       const bad = structuredClone(catalog) as unknown as { skus: Array<Record<string, unknown>> };
       delete bad.skus[0]![field];
       expect(() => parseSkuCatalog(bad, 'x')).toThrow(new RegExp(field));

@@ -1,6 +1,6 @@
 // The GPU SKU catalog: a JSON file in the repo, validated at start-up. A SKU names the
 // GPU model as NVML reports it, so the scheduler can match it against node GPUs. A SKU
-// also sells CPUs, memory, shared memory and disk per GPU, as clouds do; the agent runs an
+// also sells CPUs, memory, shared memory, disk and network bandwidth per GPU, as clouds do; the agent runs an
 // instance's container under those limits (times its GPUs), so one tenant cannot starve
 // the others on its node (docs/security.md).
 import { readFileSync } from 'node:fs';
@@ -29,6 +29,11 @@ export const SkuSchema = Type.Object(
       exclusiveMinimum: 0,
       maximum: 1_048_576,
       description: "Disk an instance may fill on its node's disk, per GPU (GiB): files written in the container, its volumes, deleted files still open. The node stops an instance over it.",
+    }),
+    network_gbps_per_gpu: Type.Number({
+      exclusiveMinimum: 0,
+      maximum: 10_000,
+      description: 'Network bandwidth an instance may use, per GPU, each way (Gbit/s): what it sends and what is sent to it. The node shapes its link to it.',
     }),
     /** USD per GPU-hour, on demand, per pool the SKU is sold in. */
     price_per_gpu_hour: PoolPrices,
@@ -79,15 +84,18 @@ export interface TaskResources {
   memoryBytes: number;
   shmBytes: number;
   diskBytes: number;
+  /** Each way, Mbit/s. */
+  networkMbps: number;
 }
 
 const GIB = 1024 ** 3;
 
-export function taskResources(sku: Pick<Sku, 'vcpus_per_gpu' | 'memory_gib_per_gpu' | 'shm_gib_per_gpu' | 'disk_gib_per_gpu'>, gpus: number): TaskResources {
+export function taskResources(sku: Pick<Sku, 'vcpus_per_gpu' | 'memory_gib_per_gpu' | 'shm_gib_per_gpu' | 'disk_gib_per_gpu' | 'network_gbps_per_gpu'>, gpus: number): TaskResources {
   return {
     nanoCpus: Math.round(sku.vcpus_per_gpu * gpus * 1e9),
     memoryBytes: Math.round(sku.memory_gib_per_gpu * gpus * GIB),
     shmBytes: Math.round(Math.min(sku.shm_gib_per_gpu, sku.memory_gib_per_gpu) * gpus * GIB),
     diskBytes: Math.round(sku.disk_gib_per_gpu * gpus * GIB),
+    networkMbps: Math.max(1, Math.round(sku.network_gbps_per_gpu * gpus * 1000)),
   };
 }

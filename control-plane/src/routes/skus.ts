@@ -21,6 +21,9 @@ const Sku = Type.Object(
     disk_gib_per_gpu: Type.Number({
       description: 'Disk an instance may fill, per GPU, in GiB: files written in the container, its volumes, deleted files still open. An instance over it is stopped by its node.',
     }),
+    network_gbps_per_gpu: Type.Number({
+      description: 'Network bandwidth of an instance, per GPU, each way, in Gbit/s: what it sends and what is sent to it (its node shapes its link).',
+    }),
     pools: Type.Array(
       Type.Object({
         pool: Type.String(),
@@ -56,6 +59,7 @@ export function skuRoutes(catalog: SkuCatalog, inventory: GpuInventory, store: I
               memory_gib_per_gpu: sku.memory_gib_per_gpu,
               shm_gib_per_gpu: sku.shm_gib_per_gpu,
               disk_gib_per_gpu: sku.disk_gib_per_gpu,
+              network_gbps_per_gpu: sku.network_gbps_per_gpu,
               pools: poolsOf(catalog, sku).map((pool) => ({
                 pool,
                 price_per_gpu_hour: sku.price_per_gpu_hour[pool]!,

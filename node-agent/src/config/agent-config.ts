@@ -235,6 +235,12 @@ export const agentSettings = {
     50,
     'Disk (GiB) an instance may fill on the host (writable layer, volumes, deleted files held open) when its start order names none (an older control plane); the SKU catalog sets it otherwise.',
   ),
+  taskNetworkMbps: setting(
+    'SVC_TASK_NETWORK_MBPS',
+    Type.Integer({ minimum: 1 }),
+    1000,
+    'Network bandwidth (Mbit/s, each way) of an instance when its start order names none (an older control plane); the SKU catalog sets it otherwise. Shaped with tc on the instance\'s bridge and its own interface.',
+  ),
   taskMaxFiles: setting(
     'SVC_TASK_MAX_FILES',
     Type.Integer({ minimum: 1000 }),

@@ -6,7 +6,7 @@ const host = (nodeId: string, nvidiaRuntime: boolean): HostCapabilities => ({
   nodeId,
   nvidiaRuntime,
   capacity: { cpus: 2, memoryBytes: 24 * GIB },
-  limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB },
+  limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB, defaultNetworkMbps: 1000 },
 });
 
 const task: TaskSpec = {

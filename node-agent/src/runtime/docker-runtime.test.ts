@@ -1,6 +1,9 @@
 // DockerRuntime against the real engine and the loopback registry (scripts/setup-host.sh).
 // Every container carries a node id unique to this run, and afterAll removes them all.
 import { randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { connect, type Socket } from 'node:net';
+import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
@@ -409,7 +412,7 @@ describe('isolation and limits', () => {
   }, 90_000);
 
   it('runs the container under the limits asked for, clamped to the host, with the capabilities cut down', async () => {
-    const limited = new DockerRuntime({ docker, nodeId, limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 128, defaultDiskBytes: GIB } });
+    const limited = new DockerRuntime({ docker, nodeId, limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 128, defaultDiskBytes: GIB, defaultNetworkMbps: 1000 } });
     const h = await limited.startTask(task({ resources: { nanoCpus: 26e9, memoryBytes: 256 * 1024 ** 2, shmBytes: 64 * 1024 ** 2 } }));
     const hc = (await docker.getContainer(h.containerId).inspect()).HostConfig as Docker.HostConfig & { OomScoreAdj: number };
     const cpus = (await docker.info()).NCPU as number;
@@ -435,4 +438,88 @@ describe('isolation and limits', () => {
     expect(out).toMatch(/\b65536\b/); // /dev/shm: 64 MiB in 1K blocks
     await limited.destroyTask(h.containerId, { force: true });
   });
+
+  it("shapes an instance's network each way to what it was sold, which root in the container cannot lift; a replica is not shaped", async () => {
+    // 40 Mbit/s moves 5 MiB in about a second each way; unshaped, this link moves it in
+    // tens of milliseconds. The host connects (as the SSH gateway does), so the host
+    // firewall, which keeps instances from opening connections to the host, lets it by.
+    const MIB = 5;
+    const shaped = await runtime.startTask(
+      task({
+        resources: { networkMbps: 40 },
+        command: ['sh', '-c', `(dd if=/dev/zero bs=1048576 count=${MIB} 2>/dev/null | nc -l -p 7000) & (sleep 600 | nc -l -p 7001 >/dev/null) & wait`],
+      }),
+    );
+    const address = await containerAddress(shaped.containerId);
+    const [received, downMs] = await tcpReceive(address, 7000);
+    expect(received).toBe(MIB * 1024 * 1024);
+    expect(downMs).toBeGreaterThan(800);
+    expect(await tcpSend(address, 7001, MIB * 1024 * 1024)).toBeGreaterThan(800);
+
+    // Root in the container sees the bucket and holds no capability to change its link.
+    const inside = await execIn(shaped.containerId, ['sh', '-c', 'tc qdisc show dev eth0; ip link set dev eth0 down; echo rc=$?']);
+    expect(inside).toMatch(/qdisc tbf \S+ root/);
+    expect(inside).toContain('Operation not permitted');
+    expect(inside).not.toContain('rc=0');
+    const pid = (await docker.getContainer(shaped.containerId).inspect()).State.Pid;
+    const { stdout } = await promisify(execFile)('nsenter', [`--target=${pid}`, '--net', '--', 'tc', 'qdisc', 'show', 'dev', 'eth0']);
+    expect(stdout).toMatch(/qdisc tbf \S+ root .*rate 40Mbit/);
+
+    const replica = await runtime.startTask(task({ kind: 'replica', resources: { networkMbps: 40 } }));
+    expect(await execIn(replica.containerId, ['tc', 'qdisc', 'show', 'dev', 'eth0'])).not.toContain('tbf');
+    for (const h of [shaped, replica]) await runtime.destroyTask(h.containerId, { force: true });
+  }, 60_000);
 });
+
+async function execIn(containerId: string, cmd: string[]): Promise<string> {
+  const exec = await docker.getContainer(containerId).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
+  const stream = await exec.start({});
+  const chunks: Buffer[] = [];
+  stream.on('data', (c: Buffer) => chunks.push(c));
+  await new Promise((r) => stream.on('end', r));
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function containerAddress(containerId: string): Promise<string> {
+  const networks = (await docker.getContainer(containerId).inspect()).NetworkSettings.Networks;
+  return Object.values(networks)[0]!.IPAddress;
+}
+
+/** Connects once the container's listener is up (it starts with the container). */
+async function connected(host: string, port: number): Promise<Socket> {
+  for (let i = 0; ; i++) {
+    try {
+      return await new Promise<Socket>((resolve, reject) => {
+        const socket = connect(port, host, () => resolve(socket));
+        socket.once('error', reject);
+      });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ECONNREFUSED' || i >= 100) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+/** Reads what the listener sends until it closes: the bytes read and the milliseconds that took. */
+async function tcpReceive(host: string, port: number): Promise<[number, number]> {
+  const socket = await connected(host, port);
+  const t0 = Date.now();
+  return new Promise((resolve, reject) => {
+    let bytes = 0;
+    socket.on('data', (c: Buffer) => (bytes += c.length));
+    socket.on('error', reject);
+    socket.on('close', () => resolve([bytes, Date.now() - t0]));
+  });
+}
+
+/** Sends `bytes`; the milliseconds until the listener had read them all and closed. */
+async function tcpSend(host: string, port: number, bytes: number): Promise<number> {
+  const socket = await connected(host, port);
+  const t0 = Date.now();
+  return new Promise((resolve, reject) => {
+    socket.on('data', () => undefined);
+    socket.on('error', reject);
+    socket.on('close', () => resolve(Date.now() - t0));
+    socket.end(Buffer.alloc(bytes));
+  });
+}

@@ -19,8 +19,9 @@ import {
 } from './docker-errors.js';
 import { allocatedBytes, deletedOpenFiles, devicesOf, fileCount, formatBytes, type DiskUsage } from './disk-usage.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
-import { DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
-import { buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
+import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
+import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
+import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { PullProgressTracker, pullEventError, type PullEvent } from './pull-progress.js';
 import {
@@ -110,8 +111,10 @@ export class DockerRuntime implements TaskRuntime {
     await this.ensureImage(spec.image, onProgress);
     this.imageUsed?.(spec.image);
     await this.ensureNetwork(spec);
+    const { networkMbps } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind);
     let container: Docker.Container;
     try {
+      if (networkMbps > 0) await shapeToContainer(bridgeName(spec), networkMbps).catch((err: unknown) => Promise.reject(taskFailed('create_failed', `shape ${bridgeName(spec)}`, err)));
       container = await this.createContainer(spec, host);
     } catch (err) {
       await this.removeNetwork(spec).catch(() => undefined); // reconcile sweeps it otherwise
@@ -123,6 +126,8 @@ export class DockerRuntime implements TaskRuntime {
       // 304: already started (a retried start that adopted a running container).
       if (dockerStatus(err) !== 304) throw await this.discardUnstarted(container.id, spec, err);
     }
+    // Shaped again on a retried start: `replace` makes it the same either way.
+    if (networkMbps > 0) await this.shapeStarted(container, spec, networkMbps);
     return this.handleOf(await this.inspectTask(container.id));
   }
 
@@ -382,6 +387,20 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   /** A container that would not start is removed, so the failure leaves nothing behind. */
+  /** Shapes what a started instance sends; one that cannot be shaped does not run. */
+  private async shapeStarted(container: Docker.Container, spec: TaskSpec, mbps: number): Promise<void> {
+    // An instance that already exited sends nothing (and its handle says it exited).
+    const running = async () => (await container.inspect().catch(() => null))?.State;
+    const state = await running();
+    if (!state?.Running) return;
+    try {
+      await shapeFromContainer(state.Pid, mbps);
+    } catch (err) {
+      if (!(await running())?.Running) return; // exited meanwhile: its namespace went with it
+      throw await this.discardUnstarted(container.id, spec, err);
+    }
+  }
+
   private async discardUnstarted(id: string, spec: TaskSpec, startError: unknown): Promise<RuntimeError> {
     const failure = taskFailed('start_failed', `start ${containerName(spec)}`, startError);
     try {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { GIB, MIB, containerLimits, type HostCapacity, type TaskResources } from './task-limits.js';
 
-const settings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB };
+const settings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB, defaultNetworkMbps: 1000 };
 const gpuHost: HostCapacity = { cpus: 224, memoryBytes: 2048 * GIB };
 const devHost: HostCapacity = { cpus: 2, memoryBytes: 24 * GIB };
 const tiny: HostCapacity = { cpus: 1, memoryBytes: 1 * GIB };
@@ -17,11 +17,11 @@ describe('containerLimits', () => {
     ['shm never exceeds memory', { memoryBytes: 1 * GIB, shmBytes: 8 * GIB }, gpuHost, { nanoCpus: 223e9, memoryBytes: 1 * GIB, shmBytes: 1 * GIB }],
     ['small asks are kept', { nanoCpus: 0.25e9, memoryBytes: 64 * MIB, shmBytes: 16 * MIB }, devHost, { nanoCpus: 0.25e9, memoryBytes: 64 * MIB, shmBytes: 16 * MIB }],
   ])('%s', (_name, requested, host, expected) => {
-    expect(containerLimits(requested, host, settings)).toEqual({ ...expected, pidsLimit: 4096, diskBytes: 50 * GIB });
+    expect(containerLimits(requested, host, settings)).toEqual({ ...expected, pidsLimit: 4096, diskBytes: 50 * GIB, networkMbps: 1000 });
   });
 
   it('keeps the CPU reserve for instances only: replicas may use every CPU, but not the reserved memory', () => {
-    expect(containerLimits(undefined, devHost, settings, 'replica')).toEqual({ nanoCpus: 2e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB, pidsLimit: 4096, diskBytes: 50 * GIB });
+    expect(containerLimits(undefined, devHost, settings, 'replica')).toEqual({ nanoCpus: 2e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB, pidsLimit: 4096, diskBytes: 50 * GIB, networkMbps: 0 });
     expect(containerLimits(undefined, devHost, settings, 'instance').nanoCpus).toBe(1e9);
   });
 
@@ -36,5 +36,14 @@ describe('containerLimits', () => {
     ['zero counts as nothing asked', { diskBytes: 0 }, 50 * GIB],
   ])('disk: %s', (_name, requested, expected) => {
     expect(containerLimits(requested, devHost, settings).diskBytes).toBe(expected);
+  });
+
+  it.each([
+    ['the catalog number, as asked', { networkMbps: 10_000 }, 'instance', 10_000],
+    ['nothing asked (an older control plane): the agent setting', undefined, 'instance', 1000],
+    ['zero counts as nothing asked', { networkMbps: 0 }, 'instance', 1000],
+    ['a replica is never shaped (the provider\'s model server downloads weights)', { networkMbps: 50 }, 'replica', 0],
+  ] as const)('network: %s', (_name, requested, kind, expected) => {
+    expect(containerLimits(requested, devHost, settings, kind).networkMbps).toBe(expected);
   });
 });

@@ -1,4 +1,4 @@
-// The CPU, memory, /dev/shm, process and disk limits a task container runs under, as a pure
+// The CPU, memory, /dev/shm, process, disk and network limits a task container runs under, as a pure
 // function of what the control plane asked for (the SKU catalog's numbers times the
 // task's GPUs), what the host has and what the agent keeps for itself. A host smaller
 // than the catalog (a dev machine) still runs the task: every limit is clamped to the
@@ -11,6 +11,8 @@ export interface TaskResources {
   shmBytes?: number;
   /** Disk the container may fill on the host: its writable layer, volumes, deleted files it holds open. */
   diskBytes?: number;
+  /** Network bandwidth, each way, in Mbit/s. */
+  networkMbps?: number;
 }
 
 /** What the Docker engine reports it has (`docker info` NCPU and MemTotal). */
@@ -19,7 +21,7 @@ export interface HostCapacity {
   memoryBytes: number;
 }
 
-/** Agent settings (SVC_HOST_RESERVED_CPUS, SVC_HOST_RESERVED_MEMORY_MIB, SVC_TASK_PIDS_LIMIT, SVC_TASK_DISK_GIB). */
+/** Agent settings (SVC_HOST_RESERVED_CPUS, SVC_HOST_RESERVED_MEMORY_MIB, SVC_TASK_PIDS_LIMIT, SVC_TASK_DISK_GIB, SVC_TASK_NETWORK_MBPS). */
 export interface LimitSettings {
   /** CPUs no task may use: they stay for the agent, Docker and the OS. */
   reservedCpus: number;
@@ -28,6 +30,8 @@ export interface LimitSettings {
   pidsLimit: number;
   /** An instance's disk when the order names none (an older control plane). */
   defaultDiskBytes: number;
+  /** An instance's bandwidth when the order names none (an older control plane). */
+  defaultNetworkMbps: number;
 }
 
 export interface ContainerLimits {
@@ -37,6 +41,8 @@ export interface ContainerLimits {
   pidsLimit: number;
   /** Enforced by the agent (tasks/disk-watch.ts), not by Docker: overlay2 can only do it on XFS with project quotas. */
   diskBytes: number;
+  /** Each way, shaped by the agent (task-bandwidth.ts); 0: not shaped (replicas, the provider's own). */
+  networkMbps: number;
 }
 
 export const MIB = 1024 * 1024;
@@ -46,7 +52,7 @@ const NANO = 1_000_000_000;
 const MIN_CPUS = 0.5;
 const MIN_MEMORY_BYTES = 256 * MIB;
 
-export const DEFAULT_LIMIT_SETTINGS: LimitSettings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB };
+export const DEFAULT_LIMIT_SETTINGS: LimitSettings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB, defaultNetworkMbps: 1000 };
 
 const asked = (value: number | undefined): number | null => (value !== undefined && Number.isFinite(value) && value > 0 ? value : null);
 
@@ -67,5 +73,7 @@ export function containerLimits(requested: TaskResources | undefined, host: Host
   // Disk is not clamped to the host's free space: that changes by the minute, and the
   // provider sizes hosts for the catalog's disk like for its GPUs.
   const diskBytes = asked(requested?.diskBytes) ?? settings.defaultDiskBytes;
-  return { nanoCpus, memoryBytes, shmBytes, pidsLimit: settings.pidsLimit, diskBytes };
+  // Not clamped to the host's link either: the agent cannot know it (a VM reports none).
+  const networkMbps = kind === 'instance' ? Math.round(asked(requested?.networkMbps) ?? settings.defaultNetworkMbps) : 0;
+  return { nanoCpus, memoryBytes, shmBytes, pidsLimit: settings.pidsLimit, diskBytes, networkMbps };
 }

@@ -102,7 +102,7 @@ export class AgentTasks {
       command: order.command,
       ...(order.kind === 'REPLICA' ? { containerPort: order.container_port, healthPath: order.health_path || '/health' } : {}),
       ...(setup ? { sshAuthorizedKeys: setup.sshAuthorizedKeys } : {}),
-      resources: { nanoCpus: order.nano_cpus, memoryBytes: order.memory_bytes, shmBytes: order.shm_bytes, diskBytes: order.disk_bytes },
+      resources: { nanoCpus: order.nano_cpus, memoryBytes: order.memory_bytes, shmBytes: order.shm_bytes, diskBytes: order.disk_bytes, networkMbps: order.network_mbps },
     });
   }
 
