@@ -111,6 +111,10 @@ function fromHost(host: string, port: number, path = '/'): Promise<string> {
 /** What busybox nc prints when no connection came about: refused (our REJECT) or no answer at all (Docker's DROP). */
 const REFUSED = /can't connect to remote host.*(Connection refused|Network is unreachable|No route to host)|nc: timed out/;
 /** A cgroup v1 file of A's container, read on the host (the agent's view). */
+const timedMs = async <T>(fn: () => Promise<T>): Promise<[T, number]> => {
+  const t0 = Date.now();
+  return [await fn(), Date.now() - t0];
+};
 const cgroupOf = (containerId: string, file: string): string => readFileSync(`/sys/fs/cgroup/${file.split('.')[0]}/docker/${containerId}/${file}`, 'utf8').trim();
 
 beforeAll(async () => {
@@ -227,6 +231,14 @@ describe('as a hostile tenant', () => {
     expect(await seconds(`wget -q -O /dev/null http://${PUBLIC_ADDRESS}/big`)).toBeGreaterThan(1.6);
     // Sent: 20 MiB is 4.2 s; the socket's buffer (at most 4 MiB) empties after nc is done.
     expect(await seconds(`dd if=/dev/zero bs=1048576 count=${2 * mib} 2>/dev/null | nc ${PUBLIC_ADDRESS} ${DISCARD_PORT}`)).toBeGreaterThan(2.5);
+    // Over SSH too, which the agent's gateway carries through Docker exec, not the
+    // instance's network: 10 MiB each way, timed from here.
+    const [down, downMs] = await timedMs(() => ssh(b.target, b.key, [`dd if=/dev/zero bs=1048576 count=${mib} 2>/dev/null`], { timeoutMs: 60_000 }));
+    expect(down.stdout.length).toBe(BIG_FILE_BYTES);
+    expect(downMs).toBeGreaterThan(1600);
+    const [up, upMs] = await timedMs(() => ssh(b.target, b.key, ['wc -c'], { timeoutMs: 60_000, input: Buffer.alloc(BIG_FILE_BYTES) }));
+    expect(up.stdout.trim()).toBe(String(BIG_FILE_BYTES));
+    expect(upMs).toBeGreaterThan(1600);
     const lift = await ssh(b.target, b.key, ['tc qdisc show dev eth0; ip link set dev eth0 down']);
     expect(lift.stdout).toMatch(/qdisc tbf/);
     expect(lift.code).not.toBe(0);

@@ -25,6 +25,8 @@ export interface AccessEntry {
   jupyter: JupyterTarget | null;
   /** Why `jupyter` is null; null while it is being set up or when it is there. */
   jupyterUnavailableReason: string | null;
+  /** Its bandwidth each way, which its SSH connections share; null: not limited (a container from before limits). */
+  networkMbps: number | null;
 }
 
 /** Something holding an instance open (an SSH connection, a proxied WebSocket). */

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
 import type { InstanceAccess, HostFacts } from '@svc/proto';
 import type { Logger } from '@svc/shared';
-import { LABEL_SSH_KEYS } from '../runtime/container-spec.js';
+import { LABEL_NETWORK_LIMIT, LABEL_SSH_KEYS } from '../runtime/container-spec.js';
 import { envValue, JUPYTER_CONTAINER_PORT, jupyterBaseUrl } from '../jupyter/jupyter-command.js';
 import type { JupyterLauncher } from '../jupyter/jupyter-launcher.js';
 import type { JupyterPortRange } from '../jupyter/jupyter-origin.js';
@@ -109,6 +109,7 @@ export class InstanceAccessService {
       jupyterToken: envValue(env, 'JUPYTER_TOKEN') || randomBytes(24).toString('hex'),
       jupyter: null,
       jupyterUnavailableReason: null,
+      networkMbps: Number(info.Config.Labels?.[LABEL_NETWORK_LIMIT]) || null,
     };
     registry.register(entry);
     let origin: string | undefined;

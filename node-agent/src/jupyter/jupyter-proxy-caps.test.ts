@@ -25,6 +25,7 @@ const entry = (instanceId: string, port: number): AccessEntry => ({
   jupyterToken: `token-${instanceId}`,
   jupyter: { port, baseUrl: `/${instanceId}/` },
   jupyterUnavailableReason: null,
+  networkMbps: null,
 });
 
 beforeAll(async () => {

@@ -25,6 +25,7 @@ const entry = (instanceId: string, token: string, port: number): AccessEntry => 
   jupyterToken: token,
   jupyter: { port, baseUrl: `/${instanceId}/` },
   jupyterUnavailableReason: null,
+  networkMbps: null,
 });
 const url = (id: string, path = '') => `http://127.0.0.1:${ports[id]}/${id}/${path}`;
 

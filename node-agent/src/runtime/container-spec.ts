@@ -18,6 +18,8 @@ export const LABEL_SPEC = 'svc.spec';
 export const LABEL_SSH_KEYS = 'svc.ssh-authorized-keys';
 /** Instances: the disk limit in bytes, so a restarted agent keeps enforcing it on a re-adopted container. */
 export const LABEL_DISK_LIMIT = 'svc.disk-limit-bytes';
+/** An instance's bandwidth each way (Mbit/s), for what the kernel's shaping does not see (the SSH gateway). */
+export const LABEL_NETWORK_LIMIT = 'svc.network-mbps';
 /** User labels ride along under this prefix so they cannot collide with ours. */
 export const USER_LABEL_PREFIX = 'svc.label.';
 
@@ -84,6 +86,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
   const port = task.publish ? `${task.publish.containerPort}/tcp` : undefined;
   const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind);
   if (task.kind === 'instance') labels[LABEL_DISK_LIMIT] = String(limits.diskBytes);
+  if (limits.networkMbps > 0) labels[LABEL_NETWORK_LIMIT] = String(limits.networkMbps);
   return {
     name: containerName(task),
     Image: task.image,

@@ -7,7 +7,8 @@
 // The gateway owns its TCP listener and hands sockets to ssh2 only after counting them
 // (connection-book.ts): connections still logging in, per source and per instance are
 // capped, a login must finish within a time limit, failed attempts are capped, and a
-// connection holds a bounded number of channels.
+// connection holds a bounded number of channels. Once logged in, a connection shares its
+// instance's bandwidth with the instance's other connections (throttled-socket.ts).
 import { connect, createServer, type Server as NetServer, type Socket } from 'node:net';
 import { listenOn } from '../access/listen.js';
 import type Docker from 'dockerode';
@@ -19,6 +20,8 @@ import type { HostKey } from './host-key.js';
 import { ConnectionBook, type ConnectionTicket } from './connection-book.js';
 import { forwardTarget } from './session-request.js';
 import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
+import { ThrottledSocket, type Throttle } from './throttled-socket.js';
+import { linkBuckets } from './token-bucket.js';
 
 const { Server } = ssh2;
 
@@ -55,6 +58,7 @@ export class SshGateway {
   private readonly tickets = new Map<string, ConnectionTicket>();
   private readonly connections = new Set<Connection>();
   private readonly sockets = new Set<Socket>();
+  private readonly throttles = new WeakMap<AccessEntry, Throttle>();
   private listeningPort = 0;
   private refused = 0;
   private refusalLoggedAt = 0;
@@ -106,7 +110,16 @@ export class SshGateway {
       this.sockets.delete(socket);
     });
     socket.on('error', () => undefined);
-    this.server.injectSocket(socket);
+    this.server.injectSocket(new ThrottledSocket(socket, () => this.throttleOf(ticket.instanceId)) as unknown as Socket);
+  }
+
+  /** The buckets an instance's connections share, made with its registration (a restarted instance gets new ones). */
+  private throttleOf(instanceId: string | undefined): Throttle | undefined {
+    const entry = instanceId === undefined ? undefined : this.options.registry.current(instanceId);
+    if (!entry?.networkMbps) return undefined;
+    let throttle = this.throttles.get(entry);
+    if (!throttle) this.throttles.set(entry, (throttle = linkBuckets(entry.networkMbps)));
+    return throttle;
   }
 
   /** A flood must not flood the log too: one line per few seconds, with the count since the last. */

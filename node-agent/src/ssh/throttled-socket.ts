@@ -1,0 +1,92 @@
+// A gateway connection as ssh2 sees it, held to its instance's bandwidth. SSH sessions and
+// SFTP run through Docker exec, not the instance's network, so the kernel's shaping of the
+// instance (runtime/task-bandwidth.ts) never sees them; this does the same in user space,
+// on the TCP connection itself, with the instance's buckets shared by all its connections.
+// Until the connection has logged in (`throttle()` answers nothing) bytes pass as they are.
+//   - Received: a chunk that puts the bucket in debt pauses the socket until the debt is
+//     paid, so TCP slows the client down.
+//   - Sent: a chunk waits for its debt before it reaches the socket. ssh2 does not wait
+//     for its writes, but SSH's flow control does: a client that has not received data
+//     grants no more window, so what queues here is at most the channels' windows.
+import { Duplex } from 'node:stream';
+import type { Socket } from 'node:net';
+import type { TokenBucket } from './token-bucket.js';
+
+export interface Throttle {
+  in: TokenBucket;
+  out: TokenBucket;
+}
+
+export class ThrottledSocket extends Duplex {
+  // What ssh2 reads off a socket to describe the connection.
+  readonly remoteAddress: string | undefined;
+  readonly remoteFamily: string | undefined;
+  readonly remotePort: number | undefined;
+  /** The consumer wants no more for now (push answered false). */
+  private backedUp = false;
+  /** Waiting for the inbound bucket's debt to be paid. */
+  private held: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly throttle: () => Throttle | undefined,
+  ) {
+    super({ allowHalfOpen: false });
+    this.remoteAddress = socket.remoteAddress;
+    this.remoteFamily = socket.remoteFamily;
+    this.remotePort = socket.remotePort;
+    socket.on('data', (chunk: Buffer) => this.received(chunk));
+    socket.once('end', () => this.push(null));
+    socket.once('error', (err) => this.destroy(err));
+    socket.once('close', () => this.destroy());
+  }
+
+  setNoDelay(noDelay?: boolean): this {
+    this.socket.setNoDelay(noDelay);
+    return this;
+  }
+
+  private received(chunk: Buffer): void {
+    const wait = this.throttle()?.in.take(chunk.length) ?? 0;
+    if (!this.push(chunk)) this.backedUp = true;
+    if (wait > 0 && !this.held) {
+      this.held = setTimeout(() => {
+        this.held = null;
+        this.flow();
+      }, wait);
+    }
+    if (this.backedUp || this.held) this.socket.pause();
+  }
+
+  private flow(): void {
+    if (!this.backedUp && !this.held && !this.socket.destroyed) this.socket.resume();
+  }
+
+  override _read(): void {
+    this.backedUp = false;
+    this.flow();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    const wait = this.throttle()?.out.take(chunk.length) ?? 0;
+    const send = (): void => {
+      if (this.socket.destroyed) return done();
+      if (this.socket.write(chunk)) done();
+      else this.socket.once('drain', () => done());
+    };
+    if (wait > 0) setTimeout(send, wait);
+    else send();
+  }
+
+  override _final(done: (err?: Error | null) => void): void {
+    if (this.socket.destroyed || this.socket.writableEnded) return done();
+    this.socket.end(() => done());
+  }
+
+  override _destroy(err: Error | null, done: (err?: Error | null) => void): void {
+    if (this.held) clearTimeout(this.held);
+    this.held = null;
+    this.socket.destroy();
+    done(err);
+  }
+}
