@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KEPT_CAPABILITIES, LABEL_DISK_LIMIT, LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
+import { KEPT_CAPABILITIES, LABEL_DISK_LIMIT, LABEL_NETWORK_LIMIT, LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { GIB } from './task-limits.js';
 
 const host = (nodeId: string, nvidiaRuntime: boolean): HostCapabilities => ({
@@ -25,6 +25,7 @@ describe('buildContainerSpec', () => {
       [LABEL_INSTANCE]: 'inst_abc',
       [LABEL_NODE]: 'node_1',
       [LABEL_DISK_LIMIT]: String(50 * GIB),
+      [LABEL_NETWORK_LIMIT]: '1000',
       'svc.label.team': 'ml',
       'svc.label.svc.instance': 'spoof',
     });
@@ -90,6 +91,11 @@ describe('buildContainerSpec for hostile tenants', () => {
   it('keeps an instance\'s disk limit in a label, for the disk watch of a restarted agent', () => {
     expect(buildContainerSpec({ ...task, resources: { diskBytes: 80 * GIB } }, gpuHost).Labels?.[LABEL_DISK_LIMIT]).toBe(String(80 * GIB));
     expect(buildContainerSpec({ ...task, kind: 'replica' }, gpuHost).Labels?.[LABEL_DISK_LIMIT]).toBeUndefined();
+  });
+
+  it("keeps an instance's bandwidth in a label, for the SSH gateway of a restarted agent; a replica has none", () => {
+    expect(buildContainerSpec({ ...task, resources: { networkMbps: 20_000 } }, gpuHost).Labels?.[LABEL_NETWORK_LIMIT]).toBe('20000');
+    expect(buildContainerSpec({ ...task, kind: 'replica', resources: { networkMbps: 20_000 } }, gpuHost).Labels?.[LABEL_NETWORK_LIMIT]).toBeUndefined();
   });
 
   it('rotates the container\'s log, which Docker otherwise keeps without end on the host', () => {

@@ -114,7 +114,7 @@ export class DockerRuntime implements TaskRuntime {
     const { networkMbps } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind);
     let container: Docker.Container;
     try {
-      if (networkMbps > 0) await shapeToContainer(bridgeName(spec), networkMbps).catch((err: unknown) => Promise.reject(taskFailed('create_failed', `shape ${bridgeName(spec)}`, err)));
+      if (networkMbps > 0) await this.shapeBridge(spec, networkMbps);
       container = await this.createContainer(spec, host);
     } catch (err) {
       await this.removeNetwork(spec).catch(() => undefined); // reconcile sweeps it otherwise
@@ -386,7 +386,15 @@ export class DockerRuntime implements TaskRuntime {
     return this.createContainer(spec, host, true);
   }
 
-  /** A container that would not start is removed, so the failure leaves nothing behind. */
+  /** Shapes what an instance will be sent, before it starts. */
+  private async shapeBridge(spec: TaskSpec, mbps: number): Promise<void> {
+    try {
+      await shapeToContainer(bridgeName(spec), mbps);
+    } catch (err) {
+      throw taskFailed('create_failed', `shape ${bridgeName(spec)}`, err);
+    }
+  }
+
   /** Shapes what a started instance sends; one that cannot be shaped does not run. */
   private async shapeStarted(container: Docker.Container, spec: TaskSpec, mbps: number): Promise<void> {
     // An instance that already exited sends nothing (and its handle says it exited).
@@ -401,6 +409,7 @@ export class DockerRuntime implements TaskRuntime {
     }
   }
 
+  /** A container that would not start is removed, so the failure leaves nothing behind. */
   private async discardUnstarted(id: string, spec: TaskSpec, startError: unknown): Promise<RuntimeError> {
     const failure = taskFailed('start_failed', `start ${containerName(spec)}`, startError);
     try {
