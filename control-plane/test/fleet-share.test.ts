@@ -3,26 +3,18 @@
 // sent, and what one organization may hold of it, is the fleet's limit, not each control
 // plane's. Each process counts the others through the seats of the leader election (real
 // advisory locks) and sends its even part; when one leaves, the others take its part.
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../src/app.js';
-import { defaultControlPlaneConfig } from '../src/config.js';
 import type { LiveReplica } from '../src/inference/replica-source.js';
-import { openPostgresStore, type PostgresStore } from '../src/store/postgres/postgres-store.js';
 import { startOpenAiUpstream, type OpenAiUpstream } from '../../test/support/openai-upstream.js';
 import { startPostgres, type TestPostgres } from '../../test/support/postgres.js';
+import { closePgReplicas, startPgReplica, type PgReplica } from './pg-replica.js';
 import { until } from './webhooks-support.js';
 
 /** What the model server may hold from all three together; one org may hold half. */
 const IN_FLIGHT = 6;
 const MODEL = 'tiny-chat';
 
-interface Replica {
-  app: FastifyInstance;
-  store: PostgresStore;
-  baseUrl: string;
-  closed: boolean;
-}
+type Replica = PgReplica;
 
 let server: TestPostgres;
 let url: string;
@@ -30,30 +22,17 @@ let upstream: OpenAiUpstream;
 const replicas: Replica[] = [];
 const keys: Record<'a' | 'b' | 'c' | 'd', string> = { a: '', b: '', c: '', d: '' };
 
-async function startReplica(live: LiveReplica[]): Promise<Replica> {
-  const store = await openPostgresStore(url, { poolSize: 4 });
-  const config = defaultControlPlaneConfig({
-    databaseUrl: url,
-    httpPort: 0,
-    logLevel: 'silent',
-    replicas: 'none',
-    inferenceMaxInFlight: IN_FLIGHT,
-    inferenceMaxOrgShare: 0.5,
-    inferenceAttempts: 1,
-    leaderRetryMs: 200,
-  });
-  const app = await buildApp({
-    config,
-    store,
-    logger: false,
-    replicas: {
-      directory: { ready: (f = {}) => live.filter((r) => f.model === undefined || r.model === f.model) },
-      plan: { desired: (model) => (live.some((r) => r.model === model) ? 1 : 0) },
+function startReplica(live: LiveReplica[]): Promise<Replica> {
+  return startPgReplica(
+    url,
+    { inferenceMaxInFlight: IN_FLIGHT, inferenceMaxOrgShare: 0.5, inferenceAttempts: 1, leaderRetryMs: 200 },
+    {
+      replicas: {
+        directory: { ready: (f = {}) => live.filter((r) => f.model === undefined || r.model === f.model) },
+        plan: { desired: (model) => (live.some((r) => r.model === model) ? 1 : 0) },
+      },
     },
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const address = app.server.address();
-  return { app, store, baseUrl: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`, closed: false };
+  );
 }
 
 type Answer = { status: number; type?: string; message?: string };
@@ -110,10 +89,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   upstream?.release();
-  for (const r of live()) {
-    await r.app.close();
-    await r.store.close();
-  }
+  await closePgReplicas(replicas);
   await upstream?.close();
   await server?.stop();
 });

@@ -9,17 +9,14 @@
 // - one replica leads (the gauge says which); when it goes, another takes over and runs
 //   reservation expiry and webhook delivery, and every webhook arrives exactly once,
 //   verified by a real standardwebhooks receiver.
-import type { FastifyInstance } from 'fastify';
 import { ManualClock } from '@svc/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../src/app.js';
-import { defaultControlPlaneConfig } from '../src/config.js';
 import type { OrgRecord } from '../src/store/records.js';
-import { openPostgresStore, type PostgresStore } from '../src/store/postgres/postgres-store.js';
 import { LEADER_LOCK } from '../src/store/postgres/advisory-leadership.js';
 import { replicaRecord } from '../src/replicas/replica-record-fixture.js';
 import { startPostgres, type TestPostgres } from '../../test/support/postgres.js';
 import { addReadyNode, expectError } from './harness.js';
+import { closePgReplicas, startPgReplica, type PgReplica } from './pg-replica.js';
 import { until, WebhookReceiver } from './webhooks-support.js';
 
 const LIMIT = 1_200;
@@ -27,12 +24,7 @@ const TOKEN_LIMIT = 10_000;
 /** What the docs promise for a revoke or rotation to reach every replica. */
 const PROPAGATION_MS = 1_000;
 
-interface Replica {
-  app: FastifyInstance;
-  store: PostgresStore;
-  baseUrl: string;
-  closed: boolean;
-}
+type Replica = PgReplica;
 
 let server: TestPostgres;
 let url: string;
@@ -42,23 +34,18 @@ const clock = new ManualClock(Date.now());
 const replicas: Replica[] = [];
 const receiver = new WebhookReceiver();
 
-async function startReplica(): Promise<Replica> {
-  const store = await openPostgresStore(url, { poolSize: 4 });
-  const config = defaultControlPlaneConfig({
-    databaseUrl: url,
-    httpPort: 0,
-    logLevel: 'silent',
-    rateLimitTier2: LIMIT,
-    tokenLimitTier2: TOKEN_LIMIT,
-    replicas: 'none',
-    webhookPollMs: 100,
-    webhookRetrySchedule: ['0s', '5s'],
-    webhookAllowedTargets: ['127.0.0.1'],
-  });
-  const app = await buildApp({ config, store, clock, logger: false });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const address = app.server.address();
-  return { app, store, baseUrl: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`, closed: false };
+function startReplica(): Promise<Replica> {
+  return startPgReplica(
+    url,
+    {
+      rateLimitTier2: LIMIT,
+      tokenLimitTier2: TOKEN_LIMIT,
+      webhookPollMs: 100,
+      webhookRetrySchedule: ['0s', '5s'],
+      webhookAllowedTargets: ['127.0.0.1'],
+    },
+    { clock },
+  );
 }
 
 async function call(replica: Replica, method: string, path: string, key: string, body?: unknown) {
@@ -99,11 +86,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const r of replicas) {
-    if (r.closed) continue;
-    await r.app.close();
-    await r.store.close();
-  }
+  await closePgReplicas(replicas);
   await receiver.stop();
   await server?.stop();
 });
