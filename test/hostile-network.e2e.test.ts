@@ -24,7 +24,7 @@ import { networkName } from '../node-agent/src/runtime/task-network.js';
 import { loadSkuCatalog } from '../control-plane/src/instances/sku-catalog.js';
 import { BUSYBOX_IMAGE, MODEL_SERVER_STANDIN_IMAGE, SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
-import { eventually, freePort, removeNodeContainers } from './support/node-agent-process.js';
+import { eventually, freePort, removeNodeContainers, TEST_MAX_CONNECTIONS } from './support/node-agent-process.js';
 import { keygen, knownHostsFor, ssh, sshProcess, type KeyPair, type SshTarget } from './support/openssh.js';
 import { BIG_FILE_BYTES, DISCARD_PORT, METADATA_ADDRESS, PUBLIC_ADDRESS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
 
@@ -244,6 +244,21 @@ describe('as a hostile tenant', () => {
     expect(lift.code).not.toBe(0);
     expect(lift.stderr).toMatch(/not permitted/i);
   }, 60_000);
+
+  it("A cannot fill the host's connection table: its flows stop at its cap, and B still connects", async () => {
+    const tracked = () => readFileSync('/proc/net/nf_conntrack', 'utf8').split('\n').filter((l) => l.includes(' udp ') && l.includes(`src=${a.address} `)).length;
+    // DNS queries, each from a port of its own: every one is a UDP flow the host tracks for
+    // 30 s. Sent 60 at a time (under the pids limit), each process stopped once its query
+    // is out; 6 x 60 is 104 more than the cap.
+    const batch = `p=; for i in $(seq 60); do nslookup svc-test ${PUBLIC_ADDRESS} >/dev/null 2>&1 & p="$p $!"; done; sleep 0.5; kill -9 $p; wait`;
+    const r = await ssh(a.target, a.key, [`for b in 1 2 3 4 5 6; do ${batch}; done; echo sent`], { timeoutMs: 60_000 });
+    expect(r.stdout).toContain('sent');
+    const held = tracked();
+    expect(held).toBeLessThanOrEqual(TEST_MAX_CONNECTIONS);
+    expect(held).toBeGreaterThan(TEST_MAX_CONNECTIONS / 2);
+    const fromB = await ssh(b.target, b.key, [`printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${PUBLIC_ADDRESS} 80 2>&1; true`], { timeoutMs: 30_000 });
+    expect(fromB.stdout).toContain(outside.body);
+  }, 150_000);
 
   it('with outbound none, an instance has no way out, not even to a public address', async () => {
     const sealed = await new DockerRuntime({ docker, nodeId: sideNode, instanceOutbound: 'none' }).startTask({

@@ -47,7 +47,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   const dialer = new ControlPlaneDialer(config);
   if (config.hostFirewall) {
     try {
-      await installHostFirewall(buildFirewallRules({ instanceOutbound: config.instanceOutbound, allowCidrs: config.instanceAllowCidrList }));
+      await installHostFirewall(buildFirewallRules({ instanceOutbound: config.instanceOutbound, allowCidrs: config.instanceAllowCidrList, maxConnectionsPerInstance: config.taskMaxConnections }));
     } catch (err) {
       // Running tenants without it would let them reach the host and each other: refuse to start.
       throw new ConfigError(`cannot install the host firewall (run the agent as root with iptables, or set SVC_HOST_FIREWALL=false where another firewall isolates containers): ${(err as Error).message}`);

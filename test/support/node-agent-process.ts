@@ -22,6 +22,14 @@ export interface AgentProcess {
  * test agent ran are the ones every suite sharing the engine uses, and a CI machine's disk
  * may well be 90% full without that being what a suite tests.
  */
+/**
+ * The connections an instance may hold through the host (SVC_TASK_MAX_CONNECTIONS) for
+ * every agent the tests start. It lives in the host-wide firewall, which each agent
+ * rewrites as it starts: one value for all keeps suites side by side from changing it
+ * under each other. Low enough that a test can go past it with a few hundred flows.
+ */
+export const TEST_MAX_CONNECTIONS = 256;
+
 export function spawnAgent(env: Record<string, string>): AgentProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'node-agent/src/main.ts')], {
     cwd: ROOT,
@@ -34,6 +42,7 @@ export function spawnAgent(env: Record<string, string>): AgentProcess {
       SVC_IMAGE_GC_HIGH_PERCENT: '100',
       SVC_IMAGE_GC_LOW_PERCENT: '100',
       SVC_DISK_PRESSURE_PERCENT: '100',
+      SVC_TASK_MAX_CONNECTIONS: String(TEST_MAX_CONNECTIONS),
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

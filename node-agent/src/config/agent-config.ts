@@ -241,6 +241,12 @@ export const agentSettings = {
     1000,
     'Network bandwidth (Mbit/s, each way) of an instance when its start order names none (an older control plane); the SKU catalog sets it otherwise. Shaped with tc on the instance\'s bridge and its own interface.',
   ),
+  taskMaxConnections: setting(
+    'SVC_TASK_MAX_CONNECTIONS',
+    Type.Integer({ minimum: 1 }),
+    16384,
+    "Connections (TCP, UDP flows) one instance may hold open through the host; past it, new ones are refused. The host's connection table (nf_conntrack_max) is shared: keep the instances' sum well under it. One value per host (the firewall is host-wide).",
+  ),
   taskMaxFiles: setting(
     'SVC_TASK_MAX_FILES',
     Type.Integer({ minimum: 1000 }),

@@ -2,15 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { BLOCKED_IPV4_RANGES, FORWARD_CHAIN, INPUT_CHAIN, buildFirewallRules, cidrProblem } from './firewall-rules.js';
 
 const rules = (ipv4: string) => ipv4.split('\n').filter((l) => l.startsWith('-A '));
-const internet = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [] });
-const none = buildFirewallRules({ instanceOutbound: 'none', allowCidrs: [] });
+const internet = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], maxConnectionsPerInstance: 16384 });
+const none = buildFirewallRules({ instanceOutbound: 'none', allowCidrs: [], maxConnectionsPerInstance: 16384 });
 
 describe('buildFirewallRules', () => {
   it.each([
     ['replies to connections an instance opened pass, before anything is refused', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`, 0],
-    ['an instance reaches no port Docker published on a host address', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate DNAT -j REJECT`, 1],
-    ['an instance reaches no other instance', `-A ${FORWARD_CHAIN} -i svci+ -o svci+ -j REJECT`, 2],
-    ['an instance reaches no replica', `-A ${FORWARD_CHAIN} -i svci+ -o svcr+ -j REJECT`, 3],
+    ['an instance opens no connection past its cap, whatever the destination (the host has one connection table)', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate NEW -m connlimit --connlimit-above 16384 --connlimit-mask 32 --connlimit-saddr -j REJECT`, 1],
+    ['an instance reaches no port Docker published on a host address', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate DNAT -j REJECT`, 2],
+    ['an instance reaches no other instance', `-A ${FORWARD_CHAIN} -i svci+ -o svci+ -j REJECT`, 3],
+    ['an instance reaches no replica', `-A ${FORWARD_CHAIN} -i svci+ -o svcr+ -j REJECT`, 4],
     ['an instance reaches no metadata service', `-A ${FORWARD_CHAIN} -i svci+ -d 169.254.0.0/16 -j REJECT`, -1],
     ['an instance reaches no private network', `-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 -j REJECT`, -1],
     ['a replica reaches no instance', `-A ${FORWARD_CHAIN} -i svcr+ -o svci+ -j REJECT`, -1],
@@ -35,7 +36,7 @@ describe('buildFirewallRules', () => {
   });
 
   it('lets allowed CIDRs through before the private ranges are refused', () => {
-    const list = rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'] }).ipv4);
+    const list = rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'], maxConnectionsPerInstance: 16384 }).ipv4);
     const allow = list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.2/32 -j RETURN`);
     expect(allow).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -o svcr+ -j REJECT`));
     expect(allow).toBeLessThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 -j REJECT`));

@@ -7,7 +7,10 @@
 // provider's private network. These rules close that, for traffic a container *starts*:
 // replies (ESTABLISHED, RELATED) pass, and the host's own connections into containers
 // (the Jupyter proxy, ssh -L forwards, replica health checks) are never matched, since
-// they leave through OUTPUT and their answers come back as ESTABLISHED.
+// they leave through OUTPUT and their answers come back as ESTABLISHED. The connections an
+// instance may hold open through the host are capped too: the kernel's connection table
+// (conntrack) is one per host, and a full one drops every new connection on it, the
+// other tenants', the agent's and the model servers' alike.
 import { INSTANCE_BRIDGE_PREFIX, REPLICA_BRIDGE_PREFIX, type InstanceOutbound } from './task-network.js';
 
 /** Jumped to from DOCKER-USER, which Docker runs first in FORWARD (also for DNAT-ed published ports). */
@@ -41,6 +44,8 @@ export interface FirewallPolicy {
   instanceOutbound: InstanceOutbound;
   /** Private destinations instances may still reach (SVC_INSTANCE_ALLOW_CIDRS), e.g. a DNS resolver or a package mirror. */
   allowCidrs: string[];
+  /** Connections (TCP, UDP flows) one instance may hold open through the host (SVC_TASK_MAX_CONNECTIONS). */
+  maxConnectionsPerInstance: number;
 }
 
 export interface FirewallRules {
@@ -66,6 +71,8 @@ export function buildFirewallRules(policy: FirewallPolicy): FirewallRules {
     // host address); no other task's network; then the allowed exceptions, the private
     // ranges, and with outbound `none` everything else too.
     fwd(`-i ${INSTANCE} ${REPLIES}`),
+    // Counted by source address: every instance has a network, and so an address, of its own.
+    fwd(`-i ${INSTANCE} -m conntrack --ctstate NEW -m connlimit --connlimit-above ${policy.maxConnectionsPerInstance} --connlimit-mask 32 --connlimit-saddr ${REFUSE}`),
     fwd(`-i ${INSTANCE} -m conntrack --ctstate DNAT ${REFUSE}`),
     fwd(`-i ${INSTANCE} -o ${INSTANCE} ${REFUSE}`),
     fwd(`-i ${INSTANCE} -o ${REPLICA} ${REFUSE}`),

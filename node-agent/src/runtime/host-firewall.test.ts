@@ -4,8 +4,9 @@
 import { describe, expect, it } from 'vitest';
 import { FORWARD_CHAIN, INPUT_CHAIN, buildFirewallRules } from './firewall-rules.js';
 import { installHostFirewall, listChain } from './host-firewall.js';
+import { TEST_MAX_CONNECTIONS } from '../../../test/support/node-agent-process.js';
 
-const rules = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [] });
+const rules = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], maxConnectionsPerInstance: TEST_MAX_CONNECTIONS });
 const expected = (text: string) => text.split('\n').filter((l) => l.startsWith('-A '));
 /** `iptables -S` puts -d before -i; compare as sets of words per rule. */
 const normal = (rule: string) => rule.replace(' --reject-with icmp-port-unreachable', '').replace(' --reject-with icmp6-port-unreachable', '').split(' ').sort().join(' ');
