@@ -203,7 +203,7 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
       { nodes: () => nodes.candidates() },
       taskDispatcher,
       clock,
-      { defaultImage: config.defaultInstanceImage, terminationGraceMs: config.terminationGraceMs },
+      { defaultImage: config.defaultInstanceImage, terminationGraceMs: config.terminationGraceMs, orgMaxGpus: config.orgMaxGpus },
       log,
     ),
     skuCatalog,

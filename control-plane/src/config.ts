@@ -242,6 +242,12 @@ export const controlPlaneSettings = {
     ['na', 'eu', 'apac'],
     'Pools in order of preference for inference requests that pin none (comma-separated); the healthiest pool wins, ties go by this order.',
   ),
+  orgMaxGpus: setting(
+    'SVC_ORG_MAX_GPUS',
+    PositiveInt,
+    64,
+    "GPUs one organization's instances may hold at once (those not terminated or failed); a create past it gets 403 quota_exceeded. Keeps one tenant (or a stolen card) from taking a whole pool.",
+  ),
   inferenceMaxInFlight: setting(
     'SVC_INFERENCE_MAX_IN_FLIGHT',
     PositiveInt,

@@ -146,4 +146,40 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
       expectError(await cp.request('POST', `/v1/instances/${reserved.id}/extend`, { key, body: { hours: 0 } }), 400, 'invalid_request');
     });
   });
+
+  describe("an org's GPU quota (SVC_ORG_MAX_GPUS)", () => {
+    const QUOTA = 4;
+    let limited: TestControlPlane<Store>;
+    beforeAll(async () => {
+      limited = await startControlPlane({ clock, engine, config: { orgMaxGpus: QUOTA } });
+      for (const pool of ['na', 'eu', 'apac'] as const) await addReadyNode(limited, { pool, gpus: 16 });
+      limited.app.services.taskDispatcher.attach(() => true);
+    });
+    afterAll(() => limited.close());
+    const createIn = (orgKey: string, gpus: number, pool?: string) => limited.request('POST', '/v1/instances', { key: orgKey, body: { sku: 'h100-80gb', gpus, ...(pool ? { pool } : {}) } });
+    const keyOfNewOrg = async (name: string) => limited.key({ scopes: ['compute:write', 'compute:read'], orgId: (await limited.app.services.orgs.create(name)).id });
+
+    it('refuses a create past the quota with 403 quota_exceeded, saying how many GPUs the org holds; other orgs are not held to it', async () => {
+      const mine = await keyOfNewOrg('quota-a');
+      expect((await createIn(mine, 2)).status).toBe(201);
+      expect((await createIn(mine, 2)).status).toBe(201);
+      const past = await createIn(mine, 1);
+      expectError(past, 403, 'quota_exceeded');
+      expect(past.body.error).toMatchObject({
+        param: 'gpus',
+        message: "your organization's instances hold 4 of its 4 GPUs, so 1 more would pass its quota; terminate an instance, or ask your provider to raise the quota",
+      });
+      // GPUs are free on the nodes: the refusal is the quota, not capacity. Another org gets them.
+      expect((await createIn(await keyOfNewOrg('quota-b'), 4)).status).toBe(201);
+    });
+
+    it('holds across concurrent creates: of three 2-GPU creates at once, two pass', async () => {
+      const mine = await keyOfNewOrg('quota-c');
+      // One per pool, so no two race for the same GPUs (which would order them anyway).
+      const answers = await Promise.all((['na', 'eu', 'apac'] as const).map((pool) => createIn(mine, 2, pool)));
+      expect(answers.map((a) => a.status).sort()).toEqual([201, 201, 403]);
+      const held = (await limited.request('GET', '/v1/instances', { key: mine })).body.data as Array<{ gpus: number }>;
+      expect(held.reduce((sum, i) => sum + i.gpus, 0)).toBe(QUOTA);
+    });
+  });
 });

@@ -6,6 +6,7 @@ export const ERROR_TYPES = {
   invalid_request: { status: 400, retryable: false, meaning: 'Malformed JSON, unsupported field or invalid value.' },
   unauthorized: { status: 401, retryable: false, meaning: 'Missing, malformed, unknown, revoked or rotated-out API key.' },
   insufficient_quota: { status: 402, retryable: false, meaning: 'A prepaid organization has no balance left, or a postpaid one reached its credit limit for the month; new billable work is refused until credit is added.' },
+  quota_exceeded: { status: 403, retryable: false, meaning: "The organization's instances already hold as many GPUs as its quota allows; end one, or ask the provider to raise the quota." },
   forbidden_scope: { status: 403, retryable: false, meaning: 'The key lacks the scope the route requires, or its kind may not call the route.' },
   ip_not_allowed: { status: 403, retryable: false, meaning: "The source address is not in the organization's IP allowlist." },
   referrer_not_allowed: { status: 403, retryable: false, meaning: "A public key was used from an origin outside the organization's referrer allowlist." },

@@ -9,7 +9,7 @@ import { billedUntil } from '../billing/billing-end.js';
 import { accrualBoundaries, finalSeconds, secondsRun } from '../billing/accrual.js';
 import { reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
 import type { Pool } from '../models/catalog.js';
-import { GpuAlreadyClaimed, type AnswerWith, type InstanceStore } from '../store/instance-store.js';
+import { GpuAlreadyClaimed, OrgGpuQuotaExceeded, type AnswerWith, type InstanceStore } from '../store/instance-store.js';
 import type { EventRecord } from '../store/records.js';
 import { REDACTED, accessView, sameAccess, type ViewerRights } from './instance-access.js';
 import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, TransitionCharge } from './instance-record.js';
@@ -71,6 +71,8 @@ export interface InstanceServiceOptions {
   defaultImage: string;
   /** Grace between SIGTERM and SIGKILL on a graceful terminate (spec: 60 s). */
   terminationGraceMs: number;
+  /** GPUs one org's instances may hold at once (SVC_ORG_MAX_GPUS); absent: no quota. */
+  orgMaxGpus?: number;
 }
 
 export class InstanceService {
@@ -155,8 +157,15 @@ export class InstanceService {
         ? this.charge(record, 'reservation', reservationChargeMicros(rateMicros, input.gpus, input.duration_hours!), `${input.duration_hours} h reservation of ${input.gpus} x ${sku.id}`)
         : null;
       try {
-        await this.store.create(record, this.lifecycleEvent(record), charge, answer);
+        await this.store.create(record, this.lifecycleEvent(record), charge, answer, this.options.orgMaxGpus);
       } catch (err) {
+        if (err instanceof OrgGpuQuotaExceeded) {
+          throw new ApiError(
+            'quota_exceeded',
+            `your organization's instances hold ${err.held} of its ${err.quota} GPUs, so ${input.gpus} more would pass its quota; terminate an instance, or ask your provider to raise the quota`,
+            { param: 'gpus' },
+          );
+        }
         if (err instanceof GpuAlreadyClaimed && attempt < PLACEMENT_ATTEMPTS) continue;
         if (err instanceof GpuAlreadyClaimed) throw new ApiError('no_capacity', 'GPUs were taken by concurrent requests; retry');
         throw err;

@@ -13,6 +13,20 @@ export class GpuAlreadyClaimed extends Error {
   }
 }
 
+/** The org's instances would hold more GPUs than its quota; nothing was written. */
+export class OrgGpuQuotaExceeded extends Error {
+  constructor(
+    readonly held: number,
+    readonly quota: number,
+  ) {
+    super(`the organization's instances hold ${held} GPUs of its quota of ${quota}`);
+    this.name = 'OrgGpuQuotaExceeded';
+  }
+}
+
+/** GPUs held by an org's instances that are not ended: the count a GPU quota limits. */
+export const HELD_GPUS_WHERE = "org_id = ? AND status NOT IN ('terminated', 'failed')";
+
 export interface InstancePage {
   data: InstanceRecord[];
   hasMore: boolean;
@@ -25,8 +39,13 @@ export interface InstancePage {
 export type AnswerWith = (instance: InstanceRecord) => IdempotencyCompletion | null;
 
 export interface InstanceStore {
-  /** Inserts the instance with its GPU claims (and an up-front charge); throws GpuAlreadyClaimed on a race. */
-  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith): Promise<void>;
+  /**
+   * Inserts the instance with its GPU claims (and an up-front charge); throws GpuAlreadyClaimed
+   * on a race, and OrgGpuQuotaExceeded when the org's instances that are not ended would then
+   * hold more than `gpuQuota` GPUs (checked in the same transaction, so concurrent creates on
+   * any replica cannot pass it together).
+   */
+  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number): Promise<void>;
   get(id: string): Promise<InstanceRecord | undefined>;
   /** Newest first; `after` is the id of the last instance of the previous page. */
   list(orgId: string, options: { statuses?: InstanceStatus[]; limit: number; after?: string }): Promise<InstancePage>;

@@ -5,7 +5,7 @@ import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../insta
 import { onDemandLine, type OnDemandState } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
-import { GpuAlreadyClaimed, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import { GpuAlreadyClaimed, HELD_GPUS_WHERE, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
 import { completeClaim } from './idempotency-store.js';
 import type { EventRecord } from '../records.js';
 import { insertEvent } from './event-rows.js';
@@ -106,8 +106,13 @@ export class SqliteInstanceStore implements InstanceStore {
     return row && toRecord(row);
   }
 
-  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith): Promise<void> {
+  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number): Promise<void> {
     this.db.transaction(() => {
+      if (gpuQuota !== undefined) {
+        // An immediate transaction: no other writer runs between this count and the insert.
+        const held = Number((this.db.prepare(`SELECT COALESCE(SUM(gpus), 0) AS held FROM instances WHERE ${HELD_GPUS_WHERE}`).get(instance.orgId) as { held: number }).held);
+        if (held + instance.gpus > gpuQuota) throw new OrgGpuQuotaExceeded(held, gpuQuota);
+      }
       // gpu_claims' primary key makes a second claim of one GPU impossible, across processes too.
       const claim = this.db.prepare('INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
       for (const uuid of instance.gpuUuids) {
