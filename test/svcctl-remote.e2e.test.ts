@@ -214,12 +214,12 @@ describe('svcctl on a laptop', () => {
     ])).map(json);
     expect(token.token).toBeTruthy();
     const [updated, key, revokedToken, refused] = await Promise.all([
-      remote('orgs', 'set', 'acme', '--ip-allowlist', '10.0.0.0/8', '--json'),
+      remote('orgs', 'set', 'acme', '--ip-allowlist', '10.0.0.0/8', '--gpu-quota', '16', '--json'),
       remote('keys', 'create', '--org', 'acme', '--scopes', 'compute:read', '--json'),
       remote('nodes', 'token', 'revoke', token.id, '--json'),
       svcctl(['--url', stack.cp.baseUrl, 'orgs', 'create', 'nope'], { HOME: laptopHome, SVC_OPERATOR_KEY: reader.key }),
     ]);
-    expect(json(updated).ip_allowlist).toEqual(['10.0.0.0/8']);
+    expect(json(updated)).toMatchObject({ ip_allowlist: ['10.0.0.0/8'], gpu_quota: 16 });
     expect(json(key).org_id).toBe(org.id);
     expect(json(revokedToken).state).toBe('revoked');
     expect(refused.code).toBe(1);

@@ -203,7 +203,11 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
       { nodes: () => nodes.candidates() },
       taskDispatcher,
       clock,
-      { defaultImage: config.defaultInstanceImage, terminationGraceMs: config.terminationGraceMs, orgMaxGpus: config.orgMaxGpus },
+      {
+        defaultImage: config.defaultInstanceImage,
+        terminationGraceMs: config.terminationGraceMs,
+        gpuQuotaOf: async (orgId) => (await store.orgs.get(orgId))?.gpuQuota ?? config.orgMaxGpus,
+      },
       log,
     ),
     skuCatalog,

@@ -228,7 +228,7 @@ describe('org settings', () => {
     expect((await a().setOrg({ name: 'acme-labs' })).status).toBe(200);
   });
 
-  it.each(['tier', 'credit_limit', 'billing_mode', 'allowed_models'])('refuses %s with 400 naming it: the provider sets it', async (field) => {
+  it.each(['tier', 'credit_limit', 'billing_mode', 'allowed_models', 'gpu_quota'])('refuses %s with 400 naming it: the provider sets it', async (field) => {
     const before = (await cp.request('GET', '/v1/admin/org', { key: admin })).body;
     const value = field === 'tier' ? 3 : field === 'allowed_models' ? ['llama-3.1-8b-instruct'] : field === 'billing_mode' ? 'postpaid' : 1_000_000;
     const error = expectError(await a().setOrg({ [field]: value, name: 'sneaky' }), 400, 'invalid_request');

@@ -173,6 +173,19 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
       expect((await createIn(await keyOfNewOrg('quota-b'), 4)).status).toBe(201);
     });
 
+    it("an org's own quota, set by the provider, replaces the default both ways; null goes back to it", async () => {
+      const orgId = (await limited.app.services.orgs.create('quota-d')).id;
+      const mine = await limited.key({ scopes: ['compute:write', 'compute:read'], orgId });
+      await limited.app.services.orgs.update(orgId, { gpuQuota: 6 });
+      expect((await createIn(mine, 4)).status).toBe(201);
+      expect((await createIn(mine, 2)).status).toBe(201);
+      expectError(await createIn(mine, 1), 403, 'quota_exceeded');
+      await limited.app.services.orgs.update(orgId, { gpuQuota: 0 });
+      expect((await createIn(mine, 1)).body.error.message).toContain('hold 6 of its 0 GPUs');
+      await limited.app.services.orgs.update(orgId, { gpuQuota: null });
+      expect((await createIn(mine, 1)).body.error.message).toContain(`hold 6 of its ${QUOTA} GPUs`);
+    });
+
     it('holds across concurrent creates: of three 2-GPU creates at once, two pass', async () => {
       const mine = await keyOfNewOrg('quota-c');
       // One per pool, so no two race for the same GPUs (which would order them anyway).

@@ -200,6 +200,11 @@ describe('operator writes', () => {
   it('refuses bad input with the envelope and a param', async () => {
     const bad = await cp.request('PATCH', '/ops/v1/orgs/acme', { key: writeKey, body: { tier: 7 } });
     expectError(bad, 400, 'invalid_request');
+    for (const quota of [-1, 1.5, '8']) {
+      expect(expectError(await cp.request('PATCH', '/ops/v1/orgs/acme', { key: writeKey, body: { gpu_quota: quota } }), 400, 'invalid_request').message).toContain('gpu_quota');
+    }
+    expect((await cp.request('PATCH', '/ops/v1/orgs/acme', { key: writeKey, body: { gpu_quota: 0 } })).body.gpu_quota).toBe(0);
+    expect((await cp.request('PATCH', '/ops/v1/orgs/acme', { key: writeKey, body: { gpu_quota: null } })).body.gpu_quota).toBeNull();
     const unknown = await cp.request('POST', '/ops/v1/operator-keys', { key: writeKey, body: { scopes: ['admin:write'] } });
     expectError(unknown, 400, 'invalid_request');
     expectError(await cp.request('GET', '/ops/v1/instances?status=exploded', { key: readKey }), 400, 'invalid_request');

@@ -15,12 +15,19 @@ function printOrg(view: ReturnType<typeof orgView>): void {
       ['ip allowlist', view.ip_allowlist.join(', ') || '(any address)'],
       ['referrer allowlist', view.referrer_allowlist.join(', ') || '(none: public keys refused)'],
       ['models', view.allowed_models?.join(', ') ?? '(all)'],
+      ['gpu quota', view.gpu_quota ?? '(the default, SVC_ORG_MAX_GPUS)'],
     ],
   );
 }
 
+function gpuQuota(text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n)) throw new Error('--gpu-quota must be a whole number of GPUs, or "default"');
+  return n;
+}
+
 export function registerOrgCommands(program: Command): void {
-  const orgs = program.command('orgs').description('organizations: tier, IP allowlist, referrer allowlist');
+  const orgs = program.command('orgs').description('organizations: tier, IP allowlist, referrer allowlist, GPU quota');
 
   orgs
     .command('list')
@@ -66,6 +73,7 @@ export function registerOrgCommands(program: Command): void {
     .option('--ip-allowlist <cidrs>', 'CIDR ranges (IPv4 and IPv6) keys are accepted from')
     .option('--referrer-allowlist <origins>', 'origins public keys may be used from, e.g. https://*.example.com')
     .option('--models <ids>', 'model ids the org may call, or "all"')
+    .option('--gpu-quota <n>', 'GPUs its instances may hold at once, or "default" (SVC_ORG_MAX_GPUS)')
     .option('--json', 'print JSON', false)
     .action(async (org: string, opts, cmd: Command) =>
       withClient(cmd, async (client) => {
@@ -76,6 +84,7 @@ export function registerOrgCommands(program: Command): void {
           ip_allowlist: opts.ipAllowlist === undefined ? undefined : splitList(opts.ipAllowlist),
           referrer_allowlist: opts.referrerAllowlist === undefined ? undefined : splitList(opts.referrerAllowlist),
           allowed_models: opts.models === undefined ? undefined : opts.models === 'all' ? null : splitList(opts.models),
+          gpu_quota: opts.gpuQuota === undefined ? undefined : opts.gpuQuota === 'default' ? null : gpuQuota(opts.gpuQuota),
         });
         return opts.json ? printJson(view) : printOrg(view);
       }),

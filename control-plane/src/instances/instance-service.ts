@@ -71,8 +71,8 @@ export interface InstanceServiceOptions {
   defaultImage: string;
   /** Grace between SIGTERM and SIGKILL on a graceful terminate (spec: 60 s). */
   terminationGraceMs: number;
-  /** GPUs one org's instances may hold at once (SVC_ORG_MAX_GPUS); absent: no quota. */
-  orgMaxGpus?: number;
+  /** GPUs an org's instances may hold at once (its own quota, else SVC_ORG_MAX_GPUS); absent: no quota. */
+  gpuQuotaOf?: (orgId: string) => Promise<number>;
 }
 
 export class InstanceService {
@@ -157,7 +157,7 @@ export class InstanceService {
         ? this.charge(record, 'reservation', reservationChargeMicros(rateMicros, input.gpus, input.duration_hours!), `${input.duration_hours} h reservation of ${input.gpus} x ${sku.id}`)
         : null;
       try {
-        await this.store.create(record, this.lifecycleEvent(record), charge, answer, this.options.orgMaxGpus);
+        await this.store.create(record, this.lifecycleEvent(record), charge, answer, await this.options.gpuQuotaOf?.(orgId));
       } catch (err) {
         if (err instanceof OrgGpuQuotaExceeded) {
           throw new ApiError(

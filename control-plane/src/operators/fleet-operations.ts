@@ -40,6 +40,8 @@ export interface OrgPatchInput {
   referrer_allowlist?: string[];
   /** null: every model. */
   allowed_models?: string[] | null;
+  /** null: the default (SVC_ORG_MAX_GPUS). */
+  gpu_quota?: number | null;
 }
 
 const list = <T>(data: T[]) => ({ object: 'list' as const, data });
@@ -130,6 +132,7 @@ export class FleetOperations {
       ipAllowlist: patch.ip_allowlist,
       referrerAllowlist: patch.referrer_allowlist,
       allowedModels: patch.allowed_models,
+      gpuQuota: patch.gpu_quota,
     });
     await this.audit('updateOrg', target.id, { ...patch });
     return orgView(updated);

@@ -16,9 +16,12 @@ export interface OrgPatch {
   referrerAllowlist?: string[];
   allowedModels?: string[] | null;
   defaultPool?: OrgRecord['defaultPool'];
+  /** null: back to the provider's default. */
+  gpuQuota?: number | null;
 }
 
 const ORG_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+export const MAX_GPU_QUOTA = 100_000;
 
 /** SQLite and PostgreSQL both report a unique-key violation; either means the name is taken. */
 function isUniqueViolation(err: unknown): boolean {
@@ -102,6 +105,12 @@ export class OrgService {
     }
     if (patch.allowedModels !== undefined) clean.allowedModels = patch.allowedModels;
     if (patch.defaultPool !== undefined) clean.defaultPool = patch.defaultPool;
+    if (patch.gpuQuota !== undefined) {
+      if (patch.gpuQuota !== null && !(Number.isInteger(patch.gpuQuota) && patch.gpuQuota >= 0 && patch.gpuQuota <= MAX_GPU_QUOTA)) {
+        throw new ApiError('invalid_request', `gpu_quota must be a whole number from 0 to ${MAX_GPU_QUOTA}, or null for the default`, { param: 'gpu_quota' });
+      }
+      clean.gpuQuota = patch.gpuQuota;
+    }
     if (patch.name !== undefined) {
       if (!ORG_NAME.test(patch.name)) {
         throw new ApiError('invalid_request', 'org name must be 1-63 lowercase letters, digits or dashes', { param: 'name' });

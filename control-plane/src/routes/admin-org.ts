@@ -1,6 +1,6 @@
 // The caller's own organization (admin:write): read it, and set what the customer owns:
 // its name, IP and referrer allowlists, default pool and low-balance alert. Tier, credit
-// limit and billing mode are the provider's (svcctl orgs set, svcctl billing).
+// limit, billing mode and GPU quota are the provider's (svcctl orgs set, svcctl billing).
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError } from '@svc/shared';
@@ -11,7 +11,7 @@ import { StringEnum, responses } from '../http/schemas.js';
 import { OrgView, orgView } from './views.js';
 
 /** Fields a customer may see but only the provider sets; named in the refusal instead of "unsupported". */
-const PROVIDER_FIELDS = ['tier', 'credit_limit', 'billing_mode', 'mode', 'allowed_models'] as const;
+const PROVIDER_FIELDS = ['tier', 'credit_limit', 'billing_mode', 'mode', 'allowed_models', 'gpu_quota'] as const;
 
 /** The most a low-balance threshold may be, in USD: keeps the exact nano-dollar value a safe integer. */
 const MAX_THRESHOLD_USD = 1_000_000;

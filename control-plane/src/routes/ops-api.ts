@@ -12,6 +12,7 @@ import { ListOf, StringEnum, responses } from '../http/schemas.js';
 import { parseTtlSeconds } from '../nodes/node-credentials.js';
 import { ApiError } from '@svc/shared';
 import { FleetOperations, type FleetDeps } from '../operators/fleet-operations.js';
+import { MAX_GPU_QUOTA } from '../orgs/org-service.js';
 import { OPERATOR_SCOPES } from '../operators/operator-key.js';
 import { OperatorKeyService } from '../operators/operator-key-service.js';
 import { operatorAuth } from '../operators/operator-auth.js';
@@ -242,7 +243,7 @@ export function opsApiRoutes(deps: FleetDeps): FastifyPluginAsyncTypebox {
         config: write,
         schema: doc(
           'updateOrg',
-          'Change tier, IP allowlist, referrer allowlist or callable models (null: all)',
+          'Change tier, IP allowlist, referrer allowlist, callable models (null: all) or GPU quota (null: the default)',
           {
             params: Id('org'),
             body: Type.Object(
@@ -251,6 +252,7 @@ export function opsApiRoutes(deps: FleetDeps): FastifyPluginAsyncTypebox {
                 ip_allowlist: Type.Optional(Strings(1000)),
                 referrer_allowlist: Type.Optional(Strings(1000)),
                 allowed_models: Type.Optional(Type.Union([Strings(1000), Type.Null()])),
+                gpu_quota: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: MAX_GPU_QUOTA }), Type.Null()])),
               },
               { additionalProperties: false },
             ),

@@ -53,6 +53,9 @@ export const OrgView = Type.Object(
     referrer_allowlist: Type.Array(Type.String()),
     allowed_models: Type.Union([Type.Array(Type.String()), Type.Null()]),
     default_pool: Type.Union([Type.String(), Type.Null()], { description: 'Used when a request pins no pool (X-Service-Pool, an instance\'s pool); null: any pool.' }),
+    gpu_quota: Type.Union([Type.Integer(), Type.Null()], {
+      description: "GPUs the organization's instances may hold at once, set by the provider; null: the provider's default. A create past it is refused with 403 quota_exceeded.",
+    }),
     created: Type.Integer(),
   },
   { $id: 'Organization' },
@@ -68,6 +71,7 @@ export function orgView(org: OrgRecord) {
     referrer_allowlist: org.referrerAllowlist,
     allowed_models: org.allowedModels,
     default_pool: org.defaultPool ?? null,
+    gpu_quota: org.gpuQuota ?? null,
     created: toUnixSeconds(org.createdAt),
   };
 }

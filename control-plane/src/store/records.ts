@@ -15,6 +15,8 @@ export interface OrgRecord {
   allowedModels: string[] | null;
   /** The pool used when a request pins none (X-Service-Pool, an instance's pool); null: any. */
   defaultPool?: 'na' | 'eu' | 'apac' | null;
+  /** GPUs its instances may hold at once; absent or null: the provider's default (SVC_ORG_MAX_GPUS). */
+  gpuQuota?: number | null;
   createdAt: number;
 }
 

@@ -35,7 +35,7 @@ export interface OrgStore {
   list(): Promise<OrgRecord[]>;
   update(
     id: string,
-    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels' | 'defaultPool'>>,
+    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels' | 'defaultPool' | 'gpuQuota'>>,
   ): Promise<OrgRecord | undefined>;
 }
 

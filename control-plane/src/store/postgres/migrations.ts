@@ -21,6 +21,7 @@ import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
 import { ACCRUAL_MIGRATION } from './accrual-migration.js';
 import { AUDIT_TARGET_MIGRATION } from './audit-target-migration.js';
 import { BATCHED_LIMITS_MIGRATION } from './batched-limits-migration.js';
+import { GPU_QUOTA_MIGRATION } from './gpu-quota-migration.js';
 
 export type { Migration };
 
@@ -41,6 +42,7 @@ export const PG_MIGRATIONS: Migration[] = [
   ACCRUAL_MIGRATION,
   AUDIT_TARGET_MIGRATION,
   BATCHED_LIMITS_MIGRATION,
+  GPU_QUOTA_MIGRATION,
 ];
 
 /** The advisory lock replicas take while migrating: one migrates, the others wait and find nothing left. */

@@ -88,7 +88,7 @@ class PgOrgStore implements OrgStore {
 
   async update(
     id: string,
-    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels' | 'defaultPool'>>,
+    patch: Partial<Pick<OrgRecord, 'name' | 'tier' | 'ipAllowlist' | 'referrerAllowlist' | 'allowedModels' | 'defaultPool' | 'gpuQuota'>>,
   ): Promise<OrgRecord | undefined> {
     const columns = orgPatchColumns(patch);
     const names = Object.keys(columns);

@@ -18,6 +18,7 @@ import { USAGE_APPEND_ONLY_MIGRATION } from './usage-append-only-migration.js';
 import { ACCRUAL_MIGRATION } from './accrual-migration.js';
 import { AUDIT_TARGET_MIGRATION } from './audit-target-migration.js';
 import { BATCHED_LIMITS_MIGRATION } from './batched-limits-migration.js';
+import { GPU_QUOTA_MIGRATION } from './gpu-quota-migration.js';
 
 export interface Migration {
   version: number;
@@ -257,4 +258,5 @@ export const MIGRATIONS: Migration[] = [
   ACCRUAL_MIGRATION,
   AUDIT_TARGET_MIGRATION,
   BATCHED_LIMITS_MIGRATION,
+  GPU_QUOTA_MIGRATION,
 ];

@@ -93,6 +93,7 @@ const json = (value: unknown): string => JSON.stringify(value);
 export function orgPatchColumns(patch: Parameters<OrgStore['update']>[1]): Record<string, unknown> {
   const columns: Record<string, unknown> = {};
   if (patch.defaultPool !== undefined) columns.default_pool = patch.defaultPool;
+  if (patch.gpuQuota !== undefined) columns.gpu_quota = patch.gpuQuota;
   if (patch.name !== undefined) columns.name = patch.name;
   if (patch.tier !== undefined) columns.tier = patch.tier;
   if (patch.ipAllowlist !== undefined) columns.ip_allowlist = json(patch.ipAllowlist);
@@ -112,6 +113,7 @@ export function toOrg(row: Row): OrgRecord {
     allowedModels: row.allowed_models === null ? null : parse<string[]>(row.allowed_models),
     // Present only when set, so records compare equal to ones built before the field existed.
     ...(row.default_pool == null ? {} : { defaultPool: String(row.default_pool) as NonNullable<OrgRecord['defaultPool']> }),
+    ...(row.gpu_quota == null ? {} : { gpuQuota: Number(row.gpu_quota) }),
     createdAt: Number(row.created_at),
   };
 }
