@@ -3,7 +3,7 @@
 // status, writes the change and appends its `instance.lifecycle` event in one
 // transaction; GPUs are claimed and released in the same transactions.
 import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../instances/instance-record.js';
-import type { InstanceStatus } from '../instances/lifecycle.js';
+import { TERMINAL, type InstanceStatus } from '../instances/lifecycle.js';
 import type { EventRecord, IdempotencyCompletion } from './records.js';
 
 export class GpuAlreadyClaimed extends Error {
@@ -24,8 +24,9 @@ export class OrgGpuQuotaExceeded extends Error {
   }
 }
 
-/** GPUs held by an org's instances that are not ended: the count a GPU quota limits. */
-export const HELD_GPUS_WHERE = "org_id = ? AND status NOT IN ('terminated', 'failed')";
+/** The GPUs an org's instances that are not ended hold (what a GPU quota limits); `org` is the engine's placeholder. */
+export const heldGpusQuery = (org: string): string =>
+  `SELECT COALESCE(SUM(gpus), 0) AS held FROM instances WHERE org_id = ${org} AND status NOT IN (${[...TERMINAL].map((s) => `'${s}'`).join(', ')})`;
 
 export interface InstancePage {
   data: InstanceRecord[];

@@ -7,7 +7,7 @@ import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../insta
 import { onDemandLine } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
-import { GpuAlreadyClaimed, HELD_GPUS_WHERE, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import { GpuAlreadyClaimed, heldGpusQuery, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
 import type { EventRecord } from '../records.js';
 import { ON_DEMAND_COLUMNS, toCharge, toColumns, toOnDemandState, toRecord } from '../sqlite/instance-store.js';
 import { completeClaim } from './idempotency-store.js';
@@ -75,7 +75,7 @@ export class PgInstanceStore implements InstanceStore {
       if (gpuQuota !== undefined) {
         // One create per org at a time, across replicas, from this count to the commit.
         await client.query("SELECT pg_advisory_xact_lock(hashtextextended('svc-org-gpus:' || $1, 0))", [instance.orgId]);
-        const held = Number((await one(client, `SELECT COALESCE(SUM(gpus), 0) AS held FROM instances WHERE ${HELD_GPUS_WHERE.replace('?', '$1')}`, [instance.orgId]))!.held);
+        const held = Number((await one(client, heldGpusQuery('$1'), [instance.orgId]))!.held);
         if (held + instance.gpus > gpuQuota) throw new OrgGpuQuotaExceeded(held, gpuQuota);
       }
       await claimAll(client, instance.nodeId, instance.gpuUuids, instance.id, instance.createdAt);

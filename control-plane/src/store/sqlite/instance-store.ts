@@ -5,7 +5,7 @@ import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../insta
 import { onDemandLine, type OnDemandState } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { TERMINAL } from '../../instances/lifecycle.js';
-import { GpuAlreadyClaimed, HELD_GPUS_WHERE, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import { GpuAlreadyClaimed, heldGpusQuery, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
 import { completeClaim } from './idempotency-store.js';
 import type { EventRecord } from '../records.js';
 import { insertEvent } from './event-rows.js';
@@ -110,7 +110,7 @@ export class SqliteInstanceStore implements InstanceStore {
     this.db.transaction(() => {
       if (gpuQuota !== undefined) {
         // An immediate transaction: no other writer runs between this count and the insert.
-        const held = Number((this.db.prepare(`SELECT COALESCE(SUM(gpus), 0) AS held FROM instances WHERE ${HELD_GPUS_WHERE}`).get(instance.orgId) as { held: number }).held);
+        const held = Number((this.db.prepare(heldGpusQuery('?')).get(instance.orgId) as { held: number }).held);
         if (held + instance.gpus > gpuQuota) throw new OrgGpuQuotaExceeded(held, gpuQuota);
       }
       // gpu_claims' primary key makes a second claim of one GPU impossible, across processes too.
