@@ -39,8 +39,8 @@ export function buildInference(deps: {
   log: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
   /** Told each served request's real token count. */
   onServed?: (ctx: UsageContext, totalTokens: number) => void;
-  /** The control-plane processes sharing each replica's in-flight limit; absent: this one alone. */
-  membership?: () => Membership;
+  /** The control-plane processes sharing each replica's in-flight limit. */
+  membership: () => Membership;
 }): Inference {
   const { config, models } = deps;
   const upstream = new UpstreamClient({
@@ -52,7 +52,7 @@ export function buildInference(deps: {
   const router = new Router(deps.replicas.directory, deps.replicas.plan, {
     poolOrder: config.poolOrder,
     maxOutstandingPerReplica: config.inferenceMaxInFlight,
-    part: (limit) => (deps.membership ? partOf(limit, deps.membership()) : limit),
+    part: (limit) => partOf(limit, deps.membership()),
     maxTenantShare: config.inferenceMaxOrgShare,
     ejectMs: config.inferenceEjectMs,
     maxEjectMs: MAX_EJECT_MS,

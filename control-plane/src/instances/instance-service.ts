@@ -118,6 +118,7 @@ export class InstanceService {
     if (badLabel) throw new ApiError('invalid_request', badLabel[1], { param: badLabel[0] });
 
     const reserved = input.duration_hours !== undefined;
+    const gpuQuota = await this.options.gpuQuotaOf?.(orgId);
     for (let attempt = 1; ; attempt++) {
       const claimed = await this.store.claimedGpuUuids();
       const nodes = (await this.inventory.nodes()).map((n) => ({ ...n, gpus: n.gpus.map((g) => ({ ...g, claimed: g.claimed || claimed.has(g.uuid) })) }));
@@ -157,7 +158,7 @@ export class InstanceService {
         ? this.charge(record, 'reservation', reservationChargeMicros(rateMicros, input.gpus, input.duration_hours!), `${input.duration_hours} h reservation of ${input.gpus} x ${sku.id}`)
         : null;
       try {
-        await this.store.create(record, this.lifecycleEvent(record), charge, answer, await this.options.gpuQuotaOf?.(orgId));
+        await this.store.create(record, this.lifecycleEvent(record), charge, answer, gpuQuota);
       } catch (err) {
         if (err instanceof OrgGpuQuotaExceeded) {
           throw new ApiError(
