@@ -13,7 +13,7 @@ REGISTRY_ADDR=127.0.0.1:5000
 REGISTRY_DIR=/var/lib/svc-registry
 # dockerd lives in /usr/sbin, which minimal CI shells may not have on PATH.
 export PATH="$PATH:/usr/sbin:/sbin"
-PACKAGES=(docker.io docker-registry busybox-static openssh-client iproute2 iptables util-linux curl mmdebstrap prometheus chromium poppler-utils postgresql-15 haproxy)
+PACKAGES=(docker.io docker-registry busybox-static openssh-client iproute2 iptables util-linux gcc libc6-dev curl mmdebstrap prometheus chromium poppler-utils postgresql-15 haproxy)
 
 # shellcheck source=lib/publish-image.sh
 source "$ROOT/scripts/lib/publish-image.sh"

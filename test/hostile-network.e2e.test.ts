@@ -22,6 +22,7 @@ import { FORWARD_CHAIN } from '../node-agent/src/runtime/firewall-rules.js';
 import { DockerRuntime } from '../node-agent/src/runtime/docker-runtime.js';
 import { networkName } from '../node-agent/src/runtime/task-network.js';
 import { loadSkuCatalog } from '../control-plane/src/instances/sku-catalog.js';
+import { unframeDockerLog } from './support/docker-io.js';
 import { BUSYBOX_IMAGE, MODEL_SERVER_STANDIN_IMAGE, SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 import { eventually, freePort, removeNodeContainers, TEST_MAX_CONNECTIONS } from './support/node-agent-process.js';
@@ -272,6 +273,24 @@ describe('as a hostile tenant', () => {
     expect(r.stdout).toMatch(REFUSED);
     expect(r.stdout).not.toContain(outside.body);
   }, 60_000);
+
+  it("A printing without pause reaches the host's Docker log at the agent's limit, through a limiter it cannot go around", async () => {
+    const logLines = async () => unframeDockerLog(await docker.getContainer(a.containerId).logs({ stdout: true, stderr: true })).split('\n').length - 1;
+    const before = await logLines();
+    const started = Date.now();
+    // The image's command (the limiter's child, parent PID 1) prints `ready`; its stdout is the limiter's pipe.
+    const main = 'for p in /proc/[0-9]*; do [ "$(cut -d" " -f4 $p/stat)" = 1 ] && grep -q ready $p/cmdline && echo ${p#/proc/}; done | head -1';
+    const flood = await ssh(a.target, a.key, [`pid=$(${main}); echo "main $pid"; yes > /proc/1/fd/1; echo "around $?"; timeout 3 yes > /proc/$pid/fd/1; echo through`], { timeoutMs: 60_000 });
+    expect(flood.stdout).toMatch(/^main \d+\naround 1\nthrough\n$/);
+    expect(flood.stderr).toMatch(/\/proc\/1\/fd\/1: Permission denied/);
+    const lines = (await logLines()) - before;
+    const seconds = (Date.now() - started) / 1000 + 1; // and the start's second of burst
+    // The agent's defaults: 10,000 lines a second, in reads of 1 MiB / 20 ("y\n": 26,214 lines),
+    // one of them taken ahead of its time (two under load). Docker alone took 1.9 million in 3 s.
+    expect(lines).toBeGreaterThan(10_000);
+    expect(lines).toBeLessThanOrEqual(10_000 * seconds + 2 * 26_214);
+    expect((await ssh(a.target, a.key, ['echo alive'])).stdout).toBe('alive\n');
+  }, 120_000);
 
   it('a memory hog in A is killed inside A at its limit; B and the agent go on', async () => {
     const limit = await ssh(a.target, a.key, ['cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max']);

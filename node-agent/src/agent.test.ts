@@ -215,6 +215,28 @@ describe('node agent session', () => {
     expect(cp.enrollments).toEqual([]);
   });
 
+  it('will not run tenants without its log limiter: stops before anything opens when it cannot compile it', async () => {
+    const cp = await plane();
+    const cc = process.env.CC;
+    process.env.CC = '/nonexistent/cc';
+    try {
+      const err = await agent(cp).then(
+        () => new Error('expected the agent to refuse to start'),
+        (e: unknown) => e as Error,
+      );
+      expect(err.name).toBe('ConfigError');
+      expect(err.message).toMatch(/building the log limiter with \/nonexistent\/cc failed \(it needs a C compiler and a static libc.*SVC_TASK_LOG_BYTES_PER_SECOND=0/);
+    } finally {
+      if (cc === undefined) delete process.env.CC;
+      else process.env.CC = cc;
+    }
+    expect(cp.enrollments).toEqual([]);
+    // Turned off, it starts (and says what that costs, in its log).
+    const { agent: a } = await agent(cp, { SVC_TASK_LOG_BYTES_PER_SECOND: '0' });
+    await cp.waitFor(() => cp.sessions.length === 1, 5_000, 'session');
+    await a.stop();
+  });
+
   it('closes the stream on stop', async () => {
     const cp = await plane();
     const { agent: a } = await agent(cp);

@@ -16,6 +16,7 @@ import type { AgentConfig } from './config/agent-config.js';
 import { GpuHealthFile } from './health/health-file.js';
 import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
+import { buildLogInit, type LogLimit } from './runtime/log-init.js';
 import { GIB, MIB } from './runtime/task-limits.js';
 import { DiskPressureWatch, dockerDiskFacts } from './host-facts/disk-pressure.js';
 import { dockerRootDir } from './runtime/disk-usage.js';
@@ -55,6 +56,16 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     log.info({ instance_outbound: config.instanceOutbound, allow_cidrs: config.instanceAllowCidrList }, 'host firewall installed');
   } else {
     log.warn('SVC_HOST_FIREWALL=false: task containers can reach this host and each other unless another firewall stops them');
+  }
+  let logLimit: LogLimit | undefined;
+  if (config.taskLogBytesPerSecond > 0) {
+    try {
+      logLimit = { path: await buildLogInit(join(config.dataDir, 'bin')), bytesPerSecond: config.taskLogBytesPerSecond, linesPerSecond: config.taskLogLinesPerSecond };
+    } catch (err) {
+      throw new ConfigError(`${(err as Error).message}; or set SVC_TASK_LOG_BYTES_PER_SECOND=0 to run instances without it`);
+    }
+  } else {
+    log.warn("SVC_TASK_LOG_BYTES_PER_SECOND=0: Docker copies whatever an instance prints, on the host's CPU");
   }
   let libraryPath = config.nvmlLibrary || undefined;
   // The GPU reset tool: nvidia-smi from PATH, or the fake one that goes with simulated GPUs.
@@ -147,6 +158,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
             useLogFile: join(config.dataDir, 'image-use.json'),
           },
           instanceOutbound: config.instanceOutbound,
+          ...(logLimit ? { logLimit } : {}),
           replicas: {
             host: config.replicaHost,
             healthIntervalMs: config.replicaHealthIntervalMs,

@@ -247,6 +247,18 @@ export const agentSettings = {
     16384,
     "Connections (TCP, UDP flows) one instance may hold open through the host; past it, new ones are refused. The host's connection table (nf_conntrack_max) is shared: keep the instances' sum well under it. One value per host (the firewall is host-wide).",
   ),
+  taskLogBytesPerSecond: setting(
+    'SVC_TASK_LOG_BYTES_PER_SECOND',
+    Type.Integer({ minimum: 0 }),
+    1_048_576,
+    "Bytes a second of an instance's output (stdout and stderr) that reach its Docker log; past it the instance's writes wait. A limiter compiled at start (gcc, static libc) runs in front of the image's command, so the copying is on the instance's CPU, not the host's. 0: no limiter (Docker copies whatever it prints, outside its CPU quota).",
+  ),
+  taskLogLinesPerSecond: setting(
+    'SVC_TASK_LOG_LINES_PER_SECOND',
+    Type.Integer({ minimum: 1 }),
+    10_000,
+    "Lines a second of an instance's output that reach its Docker log (Docker's cost is per line as much as per byte).",
+  ),
   taskMaxFiles: setting(
     'SVC_TASK_MAX_FILES',
     Type.Integer({ minimum: 1000 }),

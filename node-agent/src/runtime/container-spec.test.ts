@@ -104,6 +104,32 @@ describe('buildContainerSpec for hostile tenants', () => {
     }
   });
 
+  it("runs an instance's command behind the log limiter, mounted read-only, exactly as Docker would have run it", () => {
+    const limited: HostCapabilities = { ...host('n', false), logLimit: { path: '/var/lib/svc-agent/bin/svc-log-init-abc', bytesPerSecond: 1000, linesPerSecond: 10 } };
+    const init = ['/.svc/log-init', '1000', '10', '--'];
+    const mounts = [{ Type: 'bind', Source: '/var/lib/svc-agent/bin/svc-log-init-abc', Target: '/.svc/log-init', ReadOnly: true }];
+    const table: Array<[string, { entrypoint: string[]; cmd: string[] }, string[] | undefined, { Entrypoint?: string[]; Cmd?: string[] }]> = [
+      ['image CMD only', { entrypoint: [], cmd: ['sh', '-c', 'train'] }, undefined, { Entrypoint: init, Cmd: ['sh', '-c', 'train'] }],
+      ['image ENTRYPOINT and CMD', { entrypoint: ['/start.sh'], cmd: ['--port', '1'] }, undefined, { Entrypoint: [...init, '/start.sh'], Cmd: ['--port', '1'] }],
+      ["the order's command replaces CMD, not ENTRYPOINT", { entrypoint: ['/start.sh'], cmd: ['--port', '1'] }, ['--port', '2'], { Entrypoint: [...init, '/start.sh'], Cmd: ['--port', '2'] }],
+      ['ENTRYPOINT only', { entrypoint: ['/start.sh'], cmd: [] }, undefined, { Entrypoint: [...init, '/start.sh'], Cmd: [] }],
+    ];
+    for (const [name, image, command, expected] of table) {
+      const spec = buildContainerSpec({ ...task, ...(command ? { command } : {}) }, limited, image);
+      expect({ Entrypoint: spec.Entrypoint, Cmd: spec.Cmd }, name).toEqual(expected);
+      expect(spec.HostConfig?.Mounts, name).toEqual(mounts);
+    }
+    // Nothing to run: no limiter, so Docker refuses the create with its own message.
+    const empty = buildContainerSpec(task, limited, { entrypoint: [], cmd: [] });
+    expect([empty.Entrypoint, empty.HostConfig?.Mounts]).toEqual([undefined, undefined]);
+    // A replica (the provider's model server) and a host without the limiter run the command as is.
+    const plain: Array<[TaskSpec, HostCapabilities]> = [[{ ...task, kind: 'replica', command: ['serve'] }, limited], [{ ...task, command: ['serve'] }, host('n', false)]];
+    for (const [spec, hostCaps] of plain) {
+      const built = buildContainerSpec(spec, hostCaps, { entrypoint: ['/e'], cmd: ['c'] });
+      expect([built.Entrypoint, built.Cmd, built.HostConfig?.Mounts]).toEqual([undefined, ['serve'], undefined]);
+    }
+  });
+
   it('makes tenants, instances first, what the OOM killer takes before the agent, and turns IPv6 off inside', () => {
     expect(buildContainerSpec(task, host('n', false)).HostConfig?.OomScoreAdj).toBe(800);
     expect(buildContainerSpec({ ...task, kind: 'replica' }, host('n', false)).HostConfig?.OomScoreAdj).toBe(500);

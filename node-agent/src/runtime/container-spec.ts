@@ -6,6 +6,7 @@
 // (task-network.ts), under CPU, memory, /dev/shm, pids and disk limits (task-limits.ts), with
 // only the capabilities a GPU workload needs, and the kernel's OOM killer picks it first.
 import type { ContainerCreateOptions } from 'dockerode';
+import { limitedCommand, LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
 import { containerLimits, type HostCapacity, type LimitSettings, type TaskResources } from './task-limits.js';
 import { networkName } from './task-network.js';
 
@@ -47,6 +48,8 @@ export interface HostCapabilities {
   /** CPUs and memory the engine reports, which every limit is clamped to. */
   capacity: HostCapacity;
   limits: LimitSettings;
+  /** The log limiter that instances' commands run behind (log-init.ts); absent: Docker runs them as is. */
+  logLimit?: LogLimit;
 }
 
 /**
@@ -69,7 +72,8 @@ export const OOM_SCORE_ADJ = { instance: 800, replica: 500 } as const;
 
 export const containerName = (task: Pick<TaskSpec, 'kind' | 'taskId'>): string => `svc-${task.kind}-${task.taskId}`;
 
-export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): ContainerCreateOptions {
+/** `image`: the image's own command, which an instance behind the log limiter needs. */
+export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image?: ImageCommand): ContainerCreateOptions {
   const labels: Record<string, string> = {
     [task.kind === 'instance' ? LABEL_INSTANCE : LABEL_REPLICA]: task.taskId,
     [LABEL_NODE]: host.nodeId,
@@ -87,10 +91,12 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
   const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind);
   if (task.kind === 'instance') labels[LABEL_DISK_LIMIT] = String(limits.diskBytes);
   if (limits.networkMbps > 0) labels[LABEL_NETWORK_LIMIT] = String(limits.networkMbps);
+  // Tenants only: a replica is the provider's own model server.
+  const limited = task.kind === 'instance' && host.logLimit && image ? limitedCommand(image, task.command, host.logLimit) : null;
   return {
     name: containerName(task),
     Image: task.image,
-    ...(task.command && task.command.length > 0 ? { Cmd: task.command } : {}),
+    ...(limited ?? (task.command && task.command.length > 0 ? { Cmd: task.command } : {})),
     Env: env,
     Labels: labels,
     StopSignal: 'SIGTERM',
@@ -101,6 +107,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities): Cont
       // The agent restarts replicas itself (with backoff, reporting each restart), never Docker.
       RestartPolicy: { Name: 'no' },
       Binds: [],
+      ...(limited ? { Mounts: [{ Type: 'bind', Source: host.logLimit!.path, Target: LOG_INIT_TARGET, ReadOnly: true }] } : {}),
       LogConfig: { Type: LOG_CONFIG.Type, Config: { ...LOG_CONFIG.Config } },
       NetworkMode: networkName(task),
       CapDrop: ['ALL'],

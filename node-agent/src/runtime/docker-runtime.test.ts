@@ -6,6 +6,7 @@ import { connect, type Socket } from 'node:net';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { execIn } from '../../../test/support/docker-io.js';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
@@ -457,7 +458,7 @@ describe('isolation and limits', () => {
     expect(await tcpSend(address, 7001, MIB * 1024 * 1024)).toBeGreaterThan(800);
 
     // Root in the container sees the bucket and holds no capability to change its link.
-    const inside = await execIn(shaped.containerId, ['sh', '-c', 'tc qdisc show dev eth0; ip link set dev eth0 down; echo rc=$?']);
+    const inside = await execIn(docker, shaped.containerId, ['sh', '-c', 'tc qdisc show dev eth0; ip link set dev eth0 down; echo rc=$?']);
     expect(inside).toMatch(/qdisc tbf \S+ root/);
     expect(inside).toContain('Operation not permitted');
     expect(inside).not.toContain('rc=0');
@@ -466,19 +467,10 @@ describe('isolation and limits', () => {
     expect(stdout).toMatch(/qdisc tbf \S+ root .*rate 40Mbit/);
 
     const replica = await runtime.startTask(task({ kind: 'replica', resources: { networkMbps: 40 } }));
-    expect(await execIn(replica.containerId, ['tc', 'qdisc', 'show', 'dev', 'eth0'])).not.toContain('tbf');
+    expect(await execIn(docker, replica.containerId, ['tc', 'qdisc', 'show', 'dev', 'eth0'])).not.toContain('tbf');
     for (const h of [shaped, replica]) await runtime.destroyTask(h.containerId, { force: true });
   }, 60_000);
 });
-
-async function execIn(containerId: string, cmd: string[]): Promise<string> {
-  const exec = await docker.getContainer(containerId).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
-  const stream = await exec.start({});
-  const chunks: Buffer[] = [];
-  stream.on('data', (c: Buffer) => chunks.push(c));
-  await new Promise((r) => stream.on('end', r));
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 async function containerAddress(containerId: string): Promise<string> {
   const networks = (await docker.getContainer(containerId).inspect()).NetworkSettings.Networks;

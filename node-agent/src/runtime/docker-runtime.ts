@@ -18,6 +18,7 @@ import {
   taskFailed,
 } from './docker-errors.js';
 import { allocatedBytes, deletedOpenFiles, devicesOf, fileCount, formatBytes, type DiskUsage } from './disk-usage.js';
+import type { ImageCommand, LogLimit } from './log-init.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
@@ -59,9 +60,14 @@ export interface DockerRuntimeOptions {
   maxImageBytes?: number;
   /** Told each image a task starts with, once it is present (image-gc.ts keeps the node's disk from filling with them). */
   imageUsed?: (ref: string) => void;
+  /** The log limiter instances run behind (log-init.ts); absent: none. */
+  logLimit?: LogLimit;
 }
 
 export const DEFAULT_MAX_IMAGE_BYTES = 100 * 1024 ** 3;
+
+/** An image's Entrypoint or Cmd: a list, a string (shell form, already wrapped by the builder) or nothing. */
+const asArgs = (value: string[] | string | null | undefined): string[] => (Array.isArray(value) ? value : value ? [value] : []);
 
 // Docker reports never-set times as the zero time.
 const parseDockerTime = (value: string | undefined): Date | null =>
@@ -82,6 +88,7 @@ export class DockerRuntime implements TaskRuntime {
   /** Shared pulls; exposed so tests and metrics can count real pulls. */
   readonly pulls: PullCoordinator;
   private readonly nvidiaRuntime: boolean | undefined;
+  private readonly logLimit: LogLimit | undefined;
   private readonly killTimeoutMs: number;
   private readonly limits: LimitSettings;
   private readonly instanceOutbound: InstanceOutbound;
@@ -98,6 +105,7 @@ export class DockerRuntime implements TaskRuntime {
     this.maxImageBytes = options.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES;
     this.imageUsed = options.imageUsed;
     this.nvidiaRuntime = options.nvidiaRuntime;
+    this.logLimit = options.logLimit;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
 
@@ -290,6 +298,7 @@ export class DockerRuntime implements TaskRuntime {
           nvidiaRuntime: this.nvidiaRuntime ?? listsNvidiaRuntime(info),
           capacity: { cpus: info.NCPU ?? 1, memoryBytes: info.MemTotal ?? 0 },
           limits: this.limits,
+          ...(this.logLimit ? { logLimit: this.logLimit } : {}),
         }),
         (err: unknown) => {
           this.hostCapabilities = null; // ask again next time
@@ -360,7 +369,8 @@ export class DockerRuntime implements TaskRuntime {
 
   private async createContainer(spec: TaskSpec, host: HostCapabilities, retried = false): Promise<Docker.Container> {
     try {
-      return await this.docker.createContainer(buildContainerSpec(spec, host));
+      const image = spec.kind === 'instance' && host.logLimit ? await this.imageCommand(spec.image) : undefined;
+      return await this.docker.createContainer(buildContainerSpec(spec, host, image));
     } catch (err) {
       if (retried) throw taskFailed('create_failed', `create ${containerName(spec)}`, err);
       // The name is taken: a retried start, or a leftover of an earlier attempt.
@@ -372,6 +382,11 @@ export class DockerRuntime implements TaskRuntime {
       }
       throw taskFailed('create_failed', `create ${containerName(spec)}`, err);
     }
+  }
+
+  private async imageCommand(ref: string): Promise<ImageCommand> {
+    const { Config } = await this.docker.getImage(ref).inspect();
+    return { entrypoint: asArgs(Config.Entrypoint), cmd: asArgs(Config.Cmd) };
   }
 
   private async adoptOrReplace(spec: TaskSpec, host: HostCapabilities, conflict: unknown): Promise<Docker.Container> {

@@ -11,6 +11,7 @@ import type { InstanceAccessService } from '../access/instance-access.js';
 import { containerName } from '../runtime/container-spec.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { ImageGc, ImageUseLog, type ImageGcSettings } from '../runtime/image-gc.js';
+import type { LogLimit } from '../runtime/log-init.js';
 import type { LimitSettings } from '../runtime/task-limits.js';
 import type { InstanceOutbound } from '../runtime/task-network.js';
 import { Outbox } from '../telemetry/health-outbox.js';
@@ -47,6 +48,8 @@ export class AgentTasks {
       admitInstance?: () => string | null;
       /** Image garbage collection; off without it (tests that share the engine's images). */
       imageGc?: { settings: ImageGcSettings; useLogFile: string };
+      /** The log limiter instances run behind (runtime/log-init.ts). */
+      logLimit?: LogLimit;
     } = {},
   ) {
     this.access = options.access;
@@ -59,6 +62,7 @@ export class AgentTasks {
       ...(options.instanceOutbound ? { instanceOutbound: options.instanceOutbound } : {}),
       ...(options.maxImageBytes ? { maxImageBytes: options.maxImageBytes } : {}),
       ...(this.imageGc ? { imageUsed: (ref: string) => this.imageGc!.recordUse(ref) } : {}),
+      ...(options.logLimit ? { logLimit: options.logLimit } : {}),
     });
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
