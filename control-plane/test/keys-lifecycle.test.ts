@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import { hashKeyValue } from '../src/keys/api-key.js';
-import { KeyService, MAX_ACTIVE_KEYS_PER_ORG } from '../src/keys/key-service.js';
+import { KeyService, MAX_ACTIVE_KEYS_PER_ORG, MAX_ACTIVE_TEST_KEYS_PER_ORG } from '../src/keys/key-service.js';
 import { ChangeFeed } from '../src/changes.js';
 import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
@@ -33,6 +33,29 @@ describe('key creation', () => {
     expect((await cp.request('POST', `/v1/admin/keys/${last.body.key_id}/revoke`, { key: crowdedAdmin })).status).toBe(200);
     expect((await cp.request('POST', '/v1/admin/keys', { key: crowdedAdmin, body: {} })).status).toBe(201);
     expect((await cp.request('POST', '/v1/admin/keys', { key: admin, body: {} })).status).toBe(201);
+  });
+
+  it("cannot multiply the sandbox's free tokens: an org holds at most 20 active sandbox keys, live keys unaffected", async () => {
+    const org = await cp.app.services.orgs.create('many-test-keys-org');
+    const orgAdmin = await cp.key({ admin: true, orgId: org.id });
+    const test = () => cp.request('POST', '/v1/admin/keys', { key: orgAdmin, body: { kind: 'test' } });
+    const made: string[] = [];
+    for (let i = 0; i < MAX_ACTIVE_TEST_KEYS_PER_ORG; i++) {
+      const res = await test();
+      expect(res.status).toBe(201);
+      expect(res.body.key).toMatch(/^svc_sk_test_/);
+      made.push(res.body.key_id);
+    }
+    const full = expectError(await test(), 400, 'invalid_request');
+    expect(full).toMatchObject({
+      code: 'too_many_keys',
+      message: 'an organization has at most 20 active sandbox keys (svc_sk_test_), which are free up to their daily tokens each; revoke one first',
+    });
+    // A live key is still made, and a revoked sandbox key makes room for another.
+    expect((await cp.request('POST', '/v1/admin/keys', { key: orgAdmin, body: {} })).status).toBe(201);
+    expect((await cp.request('POST', `/v1/admin/keys/${made[0]}/revoke`, { key: orgAdmin })).status).toBe(200);
+    expect((await test()).status).toBe(201);
+    expectError(await test(), 400, 'invalid_request');
   });
 
   it('shows the value once, stores only its SHA-256 and lists prefix + last 4', async () => {

@@ -13,6 +13,8 @@ import { DEFAULT_SCOPES, PUBLIC_KEY_SCOPES, SANDBOX_REFUSAL, SANDBOX_REFUSED_SCO
 
 /** Active (unrevoked) keys one organization may hold. */
 export const MAX_ACTIVE_KEYS_PER_ORG = 1000;
+/** Of those, sandbox keys: each is free up to its daily tokens. */
+export const MAX_ACTIVE_TEST_KEYS_PER_ORG = 20;
 export const DEFAULT_OVERLAP_SECONDS = 86_400;
 export const MAX_OVERLAP_SECONDS = 30 * 86_400;
 
@@ -92,8 +94,18 @@ export class KeyService {
 
     // Limits are per key, so keys without end would be limits without end. Checked before
     // the insert: replicas racing at the cap may pass it by a few; it bounds, not meters.
-    if ((await this.store.keys.list(input.orgId)).filter((k) => k.revokedAt === null).length >= MAX_ACTIVE_KEYS_PER_ORG) {
+    const active = (await this.store.keys.list(input.orgId)).filter((k) => k.revokedAt === null);
+    if (active.length >= MAX_ACTIVE_KEYS_PER_ORG) {
       throw new ApiError('invalid_request', `an organization has at most ${MAX_ACTIVE_KEYS_PER_ORG} active API keys; revoke one first`, { code: 'too_many_keys' });
+    }
+    // Sandbox keys are free, each up to its daily tokens (and requests per minute): what the
+    // org gets for nothing would otherwise grow with every key it makes.
+    if (kind === 'test' && active.filter((k) => k.kind === 'test').length >= MAX_ACTIVE_TEST_KEYS_PER_ORG) {
+      throw new ApiError(
+        'invalid_request',
+        `an organization has at most ${MAX_ACTIVE_TEST_KEYS_PER_ORG} active sandbox keys (svc_sk_test_), which are free up to their daily tokens each; revoke one first`,
+        { code: 'too_many_keys' },
+      );
     }
     const value = generateKeyValue(kind);
     const now = this.clock.now();
