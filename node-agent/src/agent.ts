@@ -153,6 +153,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           maxFiles: config.taskMaxFiles,
           admitInstance: () => diskPressure.refusal(),
           maxImageBytes: Math.round(config.maxImageGib * GIB),
+          pullDeadline: { stallMs: config.pullStallSeconds * 1000, timeoutMs: Math.round(config.pullTimeoutMinutes * 60_000) },
           imageGc: {
             settings: { highPercent: config.imageGcHighPercent, lowPercent: config.imageGcLowPercent, intervalMs: config.imageGcIntervalMs },
             useLogFile: join(config.dataDir, 'image-use.json'),

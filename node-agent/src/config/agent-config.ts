@@ -265,6 +265,18 @@ export const agentSettings = {
     5_000_000,
     'Files (inodes) one instance may hold on the disk holding Docker data; the disk watch stops one over it, as over its disk limit. A file system holds only so many, and empty files take no bytes.',
   ),
+  pullStallSeconds: setting(
+    'SVC_PULL_STALL_SECONDS',
+    Type.Integer({ minimum: 1 }),
+    120,
+    "A pull that moves (downloads or unpacks) less than 1 MiB in this many seconds is given up and its instance fails (no charge): a tenant's registry that answers and then sends nothing would otherwise hold the instance's GPUs, unbilled, for as long as it likes.",
+  ),
+  pullTimeoutMinutes: setting(
+    'SVC_PULL_TIMEOUT_MINUTES',
+    Type.Number({ exclusiveMinimum: 0 }),
+    60,
+    'A pull still going after this many minutes is given up and its instance fails (no charge): a registry trickling just fast enough, or an image too big for the link.',
+  ),
   maxImageGib: setting(
     'SVC_MAX_IMAGE_GIB',
     Type.Number({ exclusiveMinimum: 0 }),

@@ -8,6 +8,7 @@ import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { execIn } from '../../../test/support/docker-io.js';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
+import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
 import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
 import { deleteFreshImage, ensureBusybox, pushFreshImage } from './docker-test-images.js';
@@ -134,6 +135,26 @@ describe('DockerRuntime: pulls', () => {
     const roomy = new DockerRuntime({ docker, nodeId, maxImageBytes: 10 * 1024 * 1024 });
     expect((await roomy.startTask(task({ image }))).state).toBe('running');
   });
+
+  it('gives up a pull from a registry that stops sending, or that takes too long, so the instance fails instead of holding its GPUs', async () => {
+    const registry = await startStallingRegistry();
+    try {
+      const stalls = new DockerRuntime({ docker, nodeId, pullDeadline: { stallMs: 2_000, timeoutMs: 60_000 } });
+      const [err, ms] = await timed(() => rejection(stalls.startTask(task({ image: registry.image }))));
+      expect(err.code).toBe('pull_failed');
+      expect(err.message).toBe(`pull of ${registry.image} stopped: it moved less than 1 MiB in 2 s (the registry stopped sending)`);
+      expect(err.recoverable).toBe(false);
+      expect(ms).toBeLessThan(30_000);
+      // The engine itself keeps its download open (Docker cannot cancel a stalled one), so a
+      // second start of the same image joins it: bounded the same way, here by the whole time.
+      const slow = new DockerRuntime({ docker, nodeId, pullDeadline: { stallMs: 600_000, timeoutMs: 3_000 } });
+      const late = await rejection(slow.startTask(task({ image: registry.image })));
+      expect(late.message).toBe(`pull of ${registry.image} stopped: it took longer than 3 s`);
+      await expect(docker.getImage(registry.image).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    } finally {
+      await registry.close();
+    }
+  }, 60_000);
 
   it('shares one pull between concurrent starts of the same image', async () => {
     const image = await pushFreshImage(docker, `shared-${run}`);

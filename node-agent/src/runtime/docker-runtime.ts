@@ -24,6 +24,7 @@ import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
+import { PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
 import { PullProgressTracker, pullEventError, type PullEvent } from './pull-progress.js';
 import {
   RuntimeError,
@@ -62,7 +63,11 @@ export interface DockerRuntimeOptions {
   imageUsed?: (ref: string) => void;
   /** The log limiter instances run behind (log-init.ts); absent: none. */
   logLimit?: LogLimit;
+  /** When a pull is given up (SVC_PULL_STALL_SECONDS, SVC_PULL_TIMEOUT_MINUTES); default DEFAULT_PULL_DEADLINE. */
+  pullDeadline?: PullDeadlineSettings;
 }
+
+export const DEFAULT_PULL_DEADLINE: PullDeadlineSettings = { stallMs: 120_000, timeoutMs: 3_600_000 };
 
 export const DEFAULT_MAX_IMAGE_BYTES = 100 * 1024 ** 3;
 
@@ -89,6 +94,7 @@ export class DockerRuntime implements TaskRuntime {
   readonly pulls: PullCoordinator;
   private readonly nvidiaRuntime: boolean | undefined;
   private readonly logLimit: LogLimit | undefined;
+  private readonly pullDeadline: PullDeadlineSettings;
   private readonly killTimeoutMs: number;
   private readonly limits: LimitSettings;
   private readonly instanceOutbound: InstanceOutbound;
@@ -106,6 +112,7 @@ export class DockerRuntime implements TaskRuntime {
     this.imageUsed = options.imageUsed;
     this.nvidiaRuntime = options.nvidiaRuntime;
     this.logLimit = options.logLimit;
+    this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
 
@@ -331,39 +338,46 @@ export class DockerRuntime implements TaskRuntime {
     } catch (err) {
       throw pullFailed(image, err);
     }
+    const deadline = new PullDeadline(this.pullDeadline, Date.now());
+    let watch: NodeJS.Timeout | undefined;
     const lastStatus = await new Promise<string | undefined>((resolve, reject) => {
       let last: string | undefined;
       let streamError: string | null = null;
-      let tooLarge: RuntimeError | null = null;
+      let stopped: RuntimeError | null = null;
+      // Closing the stream cancels the pull in the engine.
+      const stop = (why: string) => {
+        stopped ??= new RuntimeError('pull_failed', `pull of ${image} stopped: ${why}`, false);
+        (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
+      };
+      watch = setInterval(() => {
+        const overdue = deadline.overdue(Date.now());
+        if (overdue) stop(overdue);
+      }, Math.min(1_000, this.pullDeadline.stallMs / 4));
       this.docker.modem.followProgress(
         stream,
         (err: Error | null) => {
           // followProgress does not treat an `error` line as a failure; we do.
-          if (tooLarge) reject(tooLarge);
+          if (stopped) reject(stopped);
           else if (err || streamError) reject(pullFailed(image, err ?? new Error(streamError ?? '')));
           else resolve(last);
         },
         (event: PullEvent) => {
-          if (tooLarge) return;
+          if (stopped) return;
           const error = pullEventError(event);
           if (error) streamError ??= error;
           else {
             last = event.status;
             onProgress(tracker.update(event));
+            deadline.moved(tracker.movedBytes(), Date.now());
           }
           // A tenant names the image: one of a terabyte would fill the node's disk for every
-          // tenant before any container limit applies. Closing the stream cancels the pull.
+          // tenant before any container limit applies.
           if (tracker.layerBytes() > this.maxImageBytes) {
-            tooLarge = new RuntimeError(
-              'pull_failed',
-              `pull of ${image} stopped: its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`,
-              false,
-            );
-            (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
+            stop(`its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`);
           }
         },
       );
-    });
+    }).finally(() => clearInterval(watch));
     onProgress(tracker.complete(lastStatus));
   }
 

@@ -54,6 +54,22 @@ describe('PullProgressTracker', () => {
     expect(t.update(layer('a', 'Downloading', 10, 100)).fraction).toBe(before);
   });
 
+  it('counts the bytes moved, downloaded and unpacked, for the stall deadline; a retried layer does not count twice', () => {
+    const t = new PullProgressTracker('img:1');
+    t.update(layer('a', 'Downloading', 0, 1000));
+    expect(t.movedBytes()).toBe(0);
+    t.update(layer('a', 'Downloading', 400, 1000));
+    t.update(layer('b', 'Downloading', 100, 200));
+    expect(t.movedBytes()).toBe(500);
+    t.update(layer('a', 'Retrying in 5 seconds'));
+    t.update(layer('a', 'Downloading', 100, 1000));
+    expect(t.movedBytes()).toBe(500);
+    t.update(layer('a', 'Extracting', 500, 1000));
+    expect(t.movedBytes()).toBe(1000 + 500 + 100);
+    t.update(layer('a', 'Pull complete'));
+    expect(t.movedBytes()).toBe(2000 + 100);
+  });
+
   it('finds errors reported inside the stream', () => {
     expect(pullEventError({ error: 'manifest unknown', errorDetail: { message: 'manifest unknown' } })).toBe('manifest unknown');
     expect(pullEventError({ errorDetail: { message: 'EOF' } })).toBe('EOF');

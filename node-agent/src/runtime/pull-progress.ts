@@ -46,6 +46,7 @@ const BEFORE_DONE = 0.99;
 export class PullProgressTracker {
   private readonly layers = new Map<string, LayerProgress>();
   private reported = 0;
+  private moved = 0;
   private status = 'Pulling';
 
   constructor(private readonly image: string) {}
@@ -64,6 +65,14 @@ export class PullProgressTracker {
     let total = 0;
     for (const layer of this.layers.values()) total += layer.total ?? 0;
     return total;
+  }
+
+  /** Bytes downloaded plus bytes unpacked so far, over the layers whose size is known; never less than before. */
+  movedBytes(): number {
+    let moved = 0;
+    for (const layer of this.layers.values()) moved += (layer.total ?? 0) * (layer.download + layer.extract);
+    this.moved = Math.max(this.moved, Math.round(moved));
+    return this.moved;
   }
 
   /** The stream ended without an error: the image is present. */

@@ -12,6 +12,7 @@ import { containerName } from '../runtime/container-spec.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { ImageGc, ImageUseLog, type ImageGcSettings } from '../runtime/image-gc.js';
 import type { LogLimit } from '../runtime/log-init.js';
+import type { PullDeadlineSettings } from '../runtime/pull-deadline.js';
 import type { LimitSettings } from '../runtime/task-limits.js';
 import type { InstanceOutbound } from '../runtime/task-network.js';
 import { Outbox } from '../telemetry/health-outbox.js';
@@ -50,6 +51,8 @@ export class AgentTasks {
       imageGc?: { settings: ImageGcSettings; useLogFile: string };
       /** The log limiter instances run behind (runtime/log-init.ts). */
       logLimit?: LogLimit;
+      /** When a pull is given up (runtime/pull-deadline.ts). */
+      pullDeadline?: PullDeadlineSettings;
     } = {},
   ) {
     this.access = options.access;
@@ -63,6 +66,7 @@ export class AgentTasks {
       ...(options.maxImageBytes ? { maxImageBytes: options.maxImageBytes } : {}),
       ...(this.imageGc ? { imageUsed: (ref: string) => this.imageGc!.recordUse(ref) } : {}),
       ...(options.logLimit ? { logLimit: options.logLimit } : {}),
+      ...(options.pullDeadline ? { pullDeadline: options.pullDeadline } : {}),
     });
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
