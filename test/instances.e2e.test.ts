@@ -11,9 +11,12 @@ import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-p
 import { startControlPlane } from '../control-plane/src/server.js';
 import { SLEEPER_IMAGE, STUBBORN_IMAGE, REGISTRY } from './support/images.js';
 import { eventually, freePort, spawnAgent, type AgentProcess, removeNodeContainers } from './support/node-agent-process.js';
+import { startStallingRegistry } from './support/stalling-registry.js';
 import { WebhookReceiver } from '../control-plane/test/webhooks-support.js';
 
 const GRACE_MS = 2_000;
+/** The agent gives up a pull that moves less than 1 MiB in this long (SVC_PULL_STALL_SECONDS). */
+const PULL_STALL_SECONDS = 3;
 const docker = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'instances-e2e-'));
 let config: ControlPlaneConfig;
@@ -33,6 +36,7 @@ function startAgent(token: string): AgentProcess {
     SVC_AGENT_HOSTNAME: 'gpu-host-e2e',
     SVC_NVML_LIBRARY: libraryPath,
     SVC_NODE_TOKEN: token,
+    SVC_PULL_STALL_SECONDS: String(PULL_STALL_SECONDS),
     ...gpuState.env(),
   });
   agents.push(a);
@@ -169,6 +173,25 @@ describe('instances on a real Docker engine', () => {
     const charges = (await api('GET', '/v1/billing/charges?limit=100')).body.data;
     expect(charges.filter((c: { instance_id: string }) => c.instance_id === body.id)).toEqual([]);
   }, 60_000);
+
+  it("fails an instance whose registry stops sending, unbilled, and gives its GPU back", async () => {
+    const registry = await startStallingRegistry();
+    try {
+      const { body } = await create({ image: registry.image });
+      expect(body.status).toBe('provisioning');
+      const failed = await waitFor(body.id, ['failed'], 60_000);
+      expect(failed.failure_reason).toContain(`pull of ${registry.image} stopped: it moved less than 1 MiB in ${PULL_STALL_SECONDS} s (the registry stopped sending)`);
+      const charges = (await api('GET', '/v1/billing/charges?limit=100')).body.data;
+      expect(charges.filter((c: { instance_id: string }) => c.instance_id === body.id)).toEqual([]);
+      // Both GPUs are free again for whoever comes next.
+      await eventually(async () => {
+        const h100 = (await api('GET', '/v1/skus')).body.data.find((s: { id: string }) => s.id === 'h100-80gb');
+        return h100.pools[0].free_gpus === 2 ? true : undefined;
+      }, 10_000, 'the GPU to be free');
+    } finally {
+      await registry.close();
+    }
+  }, 90_000);
 
   it('answers 409 no_capacity when the GPUs run out, and two concurrent creates never share the last GPU', async () => {
     const first = await create({ image: SLEEPER_IMAGE });
