@@ -113,6 +113,7 @@ int main(int argc, char **argv) {
   // same bytes in a few large ones, and a read of more could pass a second's worth of
   // short lines at once.
   double quantum = bytes.rate / 20 < CHUNK ? bytes.rate / 20 : CHUNK;
+  if (quantum < 1) quantum = 1; // a read of 0 bytes would look like the end of the stream
   char **command = argv + 4;
 
   // Not dumpable: the command runs as the same user, and could otherwise open
