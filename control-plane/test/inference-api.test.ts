@@ -179,4 +179,19 @@ describe('sandbox keys', () => {
     // Other sandbox keys have their own allowance.
     expect((await post('/v1/chat/completions', chat, await cp.key({ kind: 'test' }))).status).toBe(200);
   });
+
+  it('counts tool definitions and response schemas against the daily cap, as an engine counts them in the prompt', async () => {
+    const key = await cp.key({ kind: 'test' });
+    // About 500 tokens of schema around a one-word message: past the test's cap of 400 a day.
+    const described = (n: number) => ({ type: 'string', description: 'x'.repeat(n) });
+    const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: described(2_000) } } } }];
+    const withTools = await post('/v1/chat/completions', { ...chat, tools }, key);
+    expect(expectError(withTools, 429, 'rate_limited').message).toMatch(/^this sandbox key used 0 of its 400 tokens today and the request needs 5\d\d;/);
+    const format = { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', properties: { a: described(2_000) } } } };
+    expectError(await post('/v1/chat/completions', { ...chat, response_format: format }, key), 429, 'rate_limited');
+    // The same request with a small tool passes, and its usage counts the definition.
+    const small = await post('/v1/chat/completions', { ...chat, tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: described(40) } } } }] }, key);
+    expect(small.status).toBe(200);
+    expect(small.body.usage.prompt_tokens).toBeGreaterThan(3 + 2 + 20);
+  });
 });

@@ -1,7 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import type { CatalogModel } from '../models/catalog.js';
-import { exampleValue, sandboxChat, sandboxEmbeddings } from './sandbox.js';
+import { exampleValue, sandboxChat, sandboxEmbeddings, sandboxPromptTokens } from './sandbox.js';
 
 const chat: CatalogModel = { id: 'tiny-chat', kind: 'chat', created: 0, owned_by: 'x', family: 'f', context_window: 512, quantizations: ['int4'], rate_card_id: 'rc', serving: { engine: 'cpu', image: 'engine:1', gpus: 0, weights: {} } };
 const embed: CatalogModel = { ...chat, id: 'tiny-embed', kind: 'embedding', dimensions: 16, matryoshka: true };
@@ -70,6 +70,21 @@ describe('sandboxChat', () => {
     expect(sandboxChat(chat, { model: 'x', messages: hello, tools: [weather], tool_choice: 'none' }, undefined).toolCalls).toBeNull();
     const named = sandboxChat(chat, { model: 'x', messages: hello, tools: [weather, other], tool_choice: { type: 'function', function: { name: 'other' } } }, undefined);
     expect(named.toolCalls![0]!.function).toEqual({ name: 'other', arguments: '{}' });
+  });
+});
+
+describe('sandboxPromptTokens', () => {
+  it('counts what an engine renders into the prompt: messages, their tool calls, tool definitions and the response schema', () => {
+    const call = { id: 'call_1', type: 'function' as const, function: { name: 'get_weather', arguments: JSON.stringify({ city: 'x'.repeat(400) }) } };
+    const schema = { name: 'big', schema: { type: 'object', description: 'y'.repeat(800) } };
+    const table: Array<[string, Parameters<typeof sandboxPromptTokens>[0], number]> = [
+      ['one short message', { model: 'm', messages: hello }, 3 + 2],
+      ['a tool call in the history', { model: 'm', messages: [...hello, { role: 'assistant', tool_calls: [call] }, { role: 'tool', tool_call_id: 'call_1', content: 'sunny' }] }, 5 + 3 + Math.ceil(JSON.stringify([call]).length / 4) + 3 + 2],
+      ['tool definitions', { model: 'm', messages: hello, tools: [weather] }, 5 + Math.ceil(JSON.stringify([weather]).length / 4)],
+      ['a response schema', { model: 'm', messages: hello, response_format: { type: 'json_schema', json_schema: schema } }, 5 + Math.ceil(JSON.stringify(schema).length / 4)],
+      ['json_object has no schema', { model: 'm', messages: hello, response_format: { type: 'json_object' } }, 5],
+    ];
+    for (const [name, body, tokens] of table) expect(sandboxPromptTokens(body), name).toBe(tokens);
   });
 });
 

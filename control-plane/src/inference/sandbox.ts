@@ -33,6 +33,20 @@ const WORDS = [
 /** Rough token count of text: about four characters a token, as for English. */
 export const estimateTokens = (text: string): number => Math.ceil(text.length / 4);
 
+/**
+ * The prompt as an engine counts it: every message's text and tool calls, plus the tool
+ * definitions and the response schema, which an engine renders into the prompt too. The
+ * daily cap is taken from this, so megabytes of tool schemas (echoed, and stored with a
+ * stored response) are not free.
+ */
+export function sandboxPromptTokens(body: ChatCompletionRequest): number {
+  let tokens = 0;
+  for (const m of body.messages) tokens += 3 + estimateTokens(contentText(m.content)) + (m.tool_calls ? estimateTokens(JSON.stringify(m.tool_calls)) : 0);
+  if (body.tools && body.tools.length > 0) tokens += estimateTokens(JSON.stringify(body.tools));
+  if (body.response_format?.type === 'json_schema') tokens += estimateTokens(JSON.stringify(body.response_format.json_schema));
+  return tokens;
+}
+
 function digest(value: unknown): Buffer {
   return createHash('sha256').update(canonicalJson(value)).digest();
 }
@@ -52,7 +66,7 @@ export function sandboxChat(model: CatalogModel, body: ChatCompletionRequest, ma
   const seed = digest({
     model: model.id, messages: body.messages, tools: body.tools ?? null, tool_choice: body.tool_choice ?? null, seed: body.seed ?? null, response_format: body.response_format ?? null,
   });
-  const promptTokens = body.messages.reduce((sum, m) => sum + 3 + estimateTokens(contentText(m.content)), 0);
+  const promptTokens = sandboxPromptTokens(body);
   const last = body.messages.at(-1)!;
   const tool = pickTool(body);
   if (tool && last.role !== 'tool') {
