@@ -136,7 +136,8 @@ beforeAll(async () => {
     gpus: 2,
     skuCatalog: catalogFile,
     // The agent's ports on every host address, as on a real node.
-    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT), SVC_TASK_DISK_CHECK_MS: '300' },
+    // The node's SSH budget is one SKU's bandwidth here: an instance alone gets all of it.
+    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT), SVC_TASK_DISK_CHECK_MS: '300', SVC_SSH_NODE_MBPS: String(NETWORK_MBPS) },
   });
   [a, b] = [await tenant('a'), await tenant('b')];
   // Something answering inside each instance: B's server is A's target, A's own is the proof that nc works in A.
@@ -245,6 +246,26 @@ describe('as a hostile tenant', () => {
     expect(lift.code).not.toBe(0);
     expect(lift.stderr).toMatch(/not permitted/i);
   }, 60_000);
+
+  it("B's SSH shares the node's SSH budget equally with A while A is logged in, and cannot take all of it", async () => {
+    const mib = BIG_FILE_BYTES / MIB;
+    const download = async () => {
+      const [down, ms] = await timedMs(() => ssh(b.target, b.key, [`dd if=/dev/zero bs=1048576 count=${mib} 2>/dev/null`], { timeoutMs: 120_000 }));
+      expect(down.stdout.length).toBe(BIG_FILE_BYTES);
+      return ms;
+    };
+    // B alone: the whole budget, 40 Mbit/s (10 MiB in 2.1 s).
+    expect(await download()).toBeGreaterThan(1600);
+    // A logged in beside it: 20 Mbit/s each (4.2 s), though B's own bandwidth is 40.
+    const held = sshProcess(a.target, a.key, ['echo in; sleep 120']);
+    try {
+      await eventually(async () => held.output().includes('in'), 30_000, "A's session to log in");
+      expect(await download()).toBeGreaterThan(3400);
+    } finally {
+      held.child.kill();
+      await held.exited;
+    }
+  }, 120_000);
 
   it("A cannot fill the host's connection table: its flows stop at its cap, and B still connects", async () => {
     const tracked = () => readFileSync('/proc/net/nf_conntrack', 'utf8').split('\n').filter((l) => l.includes(' udp ') && l.includes(`src=${a.address} `)).length;

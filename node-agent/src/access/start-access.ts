@@ -24,7 +24,7 @@ type AccessConfig = Pick<
   AgentConfig,
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
-  | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension'
+  | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps'
   | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource'
 >;
 
@@ -37,6 +37,7 @@ export function sshLimitsOf(config: AccessConfig): SshLimits {
     maxPendingHandshakes: config.sshMaxPendingHandshakes,
     handshakeTimeoutMs: config.sshHandshakeTimeoutMs,
     maxAuthTries: config.sshMaxAuthTries,
+    nodeMbps: config.sshNodeMbps,
     maxEnvVars: config.sshMaxEnvVars,
     maxEnvBytes: config.sshMaxEnvBytes,
     maxPtyDimension: config.sshMaxPtyDimension,

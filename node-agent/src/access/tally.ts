@@ -3,6 +3,11 @@
 export class Tally {
   private readonly counts = new Map<string, number>();
 
+  /** Keys with something open. */
+  get size(): number {
+    return this.counts.size;
+  }
+
   of(key: string): number {
     return this.counts.get(key) ?? 0;
   }

@@ -321,6 +321,12 @@ export const agentSettings = {
     32,
     'Authenticated SSH connections one instance may have at once; a login past it is refused.',
   ),
+  sshNodeMbps: setting(
+    'SVC_SSH_NODE_MBPS',
+    Type.Integer({ minimum: 1 }),
+    2000,
+    "Mbit/s each way through the SSH gateway (sessions, SFTP, ssh -L) for all instances together, shared equally among the instances logged in (an instance never gets more than its own bandwidth): every byte costs the agent's thread its encryption and dockerd its exec stream, on the host's CPU.",
+  ),
   sshMaxConnectionsPerSource: setting(
     'SVC_SSH_MAX_CONNECTIONS_PER_SOURCE',
     Type.Integer({ minimum: 1, maximum: 100_000 }),

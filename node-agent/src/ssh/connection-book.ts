@@ -45,6 +45,11 @@ export class ConnectionBook {
     return this.byInstance.of(instanceId);
   }
 
+  /** Instances with at least one logged-in connection. */
+  get instancesConnected(): number {
+    return this.byInstance.size;
+  }
+
   /**
    * A new TCP connection from `address`. `dropped` is called (once) if the book later
    * gives this connection's handshake slot to another client: the caller closes it.

@@ -8,7 +8,8 @@
 // (connection-book.ts): connections still logging in, per source and per instance are
 // capped, a login must finish within a time limit, failed attempts are capped, and a
 // connection holds a bounded number of channels. Once logged in, a connection shares its
-// instance's bandwidth with the instance's other connections (throttled-socket.ts).
+// instance's bandwidth with the instance's other connections (throttled-socket.ts), and the
+// instances logged in share the node's SSH budget equally.
 import { connect, createServer, type Server as NetServer, type Socket } from 'node:net';
 import { listenOn } from '../access/listen.js';
 import type Docker from 'dockerode';
@@ -21,7 +22,7 @@ import { ConnectionBook, type ConnectionTicket } from './connection-book.js';
 import { forwardTarget } from './session-request.js';
 import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
 import { ThrottledSocket, type Throttle } from './throttled-socket.js';
-import { linkBuckets } from './token-bucket.js';
+import { LinkBuckets } from './token-bucket.js';
 
 const { Server } = ssh2;
 
@@ -43,6 +44,8 @@ export interface SshLimits extends SessionLimits {
   maxPendingHandshakes: number;
   handshakeTimeoutMs: number;
   maxAuthTries: number;
+  /** Mbit/s each way through the gateway for all instances together, shared equally (SVC_SSH_NODE_MBPS). */
+  nodeMbps: number;
 }
 
 /** Dead peers are noticed after ~45 s of silence (15 s keepalives, 3 unanswered). */
@@ -58,7 +61,7 @@ export class SshGateway {
   private readonly tickets = new Map<string, ConnectionTicket>();
   private readonly connections = new Set<Connection>();
   private readonly sockets = new Set<Socket>();
-  private readonly throttles = new WeakMap<AccessEntry, Throttle>();
+  private readonly throttles = new WeakMap<AccessEntry, LinkBuckets>();
   private listeningPort = 0;
   private refused = 0;
   private refusalLoggedAt = 0;
@@ -113,12 +116,20 @@ export class SshGateway {
     this.server.injectSocket(new ThrottledSocket(socket, () => this.throttleOf(ticket.instanceId)) as unknown as Socket);
   }
 
-  /** The buckets an instance's connections share, made with its registration (a restarted instance gets new ones). */
+  /**
+   * The buckets an instance's connections share, made with its registration (a restarted
+   * instance gets new ones). Their rate is the instance's bandwidth, or its equal share of
+   * the node's SSH budget (SVC_SSH_NODE_MBPS) among the instances logged in now, when that
+   * is less: every byte through here costs the agent's one thread its encryption and
+   * `dockerd` its exec stream, on the host's CPU, so no tenant may take all of it.
+   */
   private throttleOf(instanceId: string | undefined): Throttle | undefined {
     const entry = instanceId === undefined ? undefined : this.options.registry.current(instanceId);
     if (!entry?.networkMbps) return undefined;
+    const mbps = Math.min(entry.networkMbps, this.options.limits.nodeMbps / Math.max(1, this.book.instancesConnected));
     let throttle = this.throttles.get(entry);
-    if (!throttle) this.throttles.set(entry, (throttle = linkBuckets(entry.networkMbps)));
+    if (!throttle) this.throttles.set(entry, (throttle = new LinkBuckets(mbps)));
+    else throttle.mbps = mbps;
     return throttle;
   }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { linkBuckets, TokenBucket } from './token-bucket.js';
+import { LinkBuckets, TokenBucket } from './token-bucket.js';
 
 describe('TokenBucket', () => {
   it.each([
@@ -20,12 +20,29 @@ describe('TokenBucket', () => {
 
   it('sizes a link: 40 Mbit/s is 5 MB a second each way, 256 KiB at once', () => {
     let t = 0;
-    const { in: inbound, out } = linkBuckets(40, () => t);
+    const { in: inbound, out } = new LinkBuckets(40, () => t);
     expect(inbound.take(256 * 1024)).toBe(0);
     expect(inbound.take(5_000_000)).toBe(1000);
     expect(out.take(256 * 1024)).toBe(0); // the other way has its own
     t = 1000; // refilled, but only to its burst
     expect(out.take(256 * 1024)).toBe(0);
     expect(out.take(1_250_000)).toBe(250);
+  });
+
+  it('changes its rate from now on, keeping what it earned up to the new burst', () => {
+    let t = 0;
+    const link = new LinkBuckets(40, () => t);
+    expect(link.in.take(256 * 1024 + 5_000_000)).toBe(1000); // a second in debt at 5 MB/s
+    t = 500;
+    link.mbps = 80; // half of it paid at the old rate; the rest at 10 MB/s
+    expect(link.mbps).toBe(80);
+    expect(link.in.take(0)).toBe(250);
+    link.mbps = 8; // and 1 MB/s from here: 2.5 MB of debt
+    expect(link.in.take(0)).toBe(2500);
+    t = 3000;
+    expect(link.in.take(0)).toBe(0); // paid
+    t = 4000;
+    expect(link.in.take(256 * 1024)).toBe(0); // refilled to its burst, not to a second of 1 MB/s
+    expect(link.in.take(1)).toBe(1);
   });
 });

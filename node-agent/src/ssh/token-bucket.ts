@@ -8,9 +8,9 @@ export class TokenBucket {
 
   constructor(
     /** Bytes per second. */
-    private readonly rate: number,
+    private rate: number,
     /** Bytes the bucket holds when full. */
-    private readonly burst: number,
+    private burst: number,
     private readonly now: () => number = () => performance.now(),
   ) {
     this.tokens = burst;
@@ -19,16 +19,48 @@ export class TokenBucket {
 
   /** Spends `bytes`; the milliseconds until the bucket is out of debt again (0: not in debt). */
   take(bytes: number): number {
-    const t = this.now();
-    this.tokens = Math.min(this.burst, this.tokens + ((t - this.at) * this.rate) / 1000) - bytes;
-    this.at = t;
+    this.tokens = this.earned() - bytes;
     return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.rate);
+  }
+
+  /** From now on: what was earned at the old rate is kept, up to the new burst. */
+  setRate(rate: number, burst: number): void {
+    this.tokens = Math.min(burst, this.earned());
+    this.rate = rate;
+    this.burst = burst;
+  }
+
+  private earned(): number {
+    const t = this.now();
+    const tokens = Math.min(this.burst, this.tokens + ((t - this.at) * this.rate) / 1000);
+    this.at = t;
+    return tokens;
   }
 }
 
-/** The buckets of a link of `mbps` Mbit/s each way: 50 ms of it at once, at least 256 KiB. */
-export function linkBuckets(mbps: number, now?: () => number): { in: TokenBucket; out: TokenBucket } {
-  const rate = mbps * 125_000;
-  const burst = Math.max(256 * 1024, rate / 20);
-  return { in: new TokenBucket(rate, burst, now), out: new TokenBucket(rate, burst, now) };
+/** A link of `mbps` Mbit/s each way: 50 ms of it at once, at least 256 KiB. Its rate can change. */
+export class LinkBuckets {
+  readonly in: TokenBucket;
+  readonly out: TokenBucket;
+
+  constructor(
+    private current: number,
+    now?: () => number,
+  ) {
+    this.in = new TokenBucket(bytesPerSecond(current), burstOf(current), now);
+    this.out = new TokenBucket(bytesPerSecond(current), burstOf(current), now);
+  }
+
+  get mbps(): number {
+    return this.current;
+  }
+
+  set mbps(mbps: number) {
+    if (mbps === this.current) return;
+    this.current = mbps;
+    for (const bucket of [this.in, this.out]) bucket.setRate(bytesPerSecond(mbps), burstOf(mbps));
+  }
 }
+
+const bytesPerSecond = (mbps: number): number => mbps * 125_000;
+const burstOf = (mbps: number): number => Math.max(256 * 1024, bytesPerSecond(mbps) / 20);
