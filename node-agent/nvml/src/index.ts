@@ -7,6 +7,7 @@ export { NvmlError, NvmlReturn, nvmlReturnName } from './nvml-error.js';
 export { decodeThrottleReasons, throttleReasonBits, type ThrottleReason } from './throttle-reasons.js';
 export { nvmlEventTypeBits } from './event-watch.js';
 export { buildFakeNvml, FAKE_NVIDIA_SMI, FAKE_NVML_SOURCE } from './fake/build-fake.js';
+export { compileOnce, type CompileOnce } from './compile-once.js';
 export { createFakeNvmlFixture, type FakeNvmlFixture } from './fake/fake-nvml-fixture.js';
 export {
   FakeNvmlStateFile,

@@ -7,19 +7,13 @@
 // The agent compiles it at start, statically so that it runs in any image, into its data
 // directory (named by a hash of the source, so an upgrade never replaces the binary that
 // running containers have mounted), and Docker mounts it read-only into each instance.
-import { execFile } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
-import { access, chmod, mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-
-const run = promisify(execFile);
+import { compileOnce } from 'node-nvml-bindings';
 
 export const LOG_INIT_SOURCE = fileURLToPath(new URL('../../log-init/log_init.c', import.meta.url));
 /** Where the limiter is mounted in an instance's container. */
 export const LOG_INIT_TARGET = '/.svc/log-init';
-const FLAGS = ['-static', '-O2'];
 
 export interface LogLimit {
   /** The compiled limiter on this host. */
@@ -46,27 +40,13 @@ export function limitedCommand(image: ImageCommand, command: string[] | undefine
 }
 
 /** Compiles the limiter into `dir` (with `$CC` or gcc) unless this source's build is there; returns its path. */
-export async function buildLogInit(dir: string): Promise<string> {
-  const compiler = process.env.CC || 'gcc';
-  const source = await readFile(LOG_INIT_SOURCE);
-  const hash = createHash('sha256').update(`${compiler} ${FLAGS.join(' ')}\0`).update(source).digest('hex').slice(0, 16);
-  const binary = join(dir, `svc-log-init-${hash}`);
-  try {
-    await access(binary);
-    return binary;
-  } catch {
-    // not built yet
-  }
-  await mkdir(dir, { recursive: true });
-  const temporary = `${binary}.${randomUUID()}.tmp`;
-  try {
-    await run(compiler, [...FLAGS, '-o', temporary, LOG_INIT_SOURCE]);
-    await chmod(temporary, 0o755);
-    await rename(temporary, binary);
-  } catch (err) {
-    await rm(temporary, { force: true });
-    const stderr = (err as { stderr?: string }).stderr?.trim();
-    throw new Error(`building the log limiter with ${compiler} failed (it needs a C compiler and a static libc: Debian's build-essential): ${stderr || (err as Error).message}`, { cause: err });
-  }
-  return binary;
+export function buildLogInit(dir: string): Promise<string> {
+  return compileOnce({
+    source: LOG_INIT_SOURCE,
+    flags: ['-static', '-O2'],
+    output: (hash) => join(dir, `svc-log-init-${hash}`),
+    what: 'the log limiter',
+    hint: 'it needs a C compiler and a static libc: Debian\'s build-essential',
+    mode: 0o755,
+  });
 }

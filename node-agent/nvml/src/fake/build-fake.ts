@@ -1,16 +1,9 @@
 // Compiles fake/fake_nvml.c into a libnvidia-ml.so.1 that tests and the agent's
-// dev mode load through the same koffi path as the real library. The output
-// directory is named by a hash of the source and flags, so a build is reused
-// until the C changes, and concurrent builders (parallel test files) each write
-// a temporary file and rename it into place.
-import { execFile } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
-import { access, mkdir, readFile, rename, rm } from 'node:fs/promises';
+// dev mode load through the same koffi path as the real library, once per version
+// of the source (compile-once.ts).
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-
-const run = promisify(execFile);
+import { compileOnce } from '../compile-once.js';
 
 const packageDir = fileURLToPath(new URL('../../', import.meta.url));
 /** The C source of the fake library. */
@@ -25,32 +18,12 @@ const FLAGS = ['-shared', '-fPIC', '-O2', '-Wall'];
  * exists, and returns the path of `<outDir>/<hash>/libnvidia-ml.so.1`.
  * `outDir` defaults to this package's node_modules/.cache/fake-nvml.
  */
-export async function buildFakeNvml(outDir: string = DEFAULT_CACHE_DIR): Promise<string> {
-  const compiler = process.env.CC || 'gcc';
-  const source = await readFile(FAKE_NVML_SOURCE);
-  const hash = createHash('sha256').update(`${compiler} ${FLAGS.join(' ')}\0`).update(source).digest('hex').slice(0, 16);
-  const dir = join(outDir, hash);
-  const library = join(dir, 'libnvidia-ml.so.1');
-  if (await exists(library)) return library;
-
-  await mkdir(dir, { recursive: true });
-  const temporary = `${library}.${randomUUID()}.tmp`;
-  try {
-    await run(compiler, [...FLAGS, '-o', temporary, FAKE_NVML_SOURCE, '-lpthread']);
-    await rename(temporary, library);
-  } catch (err) {
-    await rm(temporary, { force: true });
-    const stderr = (err as { stderr?: string }).stderr?.trim();
-    throw new Error(`building the fake NVML with ${compiler} failed: ${stderr || (err as Error).message}`, { cause: err });
-  }
-  return library;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
-  } catch {
-    return false;
-  }
+export function buildFakeNvml(outDir: string = DEFAULT_CACHE_DIR): Promise<string> {
+  return compileOnce({
+    source: FAKE_NVML_SOURCE,
+    flags: FLAGS,
+    libraries: ['-lpthread'],
+    output: (hash) => join(outDir, hash, 'libnvidia-ml.so.1'),
+    what: 'the fake NVML',
+  });
 }
