@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { execIn } from '../../../test/support/docker-io.js';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
@@ -78,13 +78,24 @@ beforeAll(async () => {
   await ensureBusybox(docker);
 });
 
-afterAll(async () => {
+/**
+ * Every test's containers and networks go when it ends: each task has a network of its
+ * own, and the engine's default address pools hold about 30, shared with the other file
+ * running beside this one.
+ */
+async function removeLeftovers(): Promise<void> {
   for (const node of [nodeId, otherNodeId]) {
     const leftovers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${node}`] } });
     await Promise.all(leftovers.map((c) => docker.getContainer(c.Id).remove({ force: true })));
     const networks = await docker.listNetworks({ filters: { label: [`${LABEL_NODE}=${node}`] } });
     await Promise.all(networks.map((n) => docker.getNetwork(n.Id).remove()));
   }
+}
+
+afterEach(removeLeftovers);
+
+afterAll(async () => {
+  await removeLeftovers();
   for (const ref of freshImages) await deleteFreshImage(docker, ref);
 });
 
