@@ -344,7 +344,8 @@ export class DockerRuntime implements TaskRuntime {
       let last: string | undefined;
       let streamError: string | null = null;
       let stopped: RuntimeError | null = null;
-      // Closing the stream cancels the pull in the engine.
+      // Closing the stream is the only way to ask the engine to drop the pull; a layer
+      // download in flight may still go on until the registry ends it (docs/security.md).
       const stop = (why: string) => {
         stopped ??= new RuntimeError('pull_failed', `pull of ${image} stopped: ${why}`, false);
         (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
