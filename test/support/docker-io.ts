@@ -25,3 +25,11 @@ export async function execIn(docker: Docker, containerId: string, cmd: string[])
   await new Promise((r) => stream.on('end', r));
   return unframeDockerLog(Buffer.concat(chunks));
 }
+
+/** Waits until the container's log (stdout and stderr) holds `text`. */
+export async function waitForLog(docker: Docker, containerId: string, text: string, timeoutMs = 10_000): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+    if (unframeDockerLog(await docker.getContainer(containerId).logs({ stdout: true, stderr: true })).includes(text)) return;
+  }
+  throw new Error(`${containerId} did not log "${text}" within ${timeoutMs} ms`);
+}

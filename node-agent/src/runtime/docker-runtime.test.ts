@@ -6,7 +6,7 @@ import { connect, type Socket } from 'node:net';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { execIn } from '../../../test/support/docker-io.js';
+import { execIn, waitForLog } from '../../../test/support/docker-io.js';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
 import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type HostCapabilities, type TaskSpec } from './container-spec.js';
@@ -35,16 +35,6 @@ const task = (overrides: Partial<TaskSpec> = {}): TaskSpec => ({
 // must be installed before the signal goes out, hence "ready" and waitForLog.
 const TRAPS_TERM = ['sh', '-c', 'trap "echo bye; exit 0" TERM; echo ready; while true; do sleep 0.1; done'];
 const IGNORES_TERM = ['sh', '-c', 'trap "" TERM; echo ready; while true; do sleep 0.1; done'];
-
-async function waitForLog(containerId: string, text: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const logs = await docker.getContainer(containerId).logs({ stdout: true, stderr: true });
-    if (logs.toString('utf8').includes(text)) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${containerId} did not log "${text}" within ${timeoutMs} ms`);
-}
 
 async function rejection(promise: Promise<unknown>): Promise<RuntimeError> {
   const err = await promise.then(
@@ -300,7 +290,7 @@ describe('DockerRuntime: start and inspect', () => {
 describe('DockerRuntime: stop and destroy', () => {
   it('stops a container that traps SIGTERM gracefully: it exits 0 on the signal', async () => {
     const handle = await runtime.startTask(task({ command: TRAPS_TERM }));
-    await waitForLog(handle.containerId, 'ready');
+    await waitForLog(docker, handle.containerId, 'ready');
 
     const [outcome, ms] = await timed(() => runtime.stopTask(handle.containerId, { timeoutMs: 10_000 }));
 
@@ -308,12 +298,12 @@ describe('DockerRuntime: stop and destroy', () => {
     expect(ms).toBeLessThan(3_000);
     const status = await runtime.inspectTask(handle.containerId);
     expect(status).toMatchObject({ state: 'exited', exitCode: 0 });
-    await waitForLog(handle.containerId, 'bye');
+    await waitForLog(docker, handle.containerId, 'bye');
   });
 
   it('kills a container that ignores SIGTERM once the grace runs out (137)', async () => {
     const handle = await runtime.startTask(task({ command: IGNORES_TERM }));
-    await waitForLog(handle.containerId, 'ready');
+    await waitForLog(docker, handle.containerId, 'ready');
 
     const [outcome, ms] = await timed(() => runtime.stopTask(handle.containerId, { timeoutMs: 1_000 }));
 
@@ -325,7 +315,7 @@ describe('DockerRuntime: stop and destroy', () => {
 
   it('force stop skips the grace', async () => {
     const handle = await runtime.startTask(task({ command: IGNORES_TERM }));
-    await waitForLog(handle.containerId, 'ready');
+    await waitForLog(docker, handle.containerId, 'ready');
 
     const [outcome, ms] = await timed(() => runtime.stopTask(handle.containerId, { timeoutMs: 60_000, force: true }));
 
@@ -369,7 +359,7 @@ describe('DockerRuntime: recovery and reconcile', () => {
     expect(handles.every((h) => h.taskId.startsWith(`t${run}-`))).toBe(true);
 
     // The adopted handle is fully usable: stop it through the new runtime.
-    await waitForLog(running.containerId, 'ready');
+    await waitForLog(docker, running.containerId, 'ready');
     expect(await restarted.stopTask(running.containerId, { timeoutMs: 5_000 })).toBe('exited');
     expect((await restarted.waitTask(running.containerId)).exitCode).toBe(0);
    }, 90_000);

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execIn, unframeDockerLog } from '../../../test/support/docker-io.js';
+import { execIn, unframeDockerLog, waitForLog } from '../../../test/support/docker-io.js';
 import { BUSYBOX_IMAGE, MODEL_SERVER_STANDIN_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { LABEL_NODE, type TaskSpec } from './container-spec.js';
 import { DockerRuntime } from './docker-runtime.js';
@@ -37,13 +37,6 @@ async function logOf(containerId: string, stream: 'stdout' | 'stderr'): Promise<
   return unframeDockerLog(await docker.getContainer(containerId).logs({ stdout: stream === 'stdout', stderr: stream === 'stderr' }));
 }
 
-
-async function waitForLog(containerId: string, text: string): Promise<void> {
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
-    if ((await logOf(containerId, 'stdout')).includes(text)) return;
-  }
-  throw new Error(`${containerId} did not print "${text}"`);
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -107,8 +100,8 @@ describe('the log limiter', () => {
     const traps = await runtime.startTask(task(['sh', '-c', 'trap "echo bye; exit 0" TERM; echo ready; while true; do sleep 0.1; done']));
     const plain = await runtime.startTask(task(['sleep', '1000']));
     const ignores = await runtime.startTask(task(['sh', '-c', 'trap "" TERM; echo ready; while true; do sleep 0.1; done']));
-    await waitForLog(traps.containerId, 'ready');
-    await waitForLog(ignores.containerId, 'ready');
+    await waitForLog(docker, traps.containerId, 'ready');
+    await waitForLog(docker, ignores.containerId, 'ready');
 
     expect(await runtime.stopTask(traps.containerId, { timeoutMs: 5_000 })).toBe('exited');
     expect((await runtime.inspectTask(traps.containerId)).exitCode).toBe(0);
@@ -121,7 +114,7 @@ describe('the log limiter', () => {
 
   it("keeps the command from printing around it through the first process's descriptors", async () => {
     const h = await runtime.startTask(task(['sh', '-c', 'yes > /proc/1/fd/1; echo "exit $?"; cat /proc/1/fd/1 < /dev/null; sleep 1000']));
-    await waitForLog(h.containerId, 'exit ');
+    await waitForLog(docker, h.containerId, 'exit ');
     await sleep(1_000);
     expect(await logOf(h.containerId, 'stdout')).toBe('exit 1\n');
     expect(await logOf(h.containerId, 'stderr')).toMatch(/can't create \/proc\/1\/fd\/1: Permission denied/);
