@@ -203,6 +203,8 @@ derive_image() {
 }
 derive_image "$(image_from_support SLEEPER_IMAGE)" '["sh", "-c", "trap \"echo bye; exit 0\" TERM; echo ready; while true; do sleep 0.1; done"]'
 derive_image "$(image_from_support STUBBORN_IMAGE)" '["sh", "-c", "trap \"\" TERM; echo ready; while true; do sleep 0.1; done"]'
+# An image whose command is not in it (a typo in a Dockerfile): its instance fails to start, unbilled.
+derive_image "$(image_from_support MISSING_COMMAND_IMAGE)" '["serve", "--port", "8000"]'
 # A process that a process listing shows as `jupyter-notebook` ($0 of sh -c) and that never
 # serves: an instance whose Jupyter never answers is ready without it after the bound.
 derive_image "$(image_from_support JUPYTER_SILENT_IMAGE)" '["sh", "-c", "trap \"exit 0\" TERM; while true; do sleep 0.1; done", "jupyter-notebook"]'

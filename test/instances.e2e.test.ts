@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildFakeNvml, FakeNvmlStateFile } from 'node-nvml-bindings';
 import { defaultControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/src/config.js';
 import { startControlPlane } from '../control-plane/src/server.js';
-import { SLEEPER_IMAGE, STUBBORN_IMAGE, REGISTRY } from './support/images.js';
+import { MISSING_COMMAND_IMAGE, SLEEPER_IMAGE, STUBBORN_IMAGE, REGISTRY } from './support/images.js';
 import { eventually, freePort, spawnAgent, type AgentProcess, removeNodeContainers } from './support/node-agent-process.js';
 import { startStallingRegistry } from './support/stalling-registry.js';
 import { WebhookReceiver } from '../control-plane/test/webhooks-support.js';
@@ -47,6 +47,7 @@ interface Instance {
   id: string;
   status: string;
   failure_reason: string | null;
+  ready_at: string | null;
   node_id: string;
   progress: unknown;
 }
@@ -172,6 +173,16 @@ describe('instances on a real Docker engine', () => {
     expect(failed.failure_reason).toMatch(/pull failed/);
     const charges = (await api('GET', '/v1/billing/charges?limit=100')).body.data;
     expect(charges.filter((c: { instance_id: string }) => c.instance_id === body.id)).toEqual([]);
+  }, 60_000);
+
+  it('fails an image whose command is not in it before it runs, says which, and charges nothing', async () => {
+    const { body } = await create({ image: MISSING_COMMAND_IMAGE });
+    const failed = await waitFor(body.id, ['failed']);
+    expect(failed.failure_reason).toMatch(/^start failed: the command "serve" on the image's PATH \(.*\/usr\/bin.*\) does not exist in the image$/);
+    expect(failed.ready_at).toBeNull();
+    const charges = (await api('GET', '/v1/billing/charges?limit=100')).body.data;
+    expect(charges.filter((c: { instance_id: string }) => c.instance_id === body.id)).toEqual([]);
+    expect(await containersOf(body.id)).toEqual([]);
   }, 60_000);
 
   it("fails an instance whose registry stops sending, unbilled, and gives its GPU back", async () => {

@@ -8,6 +8,8 @@ export const BUSYBOX_IMAGE = '127.0.0.1:5000/svc/busybox:1';
 export const SLEEPER_IMAGE = '127.0.0.1:5000/svc/sleeper:1';
 /** Busybox whose default command ignores SIGTERM: only SIGKILL ends it. */
 export const STUBBORN_IMAGE = '127.0.0.1:5000/svc/stubborn:1';
+/** Busybox whose default command, `serve`, is not in the image. */
+export const MISSING_COMMAND_IMAGE = '127.0.0.1:5000/svc/missing-command:1';
 /**
  * A stand-in model server (busybox httpd on port 8000): /health answers 200 a second
  * after start, /args holds the arguments it was started with, /v1/models answers.

@@ -4,6 +4,7 @@
 // only ever lists, re-adopts or sweeps containers carrying that label. Each task's
 // container runs alone on a network of its own (task-network.ts), made before the
 // container and removed after it.
+import type { IncomingMessage } from 'node:http';
 import Docker from 'dockerode';
 import { LABEL_NODE, buildContainerSpec, containerName, taskFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import {
@@ -18,7 +19,8 @@ import {
   taskFailed,
 } from './docker-errors.js';
 import { allocatedBytes, deletedOpenFiles, devicesOf, fileCount, formatBytes, type DiskUsage } from './disk-usage.js';
-import type { ImageCommand, LogLimit } from './log-init.js';
+import { commandBehindLimiter, lookUpProgram, pathOf, type StatResult } from './command-lookup.js';
+import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
@@ -134,6 +136,10 @@ export class DockerRuntime implements TaskRuntime {
     } catch (err) {
       await this.removeNetwork(spec).catch(() => undefined); // reconcile sweeps it otherwise
       throw err;
+    }
+    if (spec.kind === 'instance' && host.logLimit) {
+      const missing = await this.missingCommand(container);
+      if (missing) throw await this.discardUnstarted(container.id, spec, new RuntimeError('start_failed', missing, false));
     }
     try {
       await container.start();
@@ -399,6 +405,34 @@ export class DockerRuntime implements TaskRuntime {
     }
   }
 
+  /**
+   * Why the created container's command cannot run (see command-lookup.ts), or null. An
+   * engine that cannot answer is no reason to refuse: the limiter reports a failed exec.
+   */
+  private async missingCommand(container: Docker.Container): Promise<string | null> {
+    const info = await container.inspect().catch(() => null);
+    // A running container was adopted from an earlier attempt: its command already ran.
+    if (!info || info.State.Running) return null;
+    const { Config } = info;
+    const argv = commandBehindLimiter(asArgs(Config.Entrypoint), asArgs(Config.Cmd), LOG_INIT_TARGET);
+    if (!argv || argv.length === 0) return null;
+    const lookup = await lookUpProgram(argv[0]!, pathOf(Config.Env ?? []), Config.WorkingDir, (path) => this.statInContainer(container, path));
+    return lookup.found ? null : lookup.reason;
+  }
+
+  private async statInContainer(container: Docker.Container, path: string): Promise<StatResult> {
+    try {
+      const res = (await container.infoArchive({ path })) as IncomingMessage;
+      res.resume();
+      const header = res.headers['x-docker-container-path-stat'];
+      if (typeof header !== 'string') return 'unknown';
+      const stat = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as { mode?: unknown; linkTarget?: unknown };
+      return typeof stat.mode === 'number' ? { mode: stat.mode, linkTarget: typeof stat.linkTarget === 'string' ? stat.linkTarget : '' } : 'unknown';
+    } catch (err) {
+      return dockerStatus(err) === 404 ? 'absent' : 'unknown';
+    }
+  }
+
   private async imageCommand(ref: string): Promise<ImageCommand> {
     const { Config } = await this.docker.getImage(ref).inspect();
     return { entrypoint: asArgs(Config.Entrypoint), cmd: asArgs(Config.Cmd) };
@@ -441,7 +475,7 @@ export class DockerRuntime implements TaskRuntime {
 
   /** A container that would not start is removed, so the failure leaves nothing behind. */
   private async discardUnstarted(id: string, spec: TaskSpec, startError: unknown): Promise<RuntimeError> {
-    const failure = taskFailed('start_failed', `start ${containerName(spec)}`, startError);
+    const failure = startError instanceof RuntimeError ? startError : taskFailed('start_failed', `start ${containerName(spec)}`, startError);
     try {
       await this.destroyTask(id, { force: true });
     } catch (cleanupError) {

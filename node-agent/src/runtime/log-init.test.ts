@@ -1,6 +1,7 @@
 // The log limiter (log_init.c, built by log-init.ts) in front of instances that
 // DockerRuntime starts on the real engine: what reaches the Docker log, what the command
 // sees of signals and exits, and what a tenant can do to get around it.
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -21,6 +22,7 @@ const BYTES_PER_SECOND = 64 * 1024;
 const LINES_PER_SECOND = 200;
 let dir: string;
 let runtime: DockerRuntime;
+let logInitPath: string;
 
 let seq = 0;
 const task = (command: string[], overrides: Partial<TaskSpec> = {}): TaskSpec => ({
@@ -45,6 +47,7 @@ beforeAll(async () => {
   await ensureBusybox(docker);
   dir = await mkdtemp(join(tmpdir(), 'svc-log-init-'));
   const path = await buildLogInit(dir);
+  logInitPath = path;
   runtime = new DockerRuntime({ docker, nodeId, logLimit: { path, bytesPerSecond: BYTES_PER_SECOND, linesPerSecond: LINES_PER_SECOND } });
 });
 
@@ -121,10 +124,41 @@ describe('the log limiter', () => {
     await runtime.destroyTask(h.containerId, { force: true });
   }, 30_000);
 
-  it('says why when the command cannot run, and exits 127', async () => {
-    const h = await runtime.startTask(task(['/no/such/program', 'arg']));
-    expect((await runtime.waitTask(h.containerId)).exitCode).toBe(127);
-    expect(await logOf(h.containerId, 'stderr')).toBe('svc-log-init: cannot run /no/such/program: No such file or directory\n');
-    await runtime.destroyTask(h.containerId, { force: true });
+  it('refuses to start a command that is not in the image, before any of it runs, and leaves nothing behind', async () => {
+    // Docker refused these starts before the limiter was PID 1: a failed start, not a
+    // container that runs, exits 127 and is billed as an instance that ran.
+    const cases: [string[], RegExp][] = [
+      [['/no/such/program', 'arg'], /^the command "\/no\/such\/program" does not exist in the image$/],
+      [['slep', '1000'], /^the command "slep" on the image's PATH \(\/usr\/local\/sbin:.*\/bin\) does not exist in the image$/],
+      [['/etc/passwd'], /^the command "\/etc\/passwd" is not an executable file$/],
+      [['bin'], /^the command "bin" .* does not exist in the image$/],
+    ];
+    for (const [command, reason] of cases) {
+      const spec = task(command);
+      const failure = await runtime.startTask(spec).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(failure, command.join(' ')).toMatchObject({ code: 'start_failed', message: expect.stringMatching(reason) });
+      expect(await docker.listContainers({ all: true, filters: { name: [spec.taskId] } })).toEqual([]);
+    }
+    // Found through a symlink (busybox's applets), along PATH, and relative to the working directory (/).
+    for (const command of [['sh', '-c', 'exit 0'], ['/bin/true'], ['bin/true']]) {
+      const h = await runtime.startTask(task(command));
+      expect((await runtime.waitTask(h.containerId)).exitCode, command.join(' ')).toBe(0);
+      await runtime.destroyTask(h.containerId, { force: true });
+    }
+  }, 30_000);
+
+  it('says why when the command cannot be run after all, and exits 127', async () => {
+    // What the look-up before the start cannot see (here the limiter run by hand, with no
+    // engine to ask) still ends as a plain exit with the reason in the log.
+    const outcome = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(logInitPath, ['1000000', '1000', '--', '/no/such/program', 'arg'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect(outcome).toEqual({ code: 127, stderr: 'svc-log-init: cannot run /no/such/program: No such file or directory\n' });
   }, 30_000);
 });
