@@ -25,7 +25,7 @@ type AccessConfig = Pick<
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
   | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps'
-  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource'
+  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps'
 >;
 
 /** The SSH gateway's bounds, from the settings. */
@@ -60,6 +60,7 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
     publicUrl: config.jupyterPublicUrl,
     publicHost: config.publicHost,
     limits: { maxConnections: config.jupyterMaxConnections, maxConnectionsPerSource: config.jupyterMaxConnectionsPerSource },
+    nodeMbps: config.jupyterNodeMbps,
     memory: new JupyterPortMemory(join(config.dataDir, 'jupyter-ports.json')),
   });
   let sshPort: number;

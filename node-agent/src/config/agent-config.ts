@@ -187,6 +187,12 @@ export const agentSettings = {
     256,
     "TCP connections to this node's Jupyter ports from one source address (an IPv6 source: its /64; its /48 may hold four times as many) at once, across every instance; more are closed at once.",
   ),
+  jupyterNodeMbps: setting(
+    'SVC_JUPYTER_NODE_MBPS',
+    Type.Integer({ minimum: 1 }),
+    500,
+    "Mbit/s each way through the Jupyter proxy for all instances together, shared equally among the instances with Jupyter connections open (an instance never gets more than its own bandwidth): every byte relayed costs the agent's CPU (measured: 1 GiB held to 500 Mbit/s cost 3.6-4.1 s, a fifth of a core while it lasted).",
+  ),
   jupyterPublicUrl: setting(
     'SVC_JUPYTER_PUBLIC_URL',
     Type.String({ pattern: '^$|^https?://[^/?#]*\\{port\\}[^/?#]*$' }),

@@ -6,9 +6,9 @@
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AccessRegistry, type AccessEntry } from '../access/access-registry.js';
+import { AccessRegistry } from '../access/access-registry.js';
 import type { JupyterProxy } from './jupyter-proxy.js';
-import { loopbackJupyterProxy } from '../testing/loopback-jupyter-proxy.js';
+import { loopbackJupyterEntry, loopbackJupyterProxy } from '../testing/loopback-jupyter-proxy.js';
 
 let upstream: Server;
 let proxy: JupyterProxy;
@@ -16,17 +16,7 @@ const registry = new AccessRegistry();
 const ports: Record<string, number> = {};
 const held: Socket[] = [];
 
-const entry = (instanceId: string, port: number): AccessEntry => ({
-  instanceId,
-  containerId: `c-${instanceId}`,
-  containerIp: '127.0.0.1',
-  keys: [],
-  home: '/root',
-  jupyterToken: `token-${instanceId}`,
-  jupyter: { port, baseUrl: `/${instanceId}/` },
-  jupyterUnavailableReason: null,
-  networkMbps: null,
-});
+const entry = (instanceId: string, port: number) => loopbackJupyterEntry(instanceId, port);
 
 beforeAll(async () => {
   upstream = createServer((_req, res) => res.end('jupyter'));

@@ -5,10 +5,10 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AccessRegistry, type AccessEntry } from '../access/access-registry.js';
+import { AccessRegistry } from '../access/access-registry.js';
 import { cookieName, cookieValue } from './jupyter-auth.js';
 import type { JupyterProxy } from './jupyter-proxy.js';
-import { loopbackJupyterProxy } from '../testing/loopback-jupyter-proxy.js';
+import { loopbackJupyterEntry, loopbackJupyterProxy } from '../testing/loopback-jupyter-proxy.js';
 
 let upstream: Server;
 let seen: IncomingMessage[] = [];
@@ -16,17 +16,7 @@ let proxy: JupyterProxy;
 const registry = new AccessRegistry();
 const ports: Record<string, number> = {};
 
-const entry = (instanceId: string, token: string, port: number): AccessEntry => ({
-  instanceId,
-  containerId: `c-${instanceId}`,
-  containerIp: '127.0.0.1',
-  keys: [],
-  home: '/root',
-  jupyterToken: token,
-  jupyter: { port, baseUrl: `/${instanceId}/` },
-  jupyterUnavailableReason: null,
-  networkMbps: null,
-});
+const entry = (instanceId: string, token: string, port: number) => loopbackJupyterEntry(instanceId, port, { jupyterToken: token });
 const url = (id: string, path = '') => `http://127.0.0.1:${ports[id]}/${id}/${path}`;
 
 beforeAll(async () => {

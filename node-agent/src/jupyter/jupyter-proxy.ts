@@ -9,13 +9,19 @@
 // not forwarded. A stopping instance takes no new requests; its open WebSockets close and
 // its port is given back when it is gone. Connections are capped per source and node-wide
 // before any byte is read (connection-caps.ts): a stranger needs no token to open one.
+// Every byte relayed costs the agent's one thread (about 1.2 s of CPU per GiB), so the
+// instances with connections open share the node's Jupyter budget (SVC_JUPYTER_NODE_MBPS)
+// equally, each connection held to its instance's share (access/throttled-socket.ts).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry, JupyterTarget } from '../access/access-registry.js';
 import { listenOn } from '../access/listen.js';
+import { Tally } from '../access/tally.js';
+import { ThrottledSocket } from '../access/throttled-socket.js';
+import { LinkBudget } from '../access/token-bucket.js';
 import { authorize, crossOriginRefusal, instanceOfPath, sessionCookie } from './jupyter-auth.js';
 import { jupyterOrigin, portOrder, type JupyterPortRange } from './jupyter-origin.js';
 import { JupyterPortMemory } from './port-memory.js';
@@ -31,6 +37,8 @@ export interface JupyterProxyOptions {
   publicUrl: string;
   publicHost: string;
   limits: JupyterConnectionLimits;
+  /** Mbit/s each way through the proxy for all instances together, shared equally among those with connections open (SVC_JUPYTER_NODE_MBPS). */
+  nodeMbps: number;
   /** The ports instances held, kept across agent restarts; in memory only when absent. */
   memory?: JupyterPortMemory;
 }
@@ -44,6 +52,8 @@ export interface JupyterListener {
 }
 
 interface Listening extends JupyterListener {
+  /** The port's listener: it counts each connection and hands it, throttled, to `server`. */
+  tcp: TcpServer;
   server: Server;
 }
 
@@ -59,14 +69,18 @@ export class JupyterProxy {
   private readonly cookieFor = new WeakMap<IncomingMessage, string>();
   private readonly caps: JupyterConnectionCaps;
   /** Each admitted connection's "it showed a valid token" (its slot is then no stranger's). */
-  private readonly tokenShown = new WeakMap<Socket, () => void>();
+  private readonly tokenShown = new WeakMap<object, () => void>();
   private readonly memory: JupyterPortMemory;
+  private readonly budget: LinkBudget;
+  /** Open connections per instance: those with any share the budget. */
+  private readonly connectedTo = new Tally();
   private refused = 0;
   private refusalLoggedAt = 0;
 
   constructor(private readonly options: JupyterProxyOptions) {
     this.caps = new JupyterConnectionCaps(options.limits);
     this.memory = options.memory ?? new JupyterPortMemory();
+    this.budget = new LinkBudget(options.nodeMbps);
     this.proxy.on('proxyRes', (answer, req) => {
       // Jupyter's cookies would be readable and settable from every port of this host.
       delete answer.headers['set-cookie'];
@@ -123,7 +137,7 @@ export class JupyterProxy {
     if (!l) return;
     this.listeners.delete(instanceId);
     l.server.closeAllConnections();
-    await new Promise<void>((resolve) => l.server.close(() => resolve()));
+    await new Promise<void>((resolve) => l.tcp.close(() => resolve()));
   }
 
   private async listen(instanceId: string): Promise<JupyterListener> {
@@ -132,14 +146,15 @@ export class JupyterProxy {
     for (const candidate of portOrder(ports, instanceId, this.memory.all)) {
       if (candidate !== 0 && [...this.listeners.values()].some((l) => l.port === candidate)) continue;
       const server = this.serverFor(instanceId);
+      const tcp = createTcpServer((socket) => this.admit(instanceId, socket, server));
       let port: number;
       try {
-        port = await listenOn(server, candidate, host, `Jupyter proxy of ${instanceId}`);
+        port = await listenOn(tcp, candidate, host, `Jupyter proxy of ${instanceId}`);
       } catch (err) {
         lastError = err as Error;
         continue;
       }
-      const listening: Listening = { server, port, origin: jupyterOrigin(this.options.publicUrl, this.options.publicHost, port) };
+      const listening: Listening = { tcp, server, port, origin: jupyterOrigin(this.options.publicUrl, this.options.publicHost, port) };
       this.listeners.set(instanceId, listening);
       this.keep(() => this.memory.remember(instanceId, port), instanceId);
       return { port, origin: listening.origin };
@@ -161,22 +176,30 @@ export class JupyterProxy {
     const server = createServer((req, res) => this.forward(instanceId, req, res));
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.tunnel(instanceId, req, socket as Socket, head));
     server.on('clientError', (_err, socket) => socket.destroy());
-    server.on('connection', (socket: Socket) => this.admit(socket));
     return server;
   }
 
   /**
    * Counts a new connection on any instance's port; closes it at once when a cap says no,
-   * or later when its slot goes to a newcomer before it showed a token.
+   * or later when its slot goes to a newcomer before it showed a token. An admitted one
+   * goes to the instance's HTTP server held to the instance's share of the budget, token
+   * or not: a stranger's bytes cost the agent as much.
    */
-  private admit(socket: Socket): void {
+  private admit(instanceId: string, socket: Socket, server: Server): void {
     const admission = this.caps.admit(socket.remoteAddress ?? 'unknown', () => {
       this.options.log.debug({ ip: socket.remoteAddress }, 'Jupyter connection without a token closed for a newcomer (SVC_JUPYTER_MAX_CONNECTIONS)');
       socket.destroy();
     });
     if (admission.ok) {
-      socket.once('close', admission.release);
-      this.tokenShown.set(socket, admission.authenticated);
+      this.connectedTo.add(instanceId);
+      socket.once('close', () => {
+        admission.release();
+        this.connectedTo.remove(instanceId);
+      });
+      socket.on('error', () => undefined);
+      const throttled = new ThrottledSocket(socket, () => this.linkOf(instanceId));
+      this.tokenShown.set(throttled, admission.authenticated);
+      server.emit('connection', throttled);
       return;
     }
     // A flood must not flood the log too: one line per few seconds, with the count.
@@ -188,6 +211,12 @@ export class JupyterProxy {
       this.refusalLoggedAt = now;
     }
     socket.destroy();
+  }
+
+  /** The instance's buckets: its bandwidth, or its equal share of the budget when less. */
+  private linkOf(instanceId: string) {
+    const entry = this.options.registry.current(instanceId);
+    return entry && this.budget.linkOf(entry, entry.networkMbps, this.connectedTo.size);
   }
 
   private gate(instanceId: string, req: IncomingMessage): Gate {

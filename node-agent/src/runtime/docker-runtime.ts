@@ -4,7 +4,6 @@
 // only ever lists, re-adopts or sweeps containers carrying that label. Each task's
 // container runs alone on a network of its own (task-network.ts), made before the
 // container and removed after it.
-import type { IncomingMessage } from 'node:http';
 import Docker from 'dockerode';
 import { LABEL_NODE, buildContainerSpec, containerName, taskFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import {
@@ -19,7 +18,9 @@ import {
   taskFailed,
 } from './docker-errors.js';
 import { allocatedBytes, deletedOpenFiles, devicesOf, fileCount, formatBytes, type DiskUsage } from './disk-usage.js';
-import { commandBehindLimiter, lookUpProgram, pathOf, type StatResult } from './command-lookup.js';
+import { ContainerFs, FsError } from '../access/container-fs.js';
+import { envValue } from '../jupyter/jupyter-command.js';
+import { commandBehindLimiter, lookUpProgram, type StatResult } from './command-lookup.js';
 import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
@@ -416,21 +417,14 @@ export class DockerRuntime implements TaskRuntime {
     const { Config } = info;
     const argv = commandBehindLimiter(asArgs(Config.Entrypoint), asArgs(Config.Cmd), LOG_INIT_TARGET);
     if (!argv || argv.length === 0) return null;
-    const lookup = await lookUpProgram(argv[0]!, pathOf(Config.Env ?? []), Config.WorkingDir, (path) => this.statInContainer(container, path));
+    const fs = new ContainerFs(this.docker, container.id);
+    const stat = (path: string): Promise<StatResult> =>
+      fs.stat(path).then(
+        ({ mode }) => ({ mode }),
+        (err: unknown) => (err instanceof FsError && (err.code === 'ENOENT' || err.code === 'ENOTDIR') ? 'absent' : 'unknown'),
+      );
+    const lookup = await lookUpProgram(argv[0]!, envValue(Config.Env, 'PATH'), Config.WorkingDir, stat);
     return lookup.found ? null : lookup.reason;
-  }
-
-  private async statInContainer(container: Docker.Container, path: string): Promise<StatResult> {
-    try {
-      const res = (await container.infoArchive({ path })) as IncomingMessage;
-      res.resume();
-      const header = res.headers['x-docker-container-path-stat'];
-      if (typeof header !== 'string') return 'unknown';
-      const stat = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as { mode?: unknown; linkTarget?: unknown };
-      return typeof stat.mode === 'number' ? { mode: stat.mode, linkTarget: typeof stat.linkTarget === 'string' ? stat.linkTarget : '' } : 'unknown';
-    } catch (err) {
-      return dockerStatus(err) === 404 ? 'absent' : 'unknown';
-    }
   }
 
   private async imageCommand(ref: string): Promise<ImageCommand> {

@@ -21,8 +21,8 @@ import type { HostKey } from './host-key.js';
 import { ConnectionBook, type ConnectionTicket } from './connection-book.js';
 import { forwardTarget } from './session-request.js';
 import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
-import { ThrottledSocket, type Throttle } from './throttled-socket.js';
-import { LinkBuckets } from './token-bucket.js';
+import { ThrottledSocket, type Throttle } from '../access/throttled-socket.js';
+import { LinkBudget } from '../access/token-bucket.js';
 
 const { Server } = ssh2;
 
@@ -61,7 +61,7 @@ export class SshGateway {
   private readonly tickets = new Map<string, ConnectionTicket>();
   private readonly connections = new Set<Connection>();
   private readonly sockets = new Set<Socket>();
-  private readonly throttles = new WeakMap<AccessEntry, LinkBuckets>();
+  private readonly budget: LinkBudget;
   private listeningPort = 0;
   private refused = 0;
   private refusalLoggedAt = 0;
@@ -78,6 +78,7 @@ export class SshGateway {
     );
     this.server.on('error', (err: Error) => options.log.error({ err }, 'SSH gateway error'));
     this.book = new ConnectionBook(options.limits);
+    this.budget = new LinkBudget(options.limits.nodeMbps);
     this.tcp = createServer((socket) => this.admit(socket));
   }
 
@@ -117,20 +118,14 @@ export class SshGateway {
   }
 
   /**
-   * The buckets an instance's connections share, made with its registration (a restarted
-   * instance gets new ones). Their rate is the instance's bandwidth, or its equal share of
-   * the node's SSH budget (SVC_SSH_NODE_MBPS) among the instances logged in now, when that
-   * is less: every byte through here costs the agent's one thread its encryption and
-   * `dockerd` its exec stream, on the host's CPU, so no tenant may take all of it.
+   * The buckets a logged-in connection shares with its instance's others: the instance's
+   * bandwidth, or its equal share of the node's SSH budget (SVC_SSH_NODE_MBPS) among the
+   * instances logged in now, when that is less. Every byte through here costs the agent's
+   * one thread its encryption and `dockerd` its exec stream, on the host's CPU.
    */
   private throttleOf(instanceId: string | undefined): Throttle | undefined {
     const entry = instanceId === undefined ? undefined : this.options.registry.current(instanceId);
-    if (!entry?.networkMbps) return undefined;
-    const mbps = Math.min(entry.networkMbps, this.options.limits.nodeMbps / Math.max(1, this.book.instancesConnected));
-    let throttle = this.throttles.get(entry);
-    if (!throttle) this.throttles.set(entry, (throttle = new LinkBuckets(mbps)));
-    else throttle.mbps = mbps;
-    return throttle;
+    return entry && this.budget.linkOf(entry, entry.networkMbps, this.book.instancesConnected);
   }
 
   /** A flood must not flood the log too: one line per few seconds, with the count since the last. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LinkBuckets, TokenBucket } from './token-bucket.js';
+import { LinkBudget, LinkBuckets, TokenBucket } from './token-bucket.js';
 
 describe('TokenBucket', () => {
   it.each([
@@ -44,5 +44,26 @@ describe('TokenBucket', () => {
     t = 4000;
     expect(link.in.take(256 * 1024)).toBe(0); // refilled to its burst, not to a second of 1 MB/s
     expect(link.in.take(1)).toBe(1);
+  });
+});
+
+describe('LinkBudget', () => {
+  it.each([
+    ['alone, an instance gets the whole budget when its own bandwidth is more', 1000, 1, 400],
+    ['no bandwidth of its own: the budget', null, 1, 400],
+    ['shared equally among those using it', 1000, 4, 100],
+    ['never more than its own bandwidth', 50, 1, 50],
+    ['nobody counted yet still means one', 1000, 0, 400],
+  ] as const)('%s', (_what, ownMbps, sharers, expected) => {
+    expect(new LinkBudget(400).linkOf({}, ownMbps, sharers).mbps).toBe(expected);
+  });
+
+  it("keeps one link per registration, its rate following the count", () => {
+    const budget = new LinkBudget(400);
+    const registration = {};
+    const link = budget.linkOf(registration, null, 1);
+    expect(budget.linkOf(registration, null, 2)).toBe(link);
+    expect(link.mbps).toBe(200);
+    expect(budget.linkOf({}, null, 2)).not.toBe(link); // a restarted instance's new registration
   });
 });

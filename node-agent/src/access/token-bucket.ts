@@ -64,3 +64,25 @@ export class LinkBuckets {
 
 const bytesPerSecond = (mbps: number): number => mbps * 125_000;
 const burstOf = (mbps: number): number => Math.max(256 * 1024, bytesPerSecond(mbps) / 20);
+
+/**
+ * A node-wide budget in Mbit/s each way that the instances using one path through the agent
+ * (the SSH gateway, the Jupyter proxy) share equally: every byte through the agent costs its
+ * one thread, so no tenant may take all of it. Each instance's connections share one pair
+ * of buckets, made with its registration (a restarted instance gets new ones), at the
+ * instance's own bandwidth or its share of the budget, whichever is less.
+ */
+export class LinkBudget {
+  private readonly links = new WeakMap<object, LinkBuckets>();
+
+  constructor(readonly nodeMbps: number) {}
+
+  /** `registration`'s buckets at their current rate: `ownMbps` (null: none of its own) or the node's budget split `sharers` ways. */
+  linkOf(registration: object, ownMbps: number | null, sharers: number): LinkBuckets {
+    const mbps = Math.min(ownMbps || Infinity, this.nodeMbps / Math.max(1, sharers));
+    let link = this.links.get(registration);
+    if (!link) this.links.set(registration, (link = new LinkBuckets(mbps)));
+    else link.mbps = mbps;
+    return link;
+  }
+}

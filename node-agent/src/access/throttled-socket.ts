@@ -1,8 +1,11 @@
-// A gateway connection as ssh2 sees it, held to its instance's bandwidth. SSH sessions and
-// SFTP run through Docker exec, not the instance's network, so the kernel's shaping of the
-// instance (runtime/task-bandwidth.ts) never sees them; this does the same in user space,
-// on the TCP connection itself, with the instance's buckets shared by all its connections.
-// Until the connection has logged in (`throttle()` answers nothing) bytes pass as they are.
+// A client's TCP connection to the agent (the SSH gateway's, handed to ssh2; the Jupyter
+// proxy's, handed to node:http), held to its instance's share of the agent's bandwidth.
+// SSH sessions and SFTP run through Docker exec, not the instance's network, so the
+// kernel's shaping of the instance (runtime/task-bandwidth.ts) never sees them, and
+// neither shaping bounds what the agent's thread spends relaying; this does it in user
+// space, on the connection itself, with the instance's buckets shared by all its
+// connections. While `throttle()` answers nothing (an SSH connection not yet logged in),
+// bytes pass as they are.
 //   - Received: a chunk that puts the bucket in debt pauses the socket until the debt is
 //     paid, so TCP slows the client down.
 //   - Sent: a chunk waits for its debt before it reaches the socket. ssh2 does not wait
@@ -39,10 +42,34 @@ export class ThrottledSocket extends Duplex {
     socket.once('end', () => this.push(null));
     socket.once('error', (err) => this.destroy(err));
     socket.once('close', () => this.destroy());
+    socket.on('timeout', () => this.emit('timeout'));
+  }
+
+  // What node:http and http-proxy-3 call on a connection besides reading and writing.
+  get bytesWritten(): number {
+    return this.socket.bytesWritten;
   }
 
   setNoDelay(noDelay?: boolean): this {
     this.socket.setNoDelay(noDelay);
+    return this;
+  }
+
+  setKeepAlive(enable?: boolean, initialDelay?: number): this {
+    this.socket.setKeepAlive(enable, initialDelay);
+    return this;
+  }
+
+  /** As net.Socket's: node:http ends a `Connection: close` response with it. */
+  destroySoon(): void {
+    if (this.writable) this.end();
+    if (this.writableFinished) this.destroy();
+    else this.once('finish', () => this.destroy());
+  }
+
+  setTimeout(ms: number, onTimeout?: () => void): this {
+    this.socket.setTimeout(ms);
+    if (onTimeout) this.once('timeout', onTimeout);
     return this;
   }
 
