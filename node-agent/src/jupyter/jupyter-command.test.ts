@@ -9,6 +9,11 @@ describe('starting Jupyter in an image', () => {
     expect(envValue(['A=1'], 'PATH')).toBeUndefined();
   });
 
+  it("looks at no more than the PATH's first 32 entries: each is a request to the engine", () => {
+    const path = Array.from({ length: 100_000 }, (_, i) => `/d${i}`).join(':');
+    expect(candidatePaths(path, 'jupyter-lab')).toEqual(Array.from({ length: 32 }, (_, i) => `/d${i}/jupyter-lab`));
+  });
+
   it('tells the classic notebook from the jupyter_server one', () => {
     expect(notebookMajor('6.4.12\n')).toBe(6);
     expect(notebookMajor('7.2.1')).toBe(7);

@@ -12,13 +12,18 @@ export const JUPYTER_PROGRAMS = ['jupyter-lab', 'jupyter-notebook', 'jupyter-ser
 export type JupyterProgram = (typeof JUPYTER_PROGRAMS)[number];
 
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/**
+ * PATH entries looked at through the engine, each a request to dockerd: the tenant writes
+ * the image's PATH, and one of 100,000 entries must not become 100,000 requests.
+ */
+export const MAX_PATH_ENTRIES = 32;
 
 export const jupyterBaseUrl = (instanceId: string): string => `/${instanceId}/`;
 
 /** Every place a program may be on the image's PATH, in PATH order. */
 export function candidatePaths(pathVariable: string | undefined, program: string): string[] {
   return (pathVariable || DEFAULT_PATH)
-    .split(':')
+    .split(':', MAX_PATH_ENTRIES)
     .filter((dir) => dir.startsWith('/'))
     .map((dir) => posix.join(dir, program));
 }

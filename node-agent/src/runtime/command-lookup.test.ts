@@ -77,6 +77,19 @@ describe('lookUpProgram', () => {
     expect(await lookUpProgram('x', '/a:/b', '/', fs({ '/a/x': 'unknown' }))).toEqual({ found: true });
   });
 
+  it('asks the engine about the first 32 PATH entries only, and refuses nothing past them', async () => {
+    const asked: string[] = [];
+    const path = Array.from({ length: 100_000 }, (_, i) => `/d${i}`).join(':');
+    const lookup = await lookUpProgram('tool', path, '/', async (p) => {
+      asked.push(p);
+      return 'absent';
+    });
+    expect(asked).toHaveLength(32);
+    expect(lookup).toEqual({ found: true });
+    // Within the first 32, a miss is a miss.
+    expect(await lookUpProgram('tool', '/a:/b', '/', async () => 'absent')).toMatchObject({ found: false });
+  });
+
   it('refuses an empty command', async () => {
     expect(await lookUpProgram('', '/bin', '/', fs({}))).toEqual({ found: false, reason: 'the command is an empty string' });
   });

@@ -10,8 +10,9 @@
 // The lookup follows execvp(3) so that it never refuses a command that would run: a path
 // with a slash is taken as it is (relative to the working directory), a bare name is
 // searched along PATH (Docker's default when the container sets none, an empty entry
-// meaning the working directory). Whatever the engine cannot answer counts as present.
-import { DEFAULT_PATH } from '../jupyter/jupyter-command.js';
+// meaning the working directory). Whatever the engine cannot answer counts as present, and
+// so does a program not found in the first MAX_PATH_ENTRIES entries of a longer PATH.
+import { DEFAULT_PATH, MAX_PATH_ENTRIES } from '../jupyter/jupyter-command.js';
 import { S_IFMT, S_IFREG } from '../access/file-modes.js';
 
 /** A path's POSIX mode, its symlinks followed; absent: nothing there; unknown: the engine could not say (counts as present). */
@@ -24,7 +25,9 @@ export function programCandidates(program: string, path: string | undefined, wor
   const base = workdir || '/';
   if (program.includes('/')) return [program.startsWith('/') ? program : joinPath(base, program)];
   if (program === '') return [];
-  return (path ?? DEFAULT_PATH).split(':').map((dir) => joinPath(dir === '' ? base : dir.startsWith('/') ? dir : joinPath(base, dir), program));
+  return (path ?? DEFAULT_PATH)
+    .split(':', MAX_PATH_ENTRIES)
+    .map((dir) => joinPath(dir === '' ? base : dir.startsWith('/') ? dir : joinPath(base, dir), program));
 }
 
 /** The command the limiter will exec: what follows its `--` in the Entrypoint, then the Cmd. */
@@ -53,6 +56,7 @@ export async function lookUpProgram(
   if (candidates.length === 0) return { found: false, reason: 'the command is an empty string' };
   const results = await Promise.all(candidates.map(stat));
   if (results.some((r) => r === 'unknown' || (r !== 'absent' && isExecutable(r.mode)))) return { found: true };
+  if (!program.includes('/') && (path ?? DEFAULT_PATH).split(':').length > MAX_PATH_ENTRIES) return { found: true };
   const where = program.includes('/') ? `"${program}"` : `"${program}" on the image's PATH (${path ?? DEFAULT_PATH})`;
   return results.some((r) => r !== 'absent')
     ? { found: false, reason: `the command ${where} is not an executable file` }
