@@ -299,9 +299,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   refuseConnect(app.server);
   // JSON only: fastify's text/plain parser would let a string body reach validation.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      done(null, parseJsonBody(body as string, request.headers['content-encoding']));
     } catch (err) {
       done(err as ApiError, undefined);
     }

@@ -1,6 +1,7 @@
 // The error envelope for each kind of bad input, over a real listening server.
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, startControlPlane, type TestControlPlane } from './harness.js';
 
@@ -51,6 +52,18 @@ describe('error envelope', () => {
       const res = await cp.request('POST', '/v1/admin/keys', { key: admin, rawBody: 'name=x', headers: { 'content-type': type } });
       expectError(res, 415, 'unsupported_media_type');
     }
+  });
+
+  it('compressed body: 415 unsupported_media_type, never read as if it were plain', async () => {
+    const json = JSON.stringify({ name: 'compressed' });
+    const post = (body: Buffer | string, encoding: string) =>
+      fetch(`${cp.baseUrl}/v1/admin/keys`, { method: 'POST', headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json', 'content-encoding': encoding }, body });
+    for (const [body, encoding] of [[gzipSync(json), 'gzip'], [json, 'gzip'], [json, 'br']] as const) {
+      const res = await post(body, encoding);
+      expect(res.status).toBe(415);
+      expect(await res.json()).toEqual({ error: { type: 'unsupported_media_type', message: `Content-Encoding ${encoding} is not accepted: send the JSON body uncompressed` } });
+    }
+    expect((await post(json, 'identity')).status).toBe(201);
   });
 
   it('oversized body: 413 payload_too_large', async () => {

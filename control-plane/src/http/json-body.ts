@@ -36,8 +36,16 @@ export function nestsDeeperThan(text: string, max: number): boolean {
   return false;
 }
 
-/** The parsed body, or the API error for a body that is not acceptable JSON. */
-export function parseJsonBody(text: string): unknown {
+/**
+ * The parsed body, or the API error for a body that is not acceptable JSON. A compressed
+ * body is refused (415, as RFC 9110 allows) rather than read as if it were plain: bodies
+ * are small next to what they cost to serve, and inflating them would be one more bound to
+ * keep (a gzip bomb).
+ */
+export function parseJsonBody(text: string, contentEncoding?: string): unknown {
+  if (contentEncoding !== undefined && contentEncoding.trim().toLowerCase() !== 'identity') {
+    throw new ApiError('unsupported_media_type', `Content-Encoding ${contentEncoding} is not accepted: send the JSON body uncompressed`);
+  }
   // An empty body is an empty object: validation then names the missing fields.
   if (text === '') return {};
   if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
