@@ -191,7 +191,7 @@ export const agentSettings = {
     'SVC_JUPYTER_NODE_MBPS',
     Type.Integer({ minimum: 1 }),
     500,
-    "Mbit/s each way through the Jupyter proxy for all instances together, shared equally among the instances with Jupyter connections open (an instance never gets more than its own bandwidth): every byte relayed costs the agent's CPU (measured: 1 GiB held to 500 Mbit/s cost 3.6-4.1 s, a fifth of a core while it lasted).",
+    "Mbit/s each way through the Jupyter proxy for all instances together, shared equally among the instances with a Jupyter connection that showed the token (an instance never gets more than its own bandwidth): every byte relayed costs the agent's CPU (measured: 1 GiB held to 500 Mbit/s cost 3.6-4.1 s, a fifth of a core while it lasted).",
   ),
   jupyterPublicUrl: setting(
     'SVC_JUPYTER_PUBLIC_URL',

@@ -1,7 +1,8 @@
 // What a tenant can make the agent relay through Jupyter, over real sockets: every byte
-// costs the agent's one thread, so the instances with connections open share the node's
-// Jupyter budget equally, downloads, uploads and WebSockets alike, and an instance never
-// gets more than its own bandwidth. Unshaped, 10 MiB crosses loopback in a few ms.
+// costs the agent's CPU, so the instances with connections that showed their token share
+// the node's Jupyter budget equally, downloads, uploads and WebSockets alike, and an
+// instance never gets more than its own bandwidth. A stranger (no token) takes no share
+// and cannot stream bytes in. Unshaped, 10 MiB crosses loopback in a few ms.
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
@@ -56,28 +57,58 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
 
 const download = (id: string) => timed(async () => (await (await fetch(url(id, 'files/big'))).arrayBuffer()).byteLength);
 
-/** A connection to the instance's port that only stays open. */
-async function holdOpen(id: string): Promise<Socket> {
+/** A kept-alive connection to the instance's port after one request, with the token or without. */
+async function holdOpen(id: string, withToken: boolean): Promise<{ socket: Socket; answer: string }> {
   const socket = connect({ host: '127.0.0.1', port: ports[id]! });
   await new Promise((resolve) => socket.once('connect', resolve));
-  await new Promise((resolve) => setTimeout(resolve, 50)); // the proxy's accept ran
-  return socket;
+  socket.write(`GET /${id}/api${withToken ? `?token=token-${id}` : ''} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  const answer = await new Promise<string>((resolve) => socket.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1'))));
+  return { socket, answer: answer.slice(0, answer.indexOf('\r\n')) };
 }
 
 describe('Jupyter proxy bandwidth', () => {
-  it("holds an instance alone to the node's budget, and halves it while another instance has a connection open", async () => {
+  it("holds an instance alone to the node's budget, and halves it while another instance's tenant is connected", async () => {
     const [alone, aloneMs] = await download('inst_a');
     expect(alone).toBe(PAYLOAD);
     expect(aloneMs).toBeGreaterThan(800);
 
-    const other = await holdOpen('inst_b');
+    const other = await holdOpen('inst_b', true);
+    expect(other.answer).toBe('HTTP/1.1 200 OK');
     try {
       const [shared, sharedMs] = await download('inst_a');
       expect(shared).toBe(PAYLOAD);
       expect(sharedMs).toBeGreaterThan(1_700);
     } finally {
-      other.destroy();
+      other.socket.destroy();
     }
+  }, 30_000);
+
+  it("gives a stranger's connection no share, and closes it after refusing its request, body unread", async () => {
+    // Held open without a token, it is answered 401 and closed: A keeps the whole budget.
+    const stranger = await holdOpen('inst_b', false);
+    expect(stranger.answer).toBe('HTTP/1.1 401 Unauthorized');
+    await new Promise((resolve) => (stranger.socket.destroyed ? resolve(null) : stranger.socket.once('close', resolve)));
+    const [, aloneMs] = await download('inst_a');
+    expect(aloneMs).toBeLessThan(1_700);
+
+    // A body that never ends: refused, and the connection is closed rather than read on.
+    const endless = connect({ host: '127.0.0.1', port: ports.inst_b! });
+    endless.on('error', () => undefined);
+    await new Promise((resolve) => endless.once('connect', resolve));
+    endless.write('POST /inst_b/api/contents/x HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n');
+    const chunk = Buffer.alloc(64 * 1024, 1);
+    const frame = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]);
+    let answer = '';
+    endless.on('data', (b: Buffer) => (answer += b.toString('latin1')));
+    const closed = new Promise((resolve) => endless.once('close', resolve));
+    const pump = setInterval(() => endless.writable && endless.write(frame), 1);
+    try {
+      await closed;
+    } finally {
+      clearInterval(pump);
+      endless.destroy();
+    }
+    expect(answer.slice(0, answer.indexOf('\r\n'))).toBe('HTTP/1.1 401 Unauthorized');
   }, 30_000);
 
   it('holds uploads and WebSocket messages to it too', async () => {

@@ -9,9 +9,10 @@
 // not forwarded. A stopping instance takes no new requests; its open WebSockets close and
 // its port is given back when it is gone. Connections are capped per source and node-wide
 // before any byte is read (connection-caps.ts): a stranger needs no token to open one.
-// Every byte relayed costs the agent's one thread (about 1.2 s of CPU per GiB), so the
-// instances with connections open share the node's Jupyter budget (SVC_JUPYTER_NODE_MBPS)
-// equally, each connection held to its instance's share (access/throttled-socket.ts).
+// Every byte relayed costs the agent's CPU, so the instances with connections that showed
+// their token share the node's Jupyter budget (SVC_JUPYTER_NODE_MBPS) equally, each such
+// connection held to its instance's share (access/throttled-socket.ts). A connection
+// without a token gets its answer and is closed, so a stranger cannot stream bytes in.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -72,8 +73,8 @@ export class JupyterProxy {
   private readonly tokenShown = new WeakMap<object, () => void>();
   private readonly memory: JupyterPortMemory;
   private readonly budget: LinkBudget;
-  /** Open connections per instance: those with any share the budget. */
-  private readonly connectedTo = new Tally();
+  /** Per instance, its open connections that showed the token: instances with any share the budget. */
+  private readonly tenantsConnected = new Tally();
   private refused = 0;
   private refusalLoggedAt = 0;
 
@@ -182,8 +183,8 @@ export class JupyterProxy {
   /**
    * Counts a new connection on any instance's port; closes it at once when a cap says no,
    * or later when its slot goes to a newcomer before it showed a token. An admitted one
-   * goes to the instance's HTTP server held to the instance's share of the budget, token
-   * or not: a stranger's bytes cost the agent as much.
+   * goes to the instance's HTTP server; once it shows the token, it is held to the
+   * instance's share of the budget, and the instance counts among those sharing it.
    */
   private admit(instanceId: string, socket: Socket, server: Server): void {
     const admission = this.caps.admit(socket.remoteAddress ?? 'unknown', () => {
@@ -191,14 +192,19 @@ export class JupyterProxy {
       socket.destroy();
     });
     if (admission.ok) {
-      this.connectedTo.add(instanceId);
+      let shown = false;
       socket.once('close', () => {
         admission.release();
-        this.connectedTo.remove(instanceId);
+        if (shown) this.tenantsConnected.remove(instanceId);
       });
       socket.on('error', () => undefined);
-      const throttled = new ThrottledSocket(socket, () => this.linkOf(instanceId));
-      this.tokenShown.set(throttled, admission.authenticated);
+      const throttled = new ThrottledSocket(socket, () => (shown ? this.linkOf(instanceId) : undefined));
+      this.tokenShown.set(throttled, () => {
+        if (shown) return;
+        shown = true;
+        this.tenantsConnected.add(instanceId);
+        admission.authenticated();
+      });
       server.emit('connection', throttled);
       return;
     }
@@ -216,7 +222,7 @@ export class JupyterProxy {
   /** The instance's buckets: its bandwidth, or its equal share of the budget when less. */
   private linkOf(instanceId: string) {
     const entry = this.options.registry.current(instanceId);
-    return entry && this.budget.linkOf(entry, entry.networkMbps, this.connectedTo.size);
+    return entry && this.budget.linkOf(entry, entry.networkMbps, this.tenantsConnected.size);
   }
 
   private gate(instanceId: string, req: IncomingMessage): Gate {
@@ -288,9 +294,10 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+/** The answer, then the connection closes: an unread request body is not read on (a stranger's, unbounded). */
 function refuse(res: ServerResponse, gate: { status: number; type: string; message: string }): void {
   const body = JSON.stringify({ error: { type: gate.type, message: gate.message } });
-  res.writeHead(gate.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.writeHead(gate.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
   res.end(body);
 }
 
