@@ -17,6 +17,7 @@ import { parseJsonBody } from './http/json-body.js';
 import { trustedProxies } from './http/trusted-proxies.js';
 import { clientErrorHandler, refuseConnect } from './http/client-errors.js';
 import { errorHandler, frameworkErrors, installClosingGuard, installNotFound } from './http/error-handler.js';
+import { installUnreadBodyGuard } from './http/unread-body.js';
 import { installMetrics, type ServiceMetrics } from './http/metrics.js';
 import { openApiOptions } from './http/openapi.js';
 import { ErrorEnvelope } from './http/schemas.js';
@@ -312,6 +313,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.addHook('onRequest', echoRequestId);
   installClosingGuard(app);
+  installUnreadBodyGuard(app);
   const metrics = installMetrics(app, {
     clock,
     knownModels: new Set(services.models.catalog.models.map((m) => m.id)),

@@ -161,6 +161,56 @@ describe('error envelope', () => {
     expect((await cp.request('GET', '/healthz')).status).toBe(200);
   });
 
+  it('an answer sent before the body was read closes the connection: nobody can keep the server reading an endless body', async () => {
+    /** Sends the head, then 64 KiB chunks without end; the status line and what was sent once the server closed (or 5 s passed). */
+    const endless = async (head: string): Promise<{ status: string; sentMiB: number; closed: boolean }> => {
+      const url = new URL(cp.baseUrl);
+      const socket = connect(Number(url.port), url.hostname);
+      socket.on('error', () => undefined);
+      await new Promise((resolve) => socket.once('connect', resolve));
+      socket.write(`${head}Host: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
+      const chunk = Buffer.concat([Buffer.from('10000\r\n'), Buffer.alloc(0x10000, 0x20), Buffer.from('\r\n')]);
+      let answer = '';
+      let sent = 0;
+      socket.on('data', (b: Buffer) => (answer += b.toString('latin1')));
+      const closed = new Promise<boolean>((resolve) => socket.once('close', () => resolve(true)));
+      const pump = setInterval(() => socket.writable && (sent += chunk.length) && socket.write(chunk), 1);
+      try {
+        const wasClosed = await Promise.race([closed, new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 5_000))]);
+        return { status: answer.slice(0, answer.indexOf('\r\n')), sentMiB: sent / 2 ** 20, closed: wasClosed };
+      } finally {
+        clearInterval(pump);
+        socket.destroy();
+      }
+    };
+    for (const [head, status] of [
+      ['POST /v1/chat/completions HTTP/1.1\r\n', 'HTTP/1.1 401 Unauthorized'], // no key at all
+      ['POST /v1/no/such/route HTTP/1.1\r\n', 'HTTP/1.1 413 Payload Too Large'], // parsed up to the body limit before the 404
+      [`GET /v1/models HTTP/1.1\r\nAuthorization: Bearer ${admin}\r\n`, 'HTTP/1.1 200 OK'], // a body a GET never reads
+    ]) {
+      const outcome = await endless(head!);
+      expect(outcome, head).toMatchObject({ status, closed: true });
+      expect(outcome.sentMiB, head).toBeLessThan(64);
+    }
+    // A request whose body was read keeps its connection for the next one.
+    const agent = new (await import('node:http')).Agent({ keepAlive: true, maxSockets: 1 });
+    const sockets = new Set<unknown>();
+    for (let i = 0; i < 2; i++) {
+      await new Promise<void>((resolve, reject) => {
+        const req = httpRequest(`${cp.baseUrl}/v1/admin/keys`, { method: 'POST', agent, headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' } }, (res) => {
+          expect(res.statusCode).toBe(201);
+          expect(res.headers.connection).not.toBe('close');
+          sockets.add(res.socket);
+          res.resume().on('end', resolve);
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify({ name: `kept-${i}` }));
+      });
+    }
+    agent.destroy();
+    expect(sockets.size).toBe(1);
+  }, 30_000);
+
   it('a malformed request line: 400 invalid_request in the envelope', async () => {
     const url = new URL(cp.baseUrl);
     const socket = connect(Number(url.port), url.hostname);
