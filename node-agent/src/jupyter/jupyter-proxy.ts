@@ -38,7 +38,7 @@ export interface JupyterProxyOptions {
   publicUrl: string;
   publicHost: string;
   limits: JupyterConnectionLimits;
-  /** Mbit/s each way through the proxy for all instances together, shared equally among those with connections open (SVC_JUPYTER_NODE_MBPS). */
+  /** Mbit/s each way through the proxy for all instances together, shared equally among those with a connection that showed the token (SVC_JUPYTER_NODE_MBPS). */
   nodeMbps: number;
   /** The ports instances held, kept across agent restarts; in memory only when absent. */
   memory?: JupyterPortMemory;
