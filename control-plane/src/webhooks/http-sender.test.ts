@@ -46,9 +46,21 @@ describe('httpSender', () => {
   });
 
   it('reports the status, Retry-After, refused connections and timeouts', async () => {
+    let flooded = 0;
     const server = createServer((req, res) => {
       if (req.url === '/slow') return; // never answers
       if (req.url === '/trickle') return void res.writeHead(200).write('never ends');
+      if (req.url === '/flood') {
+        // As fast as the receiver takes it, without end, until the sender goes away.
+        const chunk = Buffer.alloc(64 * 1024, 0x20);
+        res.writeHead(200);
+        const more = (): void => {
+          while (!res.destroyed && res.write(chunk)) flooded += chunk.length;
+          if (!res.destroyed) res.once('drain', more);
+        };
+        res.on('close', () => res.destroy());
+        return more();
+      }
       res.writeHead(503, { 'retry-after': '7' }).end('busy');
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -62,6 +74,11 @@ describe('httpSender', () => {
     const trickle = await send({ url: `${base}/trickle`, headers: {}, body: '{}', timeoutMs: 150, signal });
     expect(trickle.error).not.toBeNull();
     expect(trickle.durationMs).toBeLessThan(1000);
+    // One that floods is read no further than 64 KiB: its status settles the attempt long before the deadline.
+    const flood = await send({ url: `${base}/flood`, headers: {}, body: '{}', timeoutMs: 10_000, signal });
+    expect(flood).toMatchObject({ statusCode: 200, error: null });
+    expect(flood.durationMs).toBeLessThan(5_000);
+    expect(flooded).toBeLessThan(64 * 1024 * 1024);
     server.closeAllConnections();
     await new Promise((r) => server.close(r));
     const refused = await send({ url: `${base}/`, headers: {}, body: '{}', timeoutMs: 1000, signal });

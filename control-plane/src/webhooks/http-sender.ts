@@ -51,6 +51,9 @@ export function guardedLookup(policy: TargetPolicy, resolve: Resolver = systemRe
   };
 }
 
+/** What of a response body is read before the attempt is settled by its status alone. */
+export const MAX_RESPONSE_BODY_BYTES = 64 * 1024;
+
 function describeError(err: NodeJS.ErrnoException): string {
   if (err instanceof BlockedTargetError) return `blocked: ${err.message}`;
   return err.code ? `${err.code}: ${err.message}` : err.message;
@@ -86,15 +89,25 @@ export function httpSender(policy: TargetPolicy, now: () => number = Date.now, r
       const deadline = setTimeout(timedOut, request.timeoutMs);
       req.on('timeout', timedOut);
       req.on('response', (res) => {
-        // The body is not kept; reading it to the end frees the connection.
-        res.resume();
+        // The body is not kept. Read to its end it closes the attempt, but only so far: the
+        // receiver is the tenant's, and an endless body at its uplink's speed would keep the
+        // worker's CPU busy until the deadline, attempt after attempt (redeliver is an API).
+        let received = 0;
+        let enough = false;
+        res.on('data', (chunk: Buffer) => {
+          received += chunk.length;
+          if (received > MAX_RESPONSE_BODY_BYTES && !enough) {
+            enough = true;
+            res.destroy();
+          }
+        });
         let failure: string | null = null;
         res.on('error', (err: NodeJS.ErrnoException) => (failure = describeError(err)));
-        // 'close' comes after 'end', and also when the response is cut off (the deadline).
+        // 'close' comes after 'end', and also when the response is cut off (the deadline, or past the read bound).
         res.on('close', () => {
           clearTimeout(deadline);
           const retryAfter = res.headers['retry-after'];
-          const error = res.complete ? null : (failure ?? 'the response was cut off');
+          const error = res.complete || enough ? null : (failure ?? 'the response was cut off');
           finish(res.statusCode ?? null, error, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
         });
       });
