@@ -203,6 +203,9 @@ derive_image() {
 }
 derive_image "$(image_from_support SLEEPER_IMAGE)" '["sh", "-c", "trap \"echo bye; exit 0\" TERM; echo ready; while true; do sleep 0.1; done"]'
 derive_image "$(image_from_support STUBBORN_IMAGE)" '["sh", "-c", "trap \"\" TERM; echo ready; while true; do sleep 0.1; done"]'
+# The sleeper with two programs named jupyter-notebook that the agent's Jupyter finder runs
+# (`--version`): one prints without end, the other never ends. The instance must still be ready.
+derive_image "$(image_from_support JUPYTER_HANG_IMAGE)" '["sh", "-c", "mkdir -p /usr/local/bin && printf \"#!/bin/sh\\nexec yes\\n\" > /usr/local/bin/jupyter-notebook && printf \"#!/bin/sh\\nexec sleep 100000\\n\" > /usr/bin/jupyter-notebook && chmod +x /usr/local/bin/jupyter-notebook /usr/bin/jupyter-notebook"]' RUN "$(image_from_support SLEEPER_IMAGE)"
 # An image whose command is not in it (a typo in a Dockerfile): its instance fails to start, unbilled.
 derive_image "$(image_from_support MISSING_COMMAND_IMAGE)" '["serve", "--port", "8000"]'
 # A process that a process listing shows as `jupyter-notebook` ($0 of sh -c) and that never

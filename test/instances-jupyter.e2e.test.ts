@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, JUPYTER_SILENT_IMAGE, SLEEPER_IMAGE } from './support/images.js';
+import { JUPYTER_HANG_IMAGE, JUPYTER_IMAGE, JUPYTER_SELF_IMAGE, JUPYTER_SILENT_IMAGE, SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 
 let stack: InstanceStack;
@@ -191,7 +191,7 @@ describe('Jupyter in instances', () => {
 describe('a Jupyter that never answers', () => {
   let silent: InstanceStack;
   beforeAll(async () => {
-    silent = await startInstanceStack({ name: 'jupyter-silent-e2e', gpus: 1, agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '3000' } });
+    silent = await startInstanceStack({ name: 'jupyter-silent-e2e', gpus: 2, agentEnv: { SVC_JUPYTER_START_TIMEOUT_MS: '3000' } });
   }, 60_000);
   afterAll(async () => {
     await silent?.close();
@@ -204,5 +204,16 @@ describe('a Jupyter that never answers', () => {
     expect(ready.jupyter).toBeNull();
     expect(ready.jupyter_unavailable_reason).toMatch(/^Jupyter did not answer through the proxy within 3 s/);
     expect(ready.ssh).not.toBeNull(); // the other endpoint is there
+  }, 90_000);
+
+  it("nor do the image's own jupyter programs that print without end or never end: ready within the bound, and the node goes on", async () => {
+    const { status, body } = await silent.create({ image: JUPYTER_HANG_IMAGE });
+    expect(status).toBe(201);
+    const ready = await silent.waitFor(body.id, ['ready'], 60_000);
+    expect(ready.jupyter).toBeNull();
+    expect(ready.jupyter_unavailable_reason).toBe('setting up Jupyter took longer than 3 s');
+    // Held back, its `running` report would also have held back every later report of the instance.
+    expect((await silent.api('POST', `/v1/instances/${body.id}/terminate`)).body.status).toBe('draining');
+    await silent.waitFor(body.id, ['terminated'], 60_000);
   }, 90_000);
 });

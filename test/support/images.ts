@@ -23,6 +23,8 @@ export const MODEL_SERVER_STANDIN_IMAGE = '127.0.0.1:5000/svc/model-server-stand
 export const CPU_ENGINE_IMAGE = '127.0.0.1:5000/svc/cpu-engine:3';
 /** Busybox whose command looks like a Jupyter server in a process listing but never serves (the agent's start bound). */
 export const JUPYTER_SILENT_IMAGE = '127.0.0.1:5000/svc/jupyter-silent:1';
+/** The sleeper with a `jupyter-notebook` that prints without end and another that never ends, first and later on its PATH. */
+export const JUPYTER_HANG_IMAGE = '127.0.0.1:5000/svc/jupyter-hang:1';
 /** Debian's Jupyter notebook (python3, ipykernel) plus busybox's sh; its command only waits: the agent starts Jupyter. */
 export const JUPYTER_IMAGE = '127.0.0.1:5000/svc/jupyter:1';
 /** The Jupyter image running its own notebook server, configured from SVC_JUPYTER_BASE_URL / JUPYTER_TOKEN. */

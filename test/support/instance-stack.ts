@@ -95,10 +95,15 @@ export async function startInstanceStack(options: {
         return statuses.includes(inst.status) ? inst : undefined;
       }, ms, `instance ${id} to be ${statuses.join(' or ')}`),
     restartAgent: async () => {
+      // The old session can outlive its agent by a moment: wait for a new one, not any one.
+      const old = cp.gateway.session(stack.nodeId);
       stack.agent.child.kill('SIGKILL');
       await stack.agent.exited;
       stack.agent = spawn('');
-      await eventually(() => cp.gateway.session(stack.nodeId) !== undefined, 20_000, 'the agent to reconnect');
+      await eventually(() => {
+        const session = cp.gateway.session(stack.nodeId);
+        return session !== undefined && session !== old;
+      }, 20_000, 'the agent to reconnect');
     },
     close: async () => {
       for (const a of agents) if (a.child.exitCode === null && a.child.signalCode === null) a.child.kill('SIGKILL');

@@ -30,6 +30,10 @@ export interface ExecExit {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** run()'s bounds unless the caller says otherwise. */
+export const HELPER_TIMEOUT_MS = 30_000;
+export const HELPER_OUTPUT_BYTES = 64 * 1024;
+
 export class ContainerProcess {
   /** Raw output (TTY), or stdout (no TTY). Ends when the process's output ends. */
   readonly stdout: Readable;
@@ -95,12 +99,37 @@ export class ContainerProcess {
     return process;
   }
 
-  /** Runs a command to completion and collects its output (for short helper commands). */
-  static async run(docker: Docker, containerId: string, cmd: string[], options: { stdin?: Buffer } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  /**
+   * Runs a short helper command to completion and collects its output. The program is the
+   * image's (a tenant's: its `rm`, its `jupyter-notebook --version`), so it is bounded: past
+   * `timeoutMs` or `maxOutputBytes` on either stream it is killed, and the result has code
+   * null and says why in stderr. Unbounded, one that printed without end filled the agent's
+   * memory, and one that never ended held up whatever waited for it.
+   */
+  static async run(
+    docker: Docker,
+    containerId: string,
+    cmd: string[],
+    options: { stdin?: Buffer; timeoutMs?: number; maxOutputBytes?: number } = {},
+  ): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const { timeoutMs = HELPER_TIMEOUT_MS, maxOutputBytes = HELPER_OUTPUT_BYTES } = options;
     const p = await ContainerProcess.start(docker, containerId, { cmd, stdin: options.stdin !== undefined });
     if (options.stdin !== undefined) p.stdin.end(options.stdin);
-    const [stdout, stderr, exit] = await Promise.all([collect(p.stdout), collect(p.stderr), p.exited]);
-    return { code: exit.code, stdout, stderr };
+    let stopped: string | undefined;
+    const stop = (why: string): void => {
+      if (stopped) return;
+      stopped = why;
+      void p.hangUp(0);
+    };
+    const timer = setTimeout(() => stop(`it ran past ${timeoutMs} ms`), timeoutMs);
+    const tooMuch = () => stop(`it printed more than ${maxOutputBytes} bytes`);
+    try {
+      const [stdout, stderr, exit] = await Promise.all([collect(p.stdout, maxOutputBytes, tooMuch), collect(p.stderr, maxOutputBytes, tooMuch), p.exited]);
+      if (stopped) return { code: null, stdout, stderr: `${stderr}${stderr && !stderr.endsWith('\n') ? '\n' : ''}${cmd[0]} was stopped: ${stopped}` };
+      return { code: exit.code, stdout, stderr };
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   get running(): boolean {
@@ -253,8 +282,17 @@ function demultiplex(socket: Duplex, stdout: PassThrough, stderr: PassThrough): 
   socket.once('close', finish);
 }
 
-async function collect(stream: Readable): Promise<string> {
+/** The stream's first `max` bytes as text; past them `overflow` is called and the rest is read and dropped. */
+async function collect(stream: Readable, max: number, overflow: () => void): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  let kept = 0;
+  for await (const chunk of stream) {
+    const room = max - kept;
+    if (room <= 0) continue;
+    const buffer = chunk as Buffer;
+    chunks.push(buffer.length > room ? buffer.subarray(0, room) : buffer);
+    kept += Math.min(buffer.length, room);
+    if (buffer.length > room) overflow();
+  }
   return Buffer.concat(chunks).toString('utf8');
 }

@@ -9,7 +9,7 @@ import type { InstanceAccess, HostFacts } from '@svc/proto';
 import type { Logger } from '@svc/shared';
 import { LABEL_NETWORK_LIMIT, LABEL_SSH_KEYS } from '../runtime/container-spec.js';
 import { envValue, JUPYTER_CONTAINER_PORT, jupyterBaseUrl } from '../jupyter/jupyter-command.js';
-import type { JupyterLauncher } from '../jupyter/jupyter-launcher.js';
+import type { JupyterLauncher, JupyterOutcome } from '../jupyter/jupyter-launcher.js';
 import type { JupyterPortRange } from '../jupyter/jupyter-origin.js';
 import type { JupyterProxy } from '../jupyter/jupyter-proxy.js';
 import { waitUntilJupyterAnswers } from '../jupyter/jupyter-readiness.js';
@@ -114,7 +114,18 @@ export class InstanceAccessService {
     registry.register(entry);
     let origin: string | undefined;
     try {
-      const outcome = await launcher.ensure({ containerId: info.Id, containerIp: entry.containerIp, token: entry.jupyterToken, baseUrl: jupyterBaseUrl(instanceId), home: entry.home });
+      // Bounded as a whole: the image's own programs run in it, and the instance's `running`
+      // report (so its readiness and its bill) waits for it.
+      const ensuring = launcher.ensure({ containerId: info.Id, containerIp: entry.containerIp, token: entry.jupyterToken, baseUrl: jupyterBaseUrl(instanceId), home: entry.home });
+      ensuring.catch(() => undefined); // given up on below, it may still fail later
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<JupyterOutcome>((resolve) => {
+        timer = setTimeout(
+          () => resolve({ ok: false, reason: `setting up Jupyter took longer than ${Math.round(jupyterStartTimeoutMs / 1000)} s` }),
+          Math.max(0, deadline - Date.now()),
+        );
+      });
+      const outcome = await Promise.race([ensuring, late]).finally(() => clearTimeout(timer));
       if (outcome.ok) {
         origin = (await proxy.open(instanceId)).origin;
         entry.jupyter = { port: outcome.port, baseUrl: outcome.baseUrl };

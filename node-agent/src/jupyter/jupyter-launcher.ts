@@ -38,6 +38,8 @@ export interface LauncherOptions {
   startTimeoutMs?: number;
 }
 
+const VERSION_TIMEOUT_MS = 10_000;
+
 export class JupyterLauncher {
   constructor(private readonly options: LauncherOptions) {}
 
@@ -96,7 +98,8 @@ export class JupyterLauncher {
         const exists = await container.infoArchive({ path: candidate }).then(() => true, () => false);
         if (!exists) continue;
         if (program !== 'jupyter-notebook') return { program, path: candidate, classic: false };
-        const version = await ContainerProcess.run(this.options.docker, containerId, [candidate, '--version']);
+        // The image's program: a version takes a second or two to print, not ten.
+        const version = await ContainerProcess.run(this.options.docker, containerId, [candidate, '--version'], { timeoutMs: VERSION_TIMEOUT_MS });
         const major = notebookMajor(version.stdout);
         if (version.code !== 0 || major === undefined) continue;
         return { program, path: candidate, classic: major < 7 };
