@@ -14,8 +14,18 @@
 // command's status (128 + the signal's number when a signal ended it).
 //
 // Usage: svc-log-init BYTES LINES -- COMMAND [ARG...]
+//
+// It is also the agent's directory lister, run through `docker exec` for the SFTP server
+// (svc-log-init --list-dir DIR): the engine's archive API can only list a directory by
+// sending everything under it, file contents included (a directory holding a 2 GiB file
+// cost dockerd 2.7 s of CPU per listing). Run as the container's user, it prints one
+// record per entry, `MODE SIZE MTIME UID GID NAME\0TARGET\0` (mode in octal; SIZE of
+// regular files, else 0; TARGET: a symlink's, else empty), and exits 0; or a message
+// and 2 (no such directory), 3 (not a directory), 4 (permission denied), 1 (else).
+//
 // Static, so it runs in any image (glibc, musl, or none at all).
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -25,6 +35,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,7 +111,45 @@ static int exit_status(int status) {
   return 1;
 }
 
+static int list_dir(const char *path) {
+  int dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *dir = dir_fd < 0 ? NULL : fdopendir(dir_fd);
+  if (!dir) {
+    int failure = errno;
+    fprintf(stderr, "svc-list-dir: %s: %s\n", path, strerror(failure));
+    return failure == ENOENT ? 2 : failure == ENOTDIR ? 3 : failure == EACCES ? 4 : 1;
+  }
+  static char out[1 << 16];
+  setvbuf(stdout, out, _IOFBF, sizeof out);
+  static char target[4096];
+  struct dirent *entry;
+  while ((errno = 0, entry = readdir(dir)) != NULL) {
+    const char *name = entry->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    struct stat st;
+    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue; // gone meanwhile
+    ssize_t length = 0;
+    if (S_ISLNK(st.st_mode)) {
+      length = readlinkat(dir_fd, name, target, sizeof target);
+      if (length < 0) length = 0;
+    }
+    printf("%o %lld %lld %u %u %s", (unsigned)st.st_mode, S_ISREG(st.st_mode) ? (long long)st.st_size : 0LL, (long long)st.st_mtime,
+           (unsigned)st.st_uid, (unsigned)st.st_gid, name);
+    putchar('\0');
+    fwrite(target, 1, (size_t)length, stdout);
+    putchar('\0');
+  }
+  int failure = errno;
+  closedir(dir);
+  if (fflush(stdout) != 0 || failure != 0) {
+    fprintf(stderr, "svc-list-dir: %s: %s\n", path, strerror(failure ? failure : errno));
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--list-dir") == 0) return list_dir(argv[2]);
   struct bucket bytes, lines;
   if (argc < 5 || strcmp(argv[3], "--") != 0 || parse_rate(argv[1], &bytes.rate) || parse_rate(argv[2], &lines.rate)) {
     fprintf(stderr, "usage: svc-log-init BYTES LINES -- COMMAND [ARG...]\n");

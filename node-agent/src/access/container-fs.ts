@@ -8,7 +8,9 @@ import type { Readable, Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import * as tar from 'tar-stream';
 import { dockerMessage, dockerStatus } from '../runtime/docker-errors.js';
+import { LOG_INIT_TARGET } from '../runtime/log-init.js';
 import { ContainerProcess } from './container-process.js';
+import { parseDirListing } from './dir-listing.js';
 import { isDirectory, isSymlink, posixModeFromGo, posixModeFromTar } from './file-modes.js';
 
 export type FsErrorCode = 'ENOENT' | 'EEXIST' | 'ENOTDIR' | 'EISDIR' | 'ENOTEMPTY' | 'EACCES' | 'ELOOP' | 'EUNSUPPORTED' | 'EIO';
@@ -39,7 +41,14 @@ export interface FileStat {
 
 const MAX_SYMLINK_HOPS = 16;
 
+/** What a listing may print: about 100,000 entries with their attributes. */
+const MAX_LISTING_BYTES = 16 * 2 ** 20;
+const LISTER_ERRORS: Record<number, FsErrorCode> = { 2: 'ENOENT', 3: 'ENOTDIR', 4: 'EACCES' };
+
 export class ContainerFs {
+  /** Whether the agent's lister may be in the container; false once it was not. */
+  private hasLister = true;
+
   constructor(
     private readonly docker: Docker,
     private readonly containerId: string,
@@ -81,10 +90,19 @@ export class ContainerFs {
     throw new FsError('ELOOP', `too many levels of symbolic links at ${path}`);
   }
 
-  /** The entries of a directory (not `.` and `..`), with their attributes from the tar headers. */
+  /**
+   * The entries of a directory (not `.` and `..`). Asked of the agent's lister inside the
+   * container (dir-listing.ts) as the container's user; a container without it (started
+   * before it, or with the log limiter off) is listed from the archive API's tar headers,
+   * which costs the engine everything under the directory.
+   */
   async readDir(path: string): Promise<FileStat[]> {
     const dir = await this.stat(path);
     if (!isDirectory(dir.mode)) throw new FsError('ENOTDIR', `${path} is not a directory`);
+    if (this.hasLister) {
+      const listed = await this.listInContainer(dir.realPath, path);
+      if (listed) return listed;
+    }
     const entries: FileStat[] = [];
     // `<dir>/.` archives the directory's content with names `./<child>[/...]`, through symlinks.
     await this.walkArchive(`${dir.realPath.replace(/\/$/, '')}/.`, (header) => {
@@ -237,6 +255,29 @@ export class ContainerFs {
       await onEntry(entry.header, entry as unknown as Readable);
       entry.resume(); // skip what the callback did not read
     }
+  }
+
+  /** The lister's answer; null when the container has no lister (then it is not asked again). */
+  private async listInContainer(realPath: string, path: string): Promise<FileStat[] | null> {
+    const result = await ContainerProcess.run(this.docker, this.containerId, [LOG_INIT_TARGET, '--list-dir', realPath], {
+      maxOutputBytes: MAX_LISTING_BYTES,
+    });
+    if (result.code === 126 || result.code === 127) {
+      this.hasLister = false;
+      return null;
+    }
+    if (result.code === 0) {
+      try {
+        return parseDirListing(result.stdout);
+      } catch (err) {
+        throw new FsError('EIO', `${path}: ${(err as Error).message}`);
+      }
+    }
+    const why = result.stderr.trim() || `the lister exited with ${result.code}`;
+    if (result.code === null && /printed more than/.test(why)) {
+      throw new FsError('EIO', `${path} has too many entries to list (over ${MAX_LISTING_BYTES / 2 ** 20} MiB of names)`);
+    }
+    throw new FsError(LISTER_ERRORS[result.code ?? -1] ?? 'EIO', why.replace(/^svc-list-dir: /, ''));
   }
 
   /** Runs a tool of the image for what the archive API cannot do. */
