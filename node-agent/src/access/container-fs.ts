@@ -46,8 +46,8 @@ const MAX_LISTING_BYTES = 16 * 2 ** 20;
 const LISTER_ERRORS: Record<number, FsErrorCode> = { 2: 'ENOENT', 3: 'ENOTDIR', 4: 'EACCES' };
 
 export class ContainerFs {
-  /** Whether the agent's lister may be in the container; false once it was not. */
-  private hasLister = true;
+  /** Whether the agent's lister is mounted in the container, once asked. */
+  private lister: Promise<boolean> | undefined;
 
   constructor(
     private readonly docker: Docker,
@@ -99,10 +99,7 @@ export class ContainerFs {
   async readDir(path: string): Promise<FileStat[]> {
     const dir = await this.stat(path);
     if (!isDirectory(dir.mode)) throw new FsError('ENOTDIR', `${path} is not a directory`);
-    if (this.hasLister) {
-      const listed = await this.listInContainer(dir.realPath, path);
-      if (listed) return listed;
-    }
+    if (await this.hasLister()) return this.listInContainer(dir.realPath, path);
     const entries: FileStat[] = [];
     // `<dir>/.` archives the directory's content with names `./<child>[/...]`, through symlinks.
     await this.walkArchive(`${dir.realPath.replace(/\/$/, '')}/.`, (header) => {
@@ -257,15 +254,25 @@ export class ContainerFs {
     }
   }
 
-  /** The lister's answer; null when the container has no lister (then it is not asked again). */
-  private async listInContainer(realPath: string, path: string): Promise<FileStat[] | null> {
+  /**
+   * Whether the lister is mounted in the container, from its mounts: not guessed from a
+   * failed run, which the tenant could cause (a full pids limit) to get the archive way.
+   */
+  private hasLister(): Promise<boolean> {
+    this.lister ??= this.container.inspect().then(
+      (info) => (info.Mounts ?? []).some((m) => m.Destination === LOG_INIT_TARGET),
+      (err: unknown) => {
+        this.lister = undefined; // asked again next time
+        throw fsErrorOf(err, '/');
+      },
+    );
+    return this.lister;
+  }
+
+  private async listInContainer(realPath: string, path: string): Promise<FileStat[]> {
     const result = await ContainerProcess.run(this.docker, this.containerId, [LOG_INIT_TARGET, '--list-dir', realPath], {
       maxOutputBytes: MAX_LISTING_BYTES,
     });
-    if (result.code === 126 || result.code === 127) {
-      this.hasLister = false;
-      return null;
-    }
     if (result.code === 0) {
       try {
         return parseDirListing(result.stdout);
