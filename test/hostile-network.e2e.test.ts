@@ -8,7 +8,7 @@
 // firewall's doing and not an empty port. Nothing here can reach the internet, so a
 // network namespace stands in for it (support/outside-network.ts).
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
@@ -26,7 +26,7 @@ import { unframeDockerLog } from './support/docker-io.js';
 import { BUSYBOX_IMAGE, MODEL_SERVER_STANDIN_IMAGE, SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 import { eventually, freePort, removeNodeContainers, TEST_MAX_CONNECTIONS } from './support/node-agent-process.js';
-import { keygen, knownHostsFor, ssh, sshProcess, type KeyPair, type SshTarget } from './support/openssh.js';
+import { keygen, knownHostsFor, sftp, ssh, sshProcess, type KeyPair, type SshTarget } from './support/openssh.js';
 import { BIG_FILE_BYTES, DISCARD_PORT, METADATA_ADDRESS, PUBLIC_ADDRESS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
 
 const docker = new Docker();
@@ -266,6 +266,24 @@ describe('as a hostile tenant', () => {
       await held.exited;
     }
   }, 120_000);
+
+  it("B resuming an SFTP download near a big file's end pays for what the node skips, as if it had been sent", async () => {
+    // The engine streams a file from its start, so a read at offset N makes dockerd send N
+    // bytes the agent drops: they are paid from B's share of the SSH budget (40 Mbit/s,
+    // 5 MB/s here), else alternating between a file's end and its start would be free.
+    const size = 20 * MIB;
+    const made = await ssh(b.target, b.key, [`dd if=/dev/urandom of=/root/resume.bin bs=1048576 count=20 2>/dev/null && tail -c 1000 /root/resume.bin | sha256sum`]);
+    expect(made.code).toBe(0);
+    const local = join(stack.dir, 'resume.bin');
+    writeFileSync(local, Buffer.alloc(size - 1000));
+    const [got, ms] = await timedMs(() => sftp(b.target, b.key, `reget /root/resume.bin ${local}\n`));
+    expect(got.code, got.stderr).toBe(0);
+    const file = readFileSync(local);
+    expect(file.length).toBe(size);
+    expect(createHash('sha256').update(file.subarray(size - 1000)).digest('hex')).toBe(made.stdout.split(' ')[0]);
+    // 20 MiB less the first burst at 5 MB/s: about 4 s; unpaid, well under one.
+    expect(ms).toBeGreaterThan(3_000);
+  }, 60_000);
 
   it("A cannot fill the host's connection table: its flows stop at its cap, and B still connects", async () => {
     const tracked = () => readFileSync('/proc/net/nf_conntrack', 'utf8').split('\n').filter((l) => l.includes(' udp ') && l.includes(`src=${a.address} `)).length;

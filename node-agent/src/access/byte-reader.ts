@@ -30,13 +30,17 @@ export class ByteReader {
     return out;
   }
 
-  /** Drops `n` bytes (reads ahead of the position); false when the stream ended first. */
-  async skip(n: number): Promise<boolean> {
+  /**
+   * Drops `n` bytes (reads ahead of the position); false when the stream ended first.
+   * `pace` is awaited after each chunk dropped, with its size.
+   */
+  async skip(n: number, pace?: (bytes: number) => Promise<void>): Promise<boolean> {
     let left = n;
     while (left > 0) {
       const got = await this.read(Math.min(left, 1024 * 1024));
       if (got.length === 0) return false;
       left -= got.length;
+      await pace?.(got.length);
     }
     return true;
   }

@@ -16,6 +16,7 @@ import ssh2, { type Attributes, type FileEntry, type SFTPWrapper } from 'ssh2';
 import type { Logger } from '@svc/shared';
 import type { AccessEntry } from '../access/access-registry.js';
 import { ByteReader } from '../access/byte-reader.js';
+import type { Throttle } from '../access/throttled-socket.js';
 import { ContainerFileWriter, type WriteStart } from '../access/container-file-writer.js';
 import { ContainerFs, FsError, type FileStat } from '../access/container-fs.js';
 import { isDirectory, modeString } from '../access/file-modes.js';
@@ -97,6 +98,8 @@ export function longName(stat: FileStat): string {
   return `${modeString(stat.mode)}    1 ${String(stat.uid ?? 0).padEnd(8)} ${String(stat.gid ?? 0).padEnd(8)} ${String(stat.size).padStart(8)} ${month} ${String(date.getUTCDate()).padStart(2)} ${when.padStart(5)} ${stat.name}${stat.linkTarget ? ` -> ${stat.linkTarget}` : ''}`;
 }
 
+const pause = (ms: number): Promise<void> => (ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : Promise.resolve());
+
 export class SftpSession {
   private readonly fs: ContainerFs;
   private readonly handles = new Map<string, HandleState>();
@@ -114,6 +117,8 @@ export class SftpSession {
     private readonly limits: SftpLimits,
     /** Whether the image has /bin/sh to stream uploads through. */
     private readonly hasShell: () => Promise<boolean>,
+    /** The instance's share of the gateway's bandwidth: skipped bytes are paid as sent ones. */
+    private readonly throttle: () => Throttle | undefined = () => undefined,
   ) {
     this.fs = new ContainerFs(docker, entry.containerId);
     sftp.on('OPEN', (id, filename, flags, attrs) => this.answer(id, () => this.open(id, filename, flags, attrs)));
@@ -302,7 +307,12 @@ export class SftpSession {
     }
     state.reader ??= new ByteReader(this.fs.streamFile(state.path));
     const reader = state.reader;
-    const data = (await reader.skip(offset - reader.position)) ? await reader.read(want) : Buffer.alloc(0);
+    // The engine streams a file from its start: a read far ahead makes it send (and the agent
+    // drop) everything before, so what is skipped is paid from the instance's share of the
+    // gateway as if it had been sent. Else a client alternating between a big file's end and
+    // its start would keep dockerd streaming at every other tenant's expense.
+    const skipped = await reader.skip(offset - reader.position, (bytes) => pause(this.throttle()?.out.take(bytes) ?? 0));
+    const data = skipped ? await reader.read(want) : Buffer.alloc(0);
     if (data.length === 0) this.sftp.status(id, STATUS_CODE.EOF);
     else this.sftp.data(id, data);
   }

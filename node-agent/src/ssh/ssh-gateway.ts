@@ -234,6 +234,7 @@ export class SshGateway {
           instanceOpen: () => registry.lookup(instance.instanceId).ok,
           hasBash: () => (hasBash ??= hasFile(this.options.docker, instance.containerId, '/bin/bash')),
           hasShell: () => (hasShell ??= hasFile(this.options.docker, instance.containerId, '/bin/sh')),
+          throttle: () => this.throttleOf(instance.instanceId),
         });
         sessions.add(handle);
         session.once('close', () => sessions.delete(handle));

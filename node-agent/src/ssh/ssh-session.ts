@@ -6,6 +6,7 @@
 import type Docker from 'dockerode';
 import type { PseudoTtyInfo, ServerChannel, Session } from 'ssh2';
 import type { Logger } from '@svc/shared';
+import type { Throttle } from '../access/throttled-socket.js';
 import type { AccessEntry } from '../access/access-registry.js';
 import { ContainerProcess } from '../access/container-process.js';
 import { SftpSession, type SftpLimits } from './sftp-session.js';
@@ -31,6 +32,8 @@ export interface SessionContext {
   hasBash(): Promise<boolean>;
   /** Whether the image has /bin/sh (asked once per connection). */
   hasShell(): Promise<boolean>;
+  /** The instance's share of the gateway's bandwidth (undefined: not held). */
+  throttle(): Throttle | undefined;
 }
 
 /** Handles to what a session runs, so the connection can end it when the instance goes. */
@@ -135,7 +138,7 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
   });
   session.on('sftp', (accept) => {
     const sftp = accept();
-    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell);
+    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell, ctx.throttle);
   });
 
   return {
