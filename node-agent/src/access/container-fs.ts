@@ -41,6 +41,7 @@ export interface FileStat {
 
 const MAX_SYMLINK_HOPS = 16;
 
+const TAR_HEADER_BYTES = 512;
 /** What a listing may print: about 100,000 entries with their attributes. */
 const MAX_LISTING_BYTES = 16 * 2 ** 20;
 const LISTER_ERRORS: Record<number, FsErrorCode> = { 2: 'ENOENT', 3: 'ENOTDIR', 4: 'EACCES' };
@@ -94,15 +95,17 @@ export class ContainerFs {
    * The entries of a directory (not `.` and `..`). Asked of the agent's lister inside the
    * container (dir-listing.ts) as the container's user; a container without it (started
    * before it, or with the log limiter off) is listed from the archive API's tar headers,
-   * which costs the engine everything under the directory.
+   * which costs the engine everything under the directory: `pace` is awaited with the
+   * size of each entry before its content is read past.
    */
-  async readDir(path: string): Promise<FileStat[]> {
+  async readDir(path: string, pace?: (bytes: number) => Promise<void>): Promise<FileStat[]> {
     const dir = await this.stat(path);
     if (!isDirectory(dir.mode)) throw new FsError('ENOTDIR', `${path} is not a directory`);
     if (await this.hasLister()) return this.listInContainer(dir.realPath, path);
     const entries: FileStat[] = [];
     // `<dir>/.` archives the directory's content with names `./<child>[/...]`, through symlinks.
-    await this.walkArchive(`${dir.realPath.replace(/\/$/, '')}/.`, (header) => {
+    await this.walkArchive(`${dir.realPath.replace(/\/$/, '')}/.`, async (header) => {
+      await pace?.(TAR_HEADER_BYTES + (header.size ?? 0));
       const name = header.name.replace(/^\.\//, '').replace(/\/$/, '');
       if (name === '' || name === '.' || name.includes('/')) return;
       entries.push({

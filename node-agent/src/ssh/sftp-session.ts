@@ -289,6 +289,9 @@ export class SftpSession {
     return new FsError('EUNSUPPORTED', `${path}: this instance's image has no /bin/sh to stream files through, so writes are staged on the node, up to ${this.limits.stageLimitBytes} bytes a file`);
   }
 
+  /** Waits out what `bytes` cost the instance's share of the gateway (bytes the engine sends that the client never gets). */
+  private readonly paced = (bytes: number): Promise<void> => pause(this.throttle()?.out.take(bytes) ?? 0);
+
   private async read(id: number, handle: Buffer, offset: number, length: number): Promise<void> {
     const state = this.fileHandle(handle);
     if (state.kind === 'write') throw new FsError('EUNSUPPORTED', 'a file opened for writing cannot be read here; open it again for reading');
@@ -311,7 +314,7 @@ export class SftpSession {
     // drop) everything before, so what is skipped is paid from the instance's share of the
     // gateway as if it had been sent. Else a client alternating between a big file's end and
     // its start would keep dockerd streaming at every other tenant's expense.
-    const skipped = await reader.skip(offset - reader.position, (bytes) => pause(this.throttle()?.out.take(bytes) ?? 0));
+    const skipped = await reader.skip(offset - reader.position, this.paced);
     const data = skipped ? await reader.read(want) : Buffer.alloc(0);
     if (data.length === 0) this.sftp.status(id, STATUS_CODE.EOF);
     else this.sftp.data(id, data);
@@ -448,7 +451,7 @@ export class SftpSession {
   }
 
   private async opendir(id: number, path: string): Promise<void> {
-    const entries = await this.fs.readDir(this.resolve(path));
+    const entries = await this.fs.readDir(this.resolve(path), this.paced);
     this.sftp.handle(id, this.newHandle({ kind: 'dir', entries: entries.map((e) => ({ filename: e.name, longname: longName(e), attrs: attrsOf(e) })) }));
   }
 
