@@ -116,15 +116,20 @@ export class ContainerProcess {
     const p = await ContainerProcess.start(docker, containerId, { cmd, stdin: options.stdin !== undefined });
     if (options.stdin !== undefined) p.stdin.end(options.stdin);
     let stopped: string | undefined;
+    let killed: Promise<void> = Promise.resolve();
     const stop = (why: string): void => {
       if (stopped) return;
       stopped = why;
-      void p.hangUp(0);
+      // The flow first: while it runs at full speed, the engine is too busy to say which
+      // process to kill (measured: seconds, under load).
+      p.cutOff();
+      killed = p.kill();
     };
     const timer = setTimeout(() => stop(`it ran past ${timeoutMs} ms`), timeoutMs);
     const tooMuch = () => stop(`it printed more than ${maxOutputBytes} bytes`);
     try {
       const [stdout, stderr, exit] = await Promise.all([collect(p.stdout, maxOutputBytes, tooMuch), collect(p.stderr, maxOutputBytes, tooMuch), p.exited]);
+      await killed;
       if (stopped) return { code: null, stdout, stderr: `${stderr}${stderr && !stderr.endsWith('\n') ? '\n' : ''}${cmd[0]} was stopped: ${stopped}` };
       return { code: exit.code, stdout, stderr };
     } finally {
@@ -203,12 +208,34 @@ export class ContainerProcess {
   private async signallablePid(): Promise<number | undefined> {
     const pid = await this.pid();
     if (pid === undefined || this.done) return undefined;
+    return this.ofThisContainer(pid);
+  }
+
+  private async ofThisContainer(pid: number): Promise<number | undefined> {
     this.initPid ??= this.container.inspect().then(
       (info) => (info.State?.Pid && info.State.Pid > 1 ? info.State.Pid : undefined),
       () => undefined,
     );
     const verdict = await checkPid(pid, await this.initPid);
     return verdict.send ? pid : undefined;
+  }
+
+  /** Stops reading the process's output here and now (it may go on running: see kill). */
+  cutOff(): void {
+    this.socket.destroy();
+  }
+
+  /** SIGKILL to the process and its descendants if it still runs, whether or not its output is still read. */
+  async kill(): Promise<void> {
+    let info: { Running: boolean; Pid: number };
+    try {
+      info = (await this.exec.inspect()) as typeof info;
+    } catch {
+      return; // the container went away with it
+    }
+    if (!info.Running || !(info.Pid > 1)) return;
+    const pid = await this.ofThisContainer(info.Pid);
+    if (pid !== undefined) signalAll(await processTree(pid), 'SIGKILL');
   }
 
   /**
@@ -260,19 +287,20 @@ export class ContainerProcess {
 /** Splits Docker's multiplexed stream into stdout and stderr, pausing the socket while either is full. */
 function demultiplex(socket: Duplex, stdout: PassThrough, stderr: PassThrough): void {
   const parser = new ExecFrameParser();
-  let waiting = 0;
-  const resume = (): void => {
-    if (--waiting === 0) socket.resume();
-  };
+  // The streams that are full, each waited for once however many frames went to it.
+  const full = new Set<PassThrough>();
   socket.on('data', (chunk: Buffer) => {
     for (const frame of parser.push(chunk)) {
       const target = frame.stream === 'stderr' ? stderr : stdout;
-      if (!target.write(frame.payload)) {
-        waiting++;
-        target.once('drain', resume);
+      if (!target.write(frame.payload) && !full.has(target)) {
+        full.add(target);
+        target.once('drain', () => {
+          full.delete(target);
+          if (full.size === 0) socket.resume();
+        });
       }
     }
-    if (waiting > 0) socket.pause();
+    if (full.size > 0) socket.pause();
   });
   const finish = (): void => {
     stdout.end();
