@@ -103,8 +103,9 @@ export class ContainerProcess {
    * Runs a short helper command to completion and collects its output. The program is the
    * image's (a tenant's: its `rm`, its `jupyter-notebook --version`), so it is bounded: past
    * `timeoutMs` or `maxOutputBytes` on either stream it is killed, and the result has code
-   * null and says why in stderr. Unbounded, one that printed without end filled the agent's
-   * memory, and one that never ended held up whatever waited for it.
+   * null and says why in stderr. Unbounded, what one printing without end printed was
+   * collected in the agent's memory without limit, and one that never ended held up
+   * whatever waited for it.
    */
   static async run(
     docker: Docker,
