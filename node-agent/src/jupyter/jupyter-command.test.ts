@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { candidatePaths, envValue, isJupyterProcess, jupyterBaseUrl, jupyterCommand, notebookMajor } from './jupyter-command.js';
+import { envValue } from '../runtime/command-lookup.js';
+import { candidatePaths, isJupyterProcess, jupyterBaseUrl, jupyterCommand, notebookMajor } from './jupyter-command.js';
 
 describe('starting Jupyter in an image', () => {
   it('looks for the programs along the image PATH', () => {

@@ -3,6 +3,7 @@
 // command line that makes it serve the proxy: all interfaces of the container, port 8888,
 // base URL /<instance id>/ (the token comes in the environment). Pure, so every variant is unit-tested.
 import { posix } from 'node:path';
+import { DEFAULT_PATH, MAX_PATH_ENTRIES } from '../runtime/command-lookup.js';
 
 /** The port Jupyter listens on inside the container (the agent's, or the image's own). */
 export const JUPYTER_CONTAINER_PORT = 8888;
@@ -10,13 +11,6 @@ export const JUPYTER_CONTAINER_PORT = 8888;
 /** In order of preference: what a user of a GPU cloud expects to open first. */
 export const JUPYTER_PROGRAMS = ['jupyter-lab', 'jupyter-notebook', 'jupyter-server'] as const;
 export type JupyterProgram = (typeof JUPYTER_PROGRAMS)[number];
-
-export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-/**
- * PATH entries looked at through the engine, each a request to dockerd: the tenant writes
- * the image's PATH, and one of 100,000 entries must not become 100,000 requests.
- */
-export const MAX_PATH_ENTRIES = 32;
 
 export const jupyterBaseUrl = (instanceId: string): string => `/${instanceId}/`;
 
@@ -26,12 +20,6 @@ export function candidatePaths(pathVariable: string | undefined, program: string
     .split(':', MAX_PATH_ENTRIES)
     .filter((dir) => dir.startsWith('/'))
     .map((dir) => posix.join(dir, program));
-}
-
-/** The PATH of a container, from its `KEY=VALUE` environment. */
-export function envValue(env: readonly string[] | undefined, name: string): string | undefined {
-  const entry = (env ?? []).findLast((e) => e.startsWith(`${name}=`));
-  return entry?.slice(name.length + 1);
 }
 
 /** The notebook's major version from `jupyter-notebook --version` output ("6.4.12"). */

@@ -7,9 +7,9 @@ import { request } from 'node:http';
 import type Docker from 'dockerode';
 import type { Logger } from '@svc/shared';
 import { ContainerProcess } from '../access/container-process.js';
+import { envValue } from '../runtime/command-lookup.js';
 import {
   candidatePaths,
-  envValue,
   isJupyterProcess,
   JUPYTER_CONTAINER_PORT,
   JUPYTER_PROGRAMS,

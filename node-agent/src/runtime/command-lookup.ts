@@ -12,11 +12,24 @@
 // searched along PATH (Docker's default when the container sets none, an empty entry
 // meaning the working directory). Whatever the engine cannot answer counts as present, and
 // so does a program not found in the first MAX_PATH_ENTRIES entries of a longer PATH.
-import { DEFAULT_PATH, MAX_PATH_ENTRIES } from '../jupyter/jupyter-command.js';
 import { S_IFMT, S_IFREG } from '../access/file-modes.js';
 
 /** A path's POSIX mode, its symlinks followed; absent: nothing there; unknown: the engine could not say (counts as present). */
 export type StatResult = { mode: number } | 'absent' | 'unknown';
+
+/** Docker's PATH for a container whose image sets none. */
+export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/**
+ * PATH entries looked at through the engine, each a request to dockerd: the tenant writes
+ * the image's PATH, and one of 100,000 entries must not become 100,000 requests.
+ */
+export const MAX_PATH_ENTRIES = 32;
+
+/** A variable of a container's `KEY=VALUE` environment (the last one wins, as in Docker). */
+export function envValue(env: readonly string[] | undefined, name: string): string | undefined {
+  const entry = (env ?? []).findLast((e) => e.startsWith(`${name}=`));
+  return entry?.slice(name.length + 1);
+}
 
 export type ProgramLookup = { found: true } | { found: false; reason: string };
 

@@ -19,8 +19,7 @@ import {
 } from './docker-errors.js';
 import { allocatedBytes, deletedOpenFiles, devicesOf, fileCount, formatBytes, type DiskUsage } from './disk-usage.js';
 import { ContainerFs, FsError } from '../access/container-fs.js';
-import { envValue } from '../jupyter/jupyter-command.js';
-import { commandBehindLimiter, lookUpProgram, type StatResult } from './command-lookup.js';
+import { commandBehindLimiter, envValue, lookUpProgram, type StatResult } from './command-lookup.js';
 import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
