@@ -45,6 +45,18 @@ describe('ContainerProcess.run', () => {
     await expect.poll(processes, { timeout: 10_000 }).not.toMatch(/\byes\b/);
   }, 90_000);
 
+  it('stops a helper whose first output fills the bound exactly once it prints one byte more', async () => {
+    // The first chunk leaves no room; the byte after it is what overflows (it once went unnoticed,
+    // and the helper ran on to its time limit).
+    const result = await run(['sh', '-c', 'printf abcd; sleep 1; printf e; exec sleep 999'], { maxOutputBytes: 4, timeoutMs: 60_000 });
+    expect(result).toEqual({ code: null, stdout: 'abcd', stderr: 'sh was stopped: it printed more than 4 bytes' });
+    await expect.poll(processes, { timeout: 10_000 }).not.toMatch(/sleep 999/);
+  }, 90_000);
+
+  it('keeps a helper that prints exactly its bound', async () => {
+    expect(await run(['sh', '-c', 'printf abcd'], { maxOutputBytes: 4 })).toEqual({ code: 0, stdout: 'abcd', stderr: '' });
+  });
+
   it('stops a helper that never ends at its time limit and kills it', async () => {
     const started = performance.now();
     const result = await run(['sh', '-c', 'exec sleep 999'], { timeoutMs: 2_000 });

@@ -316,12 +316,13 @@ async function collect(stream: Readable, max: number, overflow: () => void): Pro
   const chunks: Buffer[] = [];
   let kept = 0;
   for await (const chunk of stream) {
-    const room = max - kept;
-    if (room <= 0) continue;
     const buffer = chunk as Buffer;
+    const room = max - kept;
+    // Any byte past the bound overflows, also when an earlier chunk filled it exactly.
+    if (buffer.length > room) overflow();
+    if (room <= 0) continue;
     chunks.push(buffer.length > room ? buffer.subarray(0, room) : buffer);
     kept += Math.min(buffer.length, room);
-    if (buffer.length > room) overflow();
   }
   return Buffer.concat(chunks).toString('utf8');
 }
