@@ -1,23 +1,29 @@
 import { describe, expect, it } from 'vitest';
-import { BLOCKED_IPV4_RANGES, FORWARD_CHAIN, INPUT_CHAIN, buildFirewallRules, cidrProblem } from './firewall-rules.js';
+import { BLOCKED_IPV4_RANGES, FORWARD_CHAIN, INPUT_CHAIN, REFUSE_CHAIN, buildFirewallRules, cidrProblem } from './firewall-rules.js';
 
-const rules = (ipv4: string) => ipv4.split('\n').filter((l) => l.startsWith('-A '));
+/** The rules of one table of iptables-restore input. */
+const rules = (text: string, table: 'filter' | 'security' = 'filter') => {
+  const lines = text.split('\n');
+  const start = lines.indexOf(`*${table}`);
+  return lines.slice(start, lines.indexOf('COMMIT', start)).filter((l) => l.startsWith('-A ') && !l.startsWith(`-A ${REFUSE_CHAIN} `));
+};
+const REJECT = `-j ${REFUSE_CHAIN}`;
 const internet = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], maxConnectionsPerInstance: 16384 });
 const none = buildFirewallRules({ instanceOutbound: 'none', allowCidrs: [], maxConnectionsPerInstance: 16384 });
 
 describe('buildFirewallRules', () => {
   it.each([
     ['replies to connections an instance opened pass, before anything is refused', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`, 0],
-    ['an instance opens no connection past its cap, whatever the destination (the host has one connection table)', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate NEW -m connlimit --connlimit-above 16384 --connlimit-mask 32 --connlimit-saddr -j REJECT`, 1],
-    ['an instance reaches no port Docker published on a host address', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate DNAT -j REJECT`, 2],
-    ['an instance reaches no other instance', `-A ${FORWARD_CHAIN} -i svci+ -o svci+ -j REJECT`, 3],
-    ['an instance reaches no replica', `-A ${FORWARD_CHAIN} -i svci+ -o svcr+ -j REJECT`, 4],
-    ['an instance reaches no metadata service', `-A ${FORWARD_CHAIN} -i svci+ -d 169.254.0.0/16 -j REJECT`, -1],
-    ['an instance reaches no private network', `-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 -j REJECT`, -1],
-    ['a replica reaches no instance', `-A ${FORWARD_CHAIN} -i svcr+ -o svci+ -j REJECT`, -1],
-    ['a replica reaches no metadata service', `-A ${FORWARD_CHAIN} -i svcr+ -d 169.254.0.0/16 -j REJECT`, -1],
-    ['an instance reaches nothing on the host', `-A ${INPUT_CHAIN} -i svci+ -j REJECT`, -1],
-    ['a replica reaches nothing on the host', `-A ${INPUT_CHAIN} -i svcr+ -j REJECT`, -1],
+    ['an instance opens no connection past its cap, whatever the destination (the host has one connection table)', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate NEW -m connlimit --connlimit-above 16384 --connlimit-mask 32 --connlimit-saddr ${REJECT}`, 1],
+    ['an instance reaches no port Docker published on a host address', `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate DNAT ${REJECT}`, 2],
+    ['an instance reaches no other instance', `-A ${FORWARD_CHAIN} -i svci+ -o svci+ ${REJECT}`, 3],
+    ['an instance reaches no replica', `-A ${FORWARD_CHAIN} -i svci+ -o svcr+ ${REJECT}`, 4],
+    ['an instance reaches no metadata service', `-A ${FORWARD_CHAIN} -i svci+ -d 169.254.0.0/16 ${REJECT}`, -1],
+    ['an instance reaches no private network', `-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 ${REJECT}`, -1],
+    ['a replica reaches no instance', `-A ${FORWARD_CHAIN} -i svcr+ -o svci+ ${REJECT}`, -1],
+    ['a replica reaches no metadata service', `-A ${FORWARD_CHAIN} -i svcr+ -d 169.254.0.0/16 ${REJECT}`, -1],
+    ['an instance reaches nothing on the host', `-A ${INPUT_CHAIN} -i svci+ ${REJECT}`, -1],
+    ['a replica reaches nothing on the host', `-A ${INPUT_CHAIN} -i svcr+ ${REJECT}`, -1],
   ])('%s', (_name, rule, position) => {
     const list = rules(internet.ipv4);
     expect(list).toContain(rule);
@@ -25,45 +31,76 @@ describe('buildFirewallRules', () => {
   });
 
   it('with outbound internet, leaves public destinations to Docker (no catch-all refusal for instances)', () => {
-    expect(rules(internet.ipv4)).not.toContain(`-A ${FORWARD_CHAIN} -i svci+ -j REJECT`);
+    expect(rules(internet.ipv4)).not.toContain(`-A ${FORWARD_CHAIN} -i svci+ ${REJECT}`);
     expect(rules(internet.ipv4).filter((r) => r.includes('-i svci+ -d ')).map((r) => r.split(' ')[5])).toEqual([...BLOCKED_IPV4_RANGES]);
   });
 
   it('with outbound none, refuses everything else an instance starts, after the private ranges', () => {
     const list = rules(none.ipv4);
-    const last = list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -j REJECT`);
-    expect(last).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 240.0.0.0/4 -j REJECT`));
+    const last = list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ ${REJECT}`);
+    expect(last).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 240.0.0.0/4 ${REJECT}`));
   });
 
   it('lets allowed CIDRs through before the private ranges are refused', () => {
     const list = rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'], maxConnectionsPerInstance: 16384 }).ipv4);
     const allow = list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.2/32 -j RETURN`);
-    expect(allow).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -o svcr+ -j REJECT`));
-    expect(allow).toBeLessThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 -j REJECT`));
+    expect(allow).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -o svcr+ ${REJECT}`));
+    expect(allow).toBeLessThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 ${REJECT}`));
   });
 
   it('refuses all IPv6 a task starts', () => {
     expect(rules(internet.ipv6)).toEqual([
       `-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
-      `-A ${FORWARD_CHAIN} -i svci+ -j REJECT`,
-      `-A ${INPUT_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
-      `-A ${INPUT_CHAIN} -i svci+ -j REJECT`,
+      `-A ${FORWARD_CHAIN} -i svci+ ${REJECT}`,
       `-A ${FORWARD_CHAIN} -i svcr+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
-      `-A ${FORWARD_CHAIN} -i svcr+ -j REJECT`,
+      `-A ${FORWARD_CHAIN} -i svcr+ ${REJECT}`,
+      `-A ${INPUT_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
+      `-A ${INPUT_CHAIN} -i svci+ ${REJECT}`,
       `-A ${INPUT_CHAIN} -i svcr+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
-      `-A ${INPUT_CHAIN} -i svcr+ -j REJECT`,
+      `-A ${INPUT_CHAIN} -i svcr+ ${REJECT}`,
     ]);
   });
 
-  it('declares only its own chains, so iptables-restore --noflush leaves Docker\'s alone, and hooks them in first', () => {
+  it('refuses TCP with a reset (not rate-limited, unlike ICMP errors) and the rest with ICMP', () => {
     for (const text of [internet.ipv4, internet.ipv6]) {
-      expect(text.split('\n').filter((l) => l.startsWith(':'))).toEqual([`:${FORWARD_CHAIN} - [0:0]`, `:${INPUT_CHAIN} - [0:0]`]);
-      expect(text.startsWith('*filter\n')).toBe(true);
+      expect(text.split('\n').filter((l) => l.startsWith(`-A ${REFUSE_CHAIN} `))).toEqual([
+        `-A ${REFUSE_CHAIN} -p tcp -j REJECT --reject-with tcp-reset`,
+        `-A ${REFUSE_CHAIN} -j REJECT`,
+      ]);
+    }
+  });
+
+  it('drops, in the security table, what the filter table refuses a task starts through the host (for while Docker re-hooks DOCKER-USER)', () => {
+    for (const policy of [internet, none, buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'], maxConnectionsPerInstance: 16384 })]) {
+      const filterForward = rules(policy.ipv4).filter((r) => r.startsWith(`-A ${FORWARD_CHAIN} `) && !r.includes('connlimit'));
+      expect(rules(policy.ipv4, 'security')).toEqual(filterForward.map((r) => r.replace(REJECT, '-j DROP')));
+    }
+    expect(rules(internet.ipv6, 'security')).toEqual(rules(internet.ipv6).filter((r) => r.startsWith(`-A ${FORWARD_CHAIN} `)).map((r) => r.replace(REJECT, '-j DROP')));
+  });
+
+  it("declares only its own chains, so iptables-restore --noflush leaves Docker's alone, and hooks them in first", () => {
+    for (const text of [internet.ipv4, internet.ipv6]) {
+      expect(text.split('\n').filter((l) => l.startsWith(':') || l.startsWith('*') || l === 'COMMIT')).toEqual([
+        '*filter',
+        `:${FORWARD_CHAIN} - [0:0]`,
+        `:${INPUT_CHAIN} - [0:0]`,
+        `:${REFUSE_CHAIN} - [0:0]`,
+        'COMMIT',
+        '*security',
+        `:${FORWARD_CHAIN} - [0:0]`,
+        'COMMIT',
+      ]);
       expect(text.endsWith('COMMIT\n')).toBe(true);
     }
     expect(internet.hooks.ipv4).toEqual([
-      { from: 'DOCKER-USER', to: FORWARD_CHAIN },
-      { from: 'INPUT', to: INPUT_CHAIN },
+      { table: 'filter', from: 'DOCKER-USER', to: FORWARD_CHAIN },
+      { table: 'filter', from: 'INPUT', to: INPUT_CHAIN },
+      { table: 'security', from: 'FORWARD', to: FORWARD_CHAIN },
+    ]);
+    expect(internet.hooks.ipv6).toEqual([
+      { table: 'filter', from: 'FORWARD', to: FORWARD_CHAIN },
+      { table: 'filter', from: 'INPUT', to: INPUT_CHAIN },
+      { table: 'security', from: 'FORWARD', to: FORWARD_CHAIN },
     ]);
   });
 });

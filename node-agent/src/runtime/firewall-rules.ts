@@ -11,12 +11,21 @@
 // instance may hold open through the host are capped too: the kernel's connection table
 // (conntrack) is one per host, and a full one drops every new connection on it, the
 // other tenants', the agent's and the model servers' alike.
+//
+// DOCKER-USER alone is not enough: each time a network is made, Docker (20.10) deletes its
+// jump to DOCKER-USER from FORWARD and inserts it again, and in between its own rules
+// accept whatever a bridge sends out (measured: a container looping connections to
+// 169.254.169.254 got through 4 times while 20 networks were made). So the forward rules
+// are written twice: refusing in the filter table (DOCKER-USER), and dropping in the
+// security table's FORWARD, which runs after filter's and which Docker never touches.
 import { INSTANCE_BRIDGE_PREFIX, REPLICA_BRIDGE_PREFIX, type InstanceOutbound } from './task-network.js';
 
-/** Jumped to from DOCKER-USER, which Docker runs first in FORWARD (also for DNAT-ed published ports). */
+/** Jumped to from DOCKER-USER, which Docker runs first in FORWARD (also for DNAT-ed published ports); and, dropping, from the security table's FORWARD. */
 export const FORWARD_CHAIN = 'SVC-ISOLATION-FWD';
 /** Jumped to from INPUT: traffic addressed to the host itself. */
 export const INPUT_CHAIN = 'SVC-ISOLATION-IN';
+/** What a refusal in the filter table jumps to: a TCP reset or an ICMP port-unreachable. */
+export const REFUSE_CHAIN = 'SVC-ISOLATION-REFUSE';
 
 /**
  * Destinations no instance may reach even with outbound internet: this-network, private
@@ -48,71 +57,100 @@ export interface FirewallPolicy {
   maxConnectionsPerInstance: number;
 }
 
+export type FirewallTable = 'filter' | 'security';
+
+export interface FirewallHook {
+  table: FirewallTable;
+  /** A built-in chain (or Docker's DOCKER-USER) that jumps to `to` at position 1. */
+  from: string;
+  to: string;
+}
+
 export interface FirewallRules {
-  /** iptables-restore --noflush input (filter table): declares and fills our chains, touching no other chain. */
+  /** iptables-restore --noflush input (filter and security tables): declares and fills our chains, touching no other chain. */
   ipv4: string;
   /** The same for ip6tables: our networks carry no IPv6, so containers get nothing over it. */
   ipv6: string;
-  /** Chain -> built-in (or Docker's) chain to hook it into, at position 1. */
-  hooks: { ipv4: Array<{ from: string; to: string }>; ipv6: Array<{ from: string; to: string }> };
+  hooks: { ipv4: FirewallHook[]; ipv6: FirewallHook[] };
 }
 
 const INSTANCE = `${INSTANCE_BRIDGE_PREFIX}+`;
 const REPLICA = `${REPLICA_BRIDGE_PREFIX}+`;
 const REPLIES = '-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN';
-/** Refused at once (connection refused), so a tenant's tool fails fast instead of hanging. */
-const REFUSE = '-j REJECT';
+/**
+ * Refused at once, so a tenant's tool fails fast instead of hanging: a TCP reset for TCP
+ * (the kernel rate-limits the ICMP errors it sends, one a second per address past a small
+ * burst, so a client retrying got timeouts instead of refusals), ICMP for the rest.
+ */
+const REFUSE = `-j ${REFUSE_CHAIN}`;
+/** The security table cannot REJECT; it only ever sees what Docker let past the filter table's rules. */
+const DROP = '-j DROP';
 
-export function buildFirewallRules(policy: FirewallPolicy): FirewallRules {
+/**
+ * The rules for traffic a task starts through the host, ending in `verdict`. The backstop
+ * copy (verdict DROP) leaves out the connection cap: the filter table already counted the
+ * connection, and a second count would keep a second tree of every connection.
+ */
+function forwardRules(policy: FirewallPolicy, verdict: string, withCap: boolean): string[] {
   const fwd = (rule: string) => `-A ${FORWARD_CHAIN} ${rule}`;
-  const inp = (rule: string) => `-A ${INPUT_CHAIN} ${rule}`;
-  const v4 = [
+  return [
     // Instances: replies pass; no published port of anything (a replica's, reached at a
     // host address); no other task's network; then the allowed exceptions, the private
     // ranges, and with outbound `none` everything else too.
     fwd(`-i ${INSTANCE} ${REPLIES}`),
     // Counted by source address: every instance has a network, and so an address, of its own.
-    fwd(`-i ${INSTANCE} -m conntrack --ctstate NEW -m connlimit --connlimit-above ${policy.maxConnectionsPerInstance} --connlimit-mask 32 --connlimit-saddr ${REFUSE}`),
-    fwd(`-i ${INSTANCE} -m conntrack --ctstate DNAT ${REFUSE}`),
-    fwd(`-i ${INSTANCE} -o ${INSTANCE} ${REFUSE}`),
-    fwd(`-i ${INSTANCE} -o ${REPLICA} ${REFUSE}`),
+    ...(withCap ? [fwd(`-i ${INSTANCE} -m conntrack --ctstate NEW -m connlimit --connlimit-above ${policy.maxConnectionsPerInstance} --connlimit-mask 32 --connlimit-saddr ${verdict}`)] : []),
+    fwd(`-i ${INSTANCE} -m conntrack --ctstate DNAT ${verdict}`),
+    fwd(`-i ${INSTANCE} -o ${INSTANCE} ${verdict}`),
+    fwd(`-i ${INSTANCE} -o ${REPLICA} ${verdict}`),
     ...policy.allowCidrs.map((cidr) => fwd(`-i ${INSTANCE} -d ${cidr} -j RETURN`)),
-    ...BLOCKED_IPV4_RANGES.map((cidr) => fwd(`-i ${INSTANCE} -d ${cidr} ${REFUSE}`)),
-    ...(policy.instanceOutbound === 'none' ? [fwd(`-i ${INSTANCE} ${REFUSE}`)] : []),
+    ...BLOCKED_IPV4_RANGES.map((cidr) => fwd(`-i ${INSTANCE} -d ${cidr} ${verdict}`)),
+    ...(policy.instanceOutbound === 'none' ? [fwd(`-i ${INSTANCE} ${verdict}`)] : []),
     // Replicas (the provider's model servers) keep outbound for weights, but reach no
     // instance, no published port and no metadata service.
     fwd(`-i ${REPLICA} ${REPLIES}`),
-    fwd(`-i ${REPLICA} -m conntrack --ctstate DNAT ${REFUSE}`),
-    fwd(`-i ${REPLICA} -o ${INSTANCE} ${REFUSE}`),
-    fwd(`-i ${REPLICA} -d 169.254.0.0/16 ${REFUSE}`),
-    // Nothing a task starts reaches the host itself, on any of its addresses.
-    inp(`-i ${INSTANCE} ${REPLIES}`),
-    inp(`-i ${INSTANCE} ${REFUSE}`),
-    inp(`-i ${REPLICA} ${REPLIES}`),
-    inp(`-i ${REPLICA} ${REFUSE}`),
+    fwd(`-i ${REPLICA} -m conntrack --ctstate DNAT ${verdict}`),
+    fwd(`-i ${REPLICA} -o ${INSTANCE} ${verdict}`),
+    fwd(`-i ${REPLICA} -d 169.254.0.0/16 ${verdict}`),
   ];
-  const v6 = [INSTANCE, REPLICA].flatMap((iface) => [
-    fwd(`-i ${iface} ${REPLIES}`),
-    fwd(`-i ${iface} ${REFUSE}`),
-    inp(`-i ${iface} ${REPLIES}`),
-    inp(`-i ${iface} ${REFUSE}`),
-  ]);
+}
+
+/** IPv6: the networks carry none, so everything a task starts is refused. */
+function forwardRulesV6(verdict: string): string[] {
+  return [INSTANCE, REPLICA].flatMap((iface) => [`-A ${FORWARD_CHAIN} -i ${iface} ${REPLIES}`, `-A ${FORWARD_CHAIN} -i ${iface} ${verdict}`]);
+}
+
+export function buildFirewallRules(policy: FirewallPolicy): FirewallRules {
+  const inp = (rule: string) => `-A ${INPUT_CHAIN} ${rule}`;
+  // Nothing a task starts reaches the host itself, on any of its addresses. Docker never
+  // moves INPUT's rules, so this needs no second copy.
+  const input = [INSTANCE, REPLICA].flatMap((iface) => [inp(`-i ${iface} ${REPLIES}`), inp(`-i ${iface} ${REFUSE}`)]);
+  const refuse = [`-A ${REFUSE_CHAIN} -p tcp -j REJECT --reject-with tcp-reset`, `-A ${REFUSE_CHAIN} -j REJECT`];
   // A chain declared in iptables-restore input is flushed and refilled atomically;
   // with --noflush every other chain stays as it is.
-  const restore = (rules: string[]) => ['*filter', `:${FORWARD_CHAIN} - [0:0]`, `:${INPUT_CHAIN} - [0:0]`, ...rules, 'COMMIT', ''].join('\n');
+  const restore = (filter: string[], security: string[]) =>
+    [
+      '*filter',
+      `:${FORWARD_CHAIN} - [0:0]`,
+      `:${INPUT_CHAIN} - [0:0]`,
+      `:${REFUSE_CHAIN} - [0:0]`,
+      ...refuse,
+      ...filter,
+      'COMMIT',
+      '*security',
+      `:${FORWARD_CHAIN} - [0:0]`,
+      ...security,
+      'COMMIT',
+      '',
+    ].join('\n');
+  const backstop: FirewallHook = { table: 'security', from: 'FORWARD', to: FORWARD_CHAIN };
   return {
-    ipv4: restore(v4),
-    ipv6: restore(v6),
+    ipv4: restore([...forwardRules(policy, REFUSE, true), ...input], forwardRules(policy, DROP, false)),
+    ipv6: restore([...forwardRulesV6(REFUSE), ...input], forwardRulesV6(DROP)),
     hooks: {
-      ipv4: [
-        { from: 'DOCKER-USER', to: FORWARD_CHAIN },
-        { from: 'INPUT', to: INPUT_CHAIN },
-      ],
+      ipv4: [{ table: 'filter', from: 'DOCKER-USER', to: FORWARD_CHAIN }, { table: 'filter', from: 'INPUT', to: INPUT_CHAIN }, backstop],
       // Docker makes no IPv6 chains for networks without IPv6: hook into FORWARD itself.
-      ipv6: [
-        { from: 'FORWARD', to: FORWARD_CHAIN },
-        { from: 'INPUT', to: INPUT_CHAIN },
-      ],
+      ipv6: [{ table: 'filter', from: 'FORWARD', to: FORWARD_CHAIN }, { table: 'filter', from: 'INPUT', to: INPUT_CHAIN }, backstop],
     },
   };
 }

@@ -1,11 +1,11 @@
 // Installs the rules of firewall-rules.ts on this host (the agent runs as root). Safe to
-// repeat: our two chains are rewritten atomically with iptables-restore --noflush, and a
+// repeat: our chains are rewritten atomically with iptables-restore --noflush, and a
 // hook is inserted only when `iptables -C` does not find it, under a host-wide lock so two
 // agents starting at once (tests run several) cannot both insert it. Rules stay when the
 // agent stops: the containers they protect keep running and are re-adopted by the next agent.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import type { FirewallRules } from './firewall-rules.js';
+import type { FirewallRules, FirewallTable } from './firewall-rules.js';
 
 const run = promisify(execFile);
 
@@ -25,17 +25,17 @@ export async function installHostFirewall(rules: FirewallRules): Promise<void> {
     await restore(tool.restore, rules[family]);
     for (const hook of rules.hooks[family]) {
       // DOCKER-USER exists once Docker ran; made here when the agent starts first (Docker keeps it).
-      if (hook.from === 'DOCKER-USER') await iptables(tool.iptables, ['-N', hook.from]).catch(() => undefined);
-      // Chain names are our constants, never input.
-      const t = `${tool.iptables} -w`;
+      if (hook.from === 'DOCKER-USER') await iptables(tool.iptables, ['-t', hook.table, '-N', hook.from]).catch(() => undefined);
+      // Table and chain names are our constants, never input.
+      const t = `${tool.iptables} -w -t ${hook.table}`;
       await locked(`${t} -C ${hook.from} -j ${hook.to} 2>/dev/null || ${t} -I ${hook.from} 1 -j ${hook.to}`);
     }
   }
 }
 
 /** The rules of one of our chains as `iptables -S` prints them (for tests and operators). */
-export async function listChain(family: 'ipv4' | 'ipv6', chain: string): Promise<string[]> {
-  const { stdout } = await iptables(TOOLS[family].iptables, ['-S', chain]);
+export async function listChain(family: 'ipv4' | 'ipv6', chain: string, table: FirewallTable = 'filter'): Promise<string[]> {
+  const { stdout } = await iptables(TOOLS[family].iptables, ['-t', table, '-S', chain]);
   return stdout.split('\n').filter((l) => l.startsWith('-A '));
 }
 
