@@ -152,6 +152,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           diskCheckMs: config.taskDiskCheckMs,
           maxFiles: config.taskMaxFiles,
           admitInstance: () => diskPressure.refusal(),
+          diskFull: () => diskPressure.pullRefusal(),
           maxImageBytes: Math.round(config.maxImageGib * GIB),
           pullDeadline: { stallMs: config.pullStallSeconds * 1000, timeoutMs: Math.round(config.pullTimeoutMinutes * 60_000) },
           imageGc: {

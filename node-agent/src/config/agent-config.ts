@@ -306,7 +306,7 @@ export const agentSettings = {
     'SVC_DISK_PRESSURE_PERCENT',
     Type.Integer({ minimum: 1, maximum: 100 }),
     90,
-    "Percent of the disk holding Docker's data in use from which the node reports disk pressure and the control plane places nothing on it (checked every SVC_TASK_DISK_CHECK_MS).",
+    "Percent of the disk holding Docker's data in use from which the node reports disk pressure and the control plane places nothing on it (checked every SVC_TASK_DISK_CHECK_MS, and every second while a pull runs, which it stops).",
   ),
   taskDiskCheckMs: setting(
     'SVC_TASK_DISK_CHECK_MS',

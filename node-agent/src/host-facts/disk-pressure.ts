@@ -4,7 +4,9 @@
 // getting here alone; this is the last line when they were not enough (a layer that
 // expands far beyond its compressed size, writes between two disk checks, the provider's
 // own files). The agent reports it in its host facts, at once when it changes, and the
-// control plane places nothing on a node under pressure (node-status.ts there).
+// control plane places nothing on a node under pressure (node-status.ts there). A pull
+// measures it every second and stops when it comes, since an image's layer is what can
+// expand that far.
 import type { HostFacts } from '@svc/proto';
 import { fileSystemUsage } from '../runtime/disk-usage.js';
 import type { Logger } from '@svc/shared';
@@ -54,11 +56,22 @@ export class DiskPressureWatch {
 
   /** Why a new instance must not start here now (the latest reading is under pressure); null when it may. */
   refusal(): string | null {
+    const full = this.fullness();
+    return full && `${full}: the instance was not started`;
+  }
+
+  /** Measures now; why a pull must stop (the disk is under pressure), null when it may go on. */
+  async pullRefusal(): Promise<string | null> {
+    await this.check();
+    return this.fullness();
+  }
+
+  private fullness(): string | null {
     const disk = this.latest;
     if (!disk?.pressure) return null;
     const bytes = Math.round((disk.usedBytes / disk.sizeBytes) * 100);
     const files = disk.filesTotal > 0 ? Math.round((disk.filesUsed / disk.filesTotal) * 100) : 0;
-    return `this node's disk is nearly full (${bytes}% of its bytes and ${files}% of its files in use, past ${this.thresholdPercent}%): the instance was not started`;
+    return `this node's disk is nearly full (${bytes}% of its bytes and ${files}% of its files in use, past ${this.thresholdPercent}%)`;
   }
 
   /** Called when the pressure starts or ends; returns the way to stop listening. */

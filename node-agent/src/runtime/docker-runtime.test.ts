@@ -11,9 +11,11 @@ import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js'
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
 import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
-import { deleteFreshImage, ensureBusybox, pushFreshImage } from './docker-test-images.js';
+import { DiskPressureWatch } from '../host-facts/disk-pressure.js';
+import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
+import { deleteFreshImage, ensureBusybox, pushFreshImage, pushZeroLayerImage } from './docker-test-images.js';
 import { RuntimeError, type PullProgress } from './runtime.js';
-import { DEFAULT_LIMIT_SETTINGS, GIB } from './task-limits.js';
+import { DEFAULT_LIMIT_SETTINGS, GIB, MIB } from './task-limits.js';
 import { buildNetworkSpec, networkName } from './task-network.js';
 
 const docker = new Docker();
@@ -136,6 +138,34 @@ describe('DockerRuntime: pulls', () => {
     const roomy = new DockerRuntime({ docker, nodeId, maxImageBytes: 10 * 1024 * 1024 });
     expect((await roomy.startTask(task({ image }))).state).toBe('running');
   });
+
+  it('stops a pull whose layer unpacks until the disk holding Docker data is nearly full, and the engine removes what it unpacked', async () => {
+    // 2 GiB of zeros, a few MiB on the wire: within any compressed cap. The node's pressure
+    // line is put 256 MiB above what the disk holds now, so this host's disk is not filled.
+    const image = await pushZeroLayerImage(`zeros-${run}`, 2 * GIB);
+    freshImages.push(image);
+    const root = await dockerRootDir(docker);
+    const before = await fileSystemUsage(root);
+    const watch = new DiskPressureWatch(async () => root, ((before.usedBytes + 256 * MIB) / before.sizeBytes) * 100, 60_000, { warn: () => undefined, info: () => undefined });
+    let atStop = 0;
+    const guarded = new DockerRuntime({
+      docker,
+      nodeId,
+      diskFull: async () => {
+        const why = await watch.pullRefusal();
+        if (why) atStop = (await watch.current())!.usedBytes;
+        return why;
+      },
+    });
+    const err = await rejection(guarded.startTask(task({ image })));
+    expect(err.code).toBe('pull_failed');
+    expect(err.message).toMatch(/^pull of \S+ stopped: this node's disk is nearly full \(\d+% of its bytes and \d+% of its files in use, past [\d.]+%\)$/);
+    expect(err.recoverable).toBe(false);
+    await expect(docker.getImage(image).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    // What the layer had unpacked (256 MiB at least, to reach the line) is removed again.
+    expect(atStop).toBeGreaterThan(before.usedBytes + 256 * MIB);
+    await expect.poll(async () => (await fileSystemUsage(root)).usedBytes, { timeout: 30_000 }).toBeLessThan(atStop - 128 * MIB);
+  }, 120_000);
 
   it('gives up a pull from a registry that stops sending, or that takes too long, so the instance fails instead of holding its GPUs', async () => {
     const registry = await startStallingRegistry();

@@ -67,6 +67,12 @@ export interface DockerRuntimeOptions {
   logLimit?: LogLimit;
   /** When a pull is given up (SVC_PULL_STALL_SECONDS, SVC_PULL_TIMEOUT_MINUTES); default DEFAULT_PULL_DEADLINE. */
   pullDeadline?: PullDeadlineSettings;
+  /**
+   * Asked every second while a pull runs: why it must stop now (the disk holding Docker's
+   * data is nearly full), null to go on. A layer can unpack to a thousand times its
+   * compressed size, so the compressed cap alone lets a tenant's image fill the disk.
+   */
+  diskFull?: () => Promise<string | null>;
 }
 
 export const DEFAULT_PULL_DEADLINE: PullDeadlineSettings = { stallMs: 120_000, timeoutMs: 3_600_000 };
@@ -102,6 +108,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly instanceOutbound: InstanceOutbound;
   private readonly maxImageBytes: number;
   private readonly imageUsed: ((ref: string) => void) | undefined;
+  private readonly diskFull: (() => Promise<string | null>) | undefined;
   private hostCapabilities: Promise<HostCapabilities> | null = null;
 
   constructor(options: DockerRuntimeOptions) {
@@ -112,6 +119,7 @@ export class DockerRuntime implements TaskRuntime {
     this.instanceOutbound = options.instanceOutbound ?? 'internet';
     this.maxImageBytes = options.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES;
     this.imageUsed = options.imageUsed;
+    this.diskFull = options.diskFull;
     this.nvidiaRuntime = options.nvidiaRuntime;
     this.logLimit = options.logLimit;
     this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
@@ -356,9 +364,15 @@ export class DockerRuntime implements TaskRuntime {
         stopped ??= new RuntimeError('pull_failed', `pull of ${image} stopped: ${why}`, false);
         (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
       };
+      let measuring = false;
       watch = setInterval(() => {
         const overdue = deadline.overdue(Date.now());
-        if (overdue) stop(overdue);
+        if (overdue) return stop(overdue);
+        if (!this.diskFull || measuring) return;
+        measuring = true;
+        this.diskFull()
+          .then((full) => full && stop(full), () => undefined)
+          .finally(() => (measuring = false));
       }, Math.min(1_000, this.pullDeadline.stallMs / 4));
       this.docker.modem.followProgress(
         stream,

@@ -1,7 +1,13 @@
 // Test support (not shipped code): images that exist in the loopback registry but not in
 // the local engine, so a test sees a real pull without removing the shared busybox image
 // other suites may be using at the same moment.
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import { Transform, type Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
 import type Docker from 'dockerode';
+import tar from 'tar-stream';
 import { BUSYBOX_IMAGE, REGISTRY } from '../../../test/support/images.js';
 
 const follow = (docker: Docker, stream: NodeJS.ReadableStream): Promise<Array<{ error?: string }>> =>
@@ -58,6 +64,68 @@ export async function pushFreshImage(docker: Docker, tag: string, payloadBytes =
   await follow(docker, await image.push({ authconfig: { username: '', password: '', serveraddress: REGISTRY } }));
   await image.remove();
   return ref;
+}
+
+/**
+ * Pushes `${REGISTRY}/svc/runtime-test:<tag>` straight to the registry (nothing is written to
+ * the local engine): one layer holding a file of `unpackedBytes` zeros, about a thousandth of
+ * that gzipped, as a tenant's image made to fill a node's disk when unpacked would be.
+ */
+export async function pushZeroLayerImage(tag: string, unpackedBytes: number): Promise<string> {
+  const repo = 'svc/runtime-test';
+  const pack = tar.pack();
+  const zeros = Buffer.alloc(1024 * 1024);
+  const writing = (async () => {
+    const entry = pack.entry({ name: 'zeros', size: unpackedBytes });
+    for (let left = unpackedBytes; left > 0; left -= zeros.length) {
+      if (!entry.write(left >= zeros.length ? zeros : zeros.subarray(0, left))) await once(entry, 'drain');
+    }
+    (entry as unknown as Writable).end(); // streamx's typings demand an argument
+    pack.finalize();
+  })();
+  const diffId = createHash('sha256');
+  const tap = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      diffId.update(chunk);
+      done(null, chunk);
+    },
+  });
+  const gzipped: Buffer[] = [];
+  await pipeline(pack, tap, createGzip({ level: 9 }), async (source: AsyncIterable<Buffer>) => {
+    for await (const chunk of source) gzipped.push(chunk);
+  });
+  await writing;
+  const layer = Buffer.concat(gzipped);
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: process.arch === 'arm64' ? 'arm64' : 'amd64',
+      os: 'linux',
+      config: { Cmd: ['/zeros'] },
+      rootfs: { type: 'layers', diff_ids: [`sha256:${diffId.digest('hex')}`] },
+    }),
+  );
+  const blob = async (body: Buffer) => {
+    const digest = `sha256:${createHash('sha256').update(body).digest('hex')}`;
+    const started = await fetch(`http://${REGISTRY}/v2/${repo}/blobs/uploads/`, { method: 'POST' });
+    const upload = new URL(started.headers.get('location') ?? '', `http://${REGISTRY}`);
+    upload.searchParams.set('digest', digest);
+    const put = await fetch(upload, { method: 'PUT', headers: { 'Content-Type': 'application/octet-stream' }, body });
+    if (put.status !== 201) throw new Error(`registry blob upload: HTTP ${put.status} ${await put.text()}`);
+    return { digest, size: body.length };
+  };
+  const manifest = {
+    schemaVersion: 2,
+    mediaType: 'application/vnd.docker.distribution.manifest.v2+json',
+    config: { mediaType: 'application/vnd.docker.container.image.v1+json', ...(await blob(config)) },
+    layers: [{ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', ...(await blob(layer)) }],
+  };
+  const put = await fetch(`http://${REGISTRY}/v2/${repo}/manifests/${tag}`, {
+    method: 'PUT',
+    headers: { 'Content-Type': manifest.mediaType },
+    body: JSON.stringify(manifest),
+  });
+  if (put.status !== 201) throw new Error(`registry manifest upload: HTTP ${put.status} ${await put.text()}`);
+  return `${REGISTRY}/${repo}:${tag}`;
 }
 
 /** Removes the local copy (if any) and the tag in the registry, so test runs leave no trail. */

@@ -53,6 +53,8 @@ export class AgentTasks {
       logLimit?: LogLimit;
       /** When a pull is given up (runtime/pull-deadline.ts). */
       pullDeadline?: PullDeadlineSettings;
+      /** Why a pull must stop now (disk pressure); null to go on. */
+      diskFull?: () => Promise<string | null>;
     } = {},
   ) {
     this.access = options.access;
@@ -67,6 +69,7 @@ export class AgentTasks {
       ...(this.imageGc ? { imageUsed: (ref: string) => this.imageGc!.recordUse(ref) } : {}),
       ...(options.logLimit ? { logLimit: options.logLimit } : {}),
       ...(options.pullDeadline ? { pullDeadline: options.pullDeadline } : {}),
+      ...(options.diskFull ? { diskFull: options.diskFull } : {}),
     });
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
