@@ -10,6 +10,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import Docker from 'dockerode';
 import ssh2 from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLEEPER_IMAGE } from './support/images.js';
@@ -18,6 +19,7 @@ import { eventually } from './support/node-agent-process.js';
 import { keygen, knownHostsFor, remote, run, ssh, type KeyPair, type SshTarget } from './support/openssh.js';
 
 const execFileP = promisify(execFile);
+const docker = new Docker();
 const PENDING_HANDSHAKES = 4;
 const CONNECTIONS_PER_INSTANCE = 3;
 const agentTmp = mkdtempSync(join(tmpdir(), 'hostile-agent-tmp-'));
@@ -60,7 +62,8 @@ function agentAlive(): boolean {
 beforeAll(async () => {
   stack = await startInstanceStack({
     name: 'hostile-ssh',
-    gpus: 1,
+    // The second GPU: an instance made from another tenant's image, in the image-labels test.
+    gpus: 2,
     agentEnv: {
       TMPDIR: agentTmp,
       SVC_SSH_MAX_PENDING_HANDSHAKES: String(PENDING_HANDSHAKES),
@@ -131,6 +134,36 @@ describe('as a hostile tenant', () => {
       c.end();
     }
   }, 300_000);
+
+  it("an image's own labels authorize no key: a tenant who publishes an image labelled with the agent's key label cannot log in to the instances others make from it", async () => {
+    // Docker merges an image's labels under the container's, and the agent keeps an
+    // instance's keys in a label. The victim gives no SSH key (Jupyter only).
+    const author = await keygen(stack.dir, 'image-author', 'ed25519');
+    const image = `127.0.0.1:5000/svc/labelled-${randomBytes(4).toString('hex')}:1`;
+    const builder = await docker.createContainer({ Image: SLEEPER_IMAGE, Labels: { 'svc.test': 'hostile-ssh' } });
+    try {
+      const [repo, tag] = image.split(/:(?=[^:/]+$)/) as [string, string];
+      await builder.commit({ repo, tag, changes: `LABEL "svc.ssh-authorized-keys"="${author.publicKey.trim()}" "svc.network-mbps"="1"` });
+    } finally {
+      await builder.remove({ force: true });
+    }
+    try {
+      expect((await docker.getImage(image).inspect()).Config.Labels).toMatchObject({ 'svc.ssh-authorized-keys': author.publicKey.trim() });
+      const created = await stack.create({ image, ssh_keys: [] });
+      expect(created.status).toBe(201);
+      const victim = await stack.waitFor(created.body.id, ['ready']);
+      const target = { host: victim.ssh.host, port: victim.ssh.port, user: victim.ssh.user, knownHosts: knownHostsFor(stack.dir, 'labelled', victim.ssh) };
+      const r = await ssh(target, author, ['echo let-in']);
+      expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 255, stdout: '' });
+      expect(r.stderr).toContain('Permission denied (publickey)');
+      const labels = (await docker.getContainer(`svc-instance-${victim.id}`).inspect()).Config.Labels;
+      expect({ keys: labels['svc.ssh-authorized-keys'], mbps: labels['svc.network-mbps'] }).toEqual({ keys: '', mbps: expect.not.stringMatching(/^1$/) });
+      await stack.api('POST', `/v1/instances/${victim.id}/terminate`, { force: true });
+      await stack.waitFor(victim.id, ['terminated']);
+    } finally {
+      await docker.getImage(image).remove({ force: true }).catch(() => undefined);
+    }
+  }, 180_000);
 
   it('a connection holds at most 10 channels; more are refused, and a closed one makes room', async () => {
     const c = await client();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KEPT_CAPABILITIES, LABEL_DISK_LIMIT, LABEL_NETWORK_LIMIT, LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
+import { KEPT_CAPABILITIES, LABEL_DISK_LIMIT, LABEL_NETWORK_LIMIT, LABEL_INSTANCE, LABEL_NODE, LABEL_SPEC, LABEL_SSH_KEYS, SETTING_LABELS, buildContainerSpec, taskFromLabels, taskSpecFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { GIB } from './task-limits.js';
 
 const host = (nodeId: string, nvidiaRuntime: boolean): HostCapabilities => ({
@@ -26,6 +26,8 @@ describe('buildContainerSpec', () => {
       [LABEL_NODE]: 'node_1',
       [LABEL_DISK_LIMIT]: String(50 * GIB),
       [LABEL_NETWORK_LIMIT]: '1000',
+      [LABEL_SPEC]: '',
+      [LABEL_SSH_KEYS]: '',
       'svc.label.team': 'ml',
       'svc.label.svc.instance': 'spoof',
     });
@@ -35,7 +37,7 @@ describe('buildContainerSpec', () => {
   it('keeps the authorized SSH keys in a label, one per line, so a restarted agent finds them', () => {
     const keys = ['ssh-ed25519 AAAAC3Nza a@b', 'ssh-rsa AAAAB3Nza c@d'];
     expect(buildContainerSpec({ ...task, sshAuthorizedKeys: keys }, host('n', false)).Labels?.[LABEL_SSH_KEYS]).toBe(keys.join('\n'));
-    expect(buildContainerSpec(task, host('n', false)).Labels?.[LABEL_SSH_KEYS]).toBeUndefined();
+    expect(buildContainerSpec(task, host('n', false)).Labels?.[LABEL_SSH_KEYS]).toBe('');
   });
 
   it('requests GPUs by UUID only when the NVIDIA runtime is present', () => {
@@ -45,6 +47,26 @@ describe('buildContainerSpec', () => {
     const dev = buildContainerSpec(task, host('n', false));
     expect(dev.HostConfig?.DeviceRequests).toBeUndefined();
     expect(dev.Env).toContain('SVC_GPU_UUIDS=GPU-1,GPU-2');
+  });
+
+  it("writes every label it reads a task's settings back from, empty when the task has none, so an image's own labels (Docker merges them in) stand for none", () => {
+    for (const kind of ['instance', 'replica'] as const) {
+      const labels = buildContainerSpec({ ...task, kind }, host('n', false)).Labels!;
+      for (const key of SETTING_LABELS) expect({ kind, key, written: key in labels }).toEqual({ kind, key, written: true });
+    }
+  });
+
+  it('gives a task no GPU it was not given, whatever its image says (CUDA images set NVIDIA_VISIBLE_DEVICES=all)', () => {
+    for (const [name, spec] of [
+      ['no NVIDIA runtime', buildContainerSpec(task, host('n', false))],
+      ['no GPU', buildContainerSpec({ ...task, kind: 'replica', gpuUuids: [] }, host('n', true))],
+    ] as const) {
+      expect({ name, env: spec.Env?.filter((e) => e.startsWith('NVIDIA_VISIBLE_DEVICES=')) }).toEqual({ name, env: ['NVIDIA_VISIBLE_DEVICES=void'] });
+    }
+  });
+
+  it("turns off the image's HEALTHCHECK, which Docker would run as often as the image says, on the host's CPU", () => {
+    for (const kind of ['instance', 'replica'] as const) expect(buildContainerSpec({ ...task, kind }, host('n', true)).Healthcheck).toEqual({ Test: ['NONE'] });
   });
 
   it('is never privileged and never mounts the Docker socket', () => {
@@ -90,12 +112,12 @@ describe('buildContainerSpec for hostile tenants', () => {
 
   it('keeps an instance\'s disk limit in a label, for the disk watch of a restarted agent', () => {
     expect(buildContainerSpec({ ...task, resources: { diskBytes: 80 * GIB } }, gpuHost).Labels?.[LABEL_DISK_LIMIT]).toBe(String(80 * GIB));
-    expect(buildContainerSpec({ ...task, kind: 'replica' }, gpuHost).Labels?.[LABEL_DISK_LIMIT]).toBeUndefined();
+    expect(buildContainerSpec({ ...task, kind: 'replica' }, gpuHost).Labels?.[LABEL_DISK_LIMIT]).toBe('');
   });
 
   it("keeps an instance's bandwidth in a label, for the SSH gateway of a restarted agent; a replica has none", () => {
     expect(buildContainerSpec({ ...task, resources: { networkMbps: 20_000 } }, gpuHost).Labels?.[LABEL_NETWORK_LIMIT]).toBe('20000');
-    expect(buildContainerSpec({ ...task, kind: 'replica', resources: { networkMbps: 20_000 } }, gpuHost).Labels?.[LABEL_NETWORK_LIMIT]).toBeUndefined();
+    expect(buildContainerSpec({ ...task, kind: 'replica', resources: { networkMbps: 20_000 } }, gpuHost).Labels?.[LABEL_NETWORK_LIMIT]).toBe('');
   });
 
   it('rotates the container\'s log, which Docker otherwise keeps without end on the host', () => {
@@ -167,6 +189,6 @@ describe('taskFromLabels', () => {
     expect(taskSpecFromLabels(spec.Labels)).toEqual(replica);
     expect(taskSpecFromLabels({ ...spec.Labels, [LABEL_SPEC]: '{not json' })).toBeNull();
     expect(buildContainerSpec(task, host('n', false)).ExposedPorts).toBeUndefined();
-    expect(buildContainerSpec(task, host('n', false)).Labels![LABEL_SPEC]).toBeUndefined();
+    expect(buildContainerSpec(task, host('n', false)).Labels![LABEL_SPEC]).toBe('');
   });
 });

@@ -23,6 +23,13 @@ export const LABEL_DISK_LIMIT = 'svc.disk-limit-bytes';
 export const LABEL_NETWORK_LIMIT = 'svc.network-mbps';
 /** User labels ride along under this prefix so they cannot collide with ours. */
 export const USER_LABEL_PREFIX = 'svc.label.';
+/**
+ * The labels the agent reads a task's settings back from. Docker merges an image's labels
+ * under the container's, so each is always written, empty when the task has none: an
+ * image labelled with an SSH key would otherwise let its author into every instance made
+ * from it without keys of its own.
+ */
+export const SETTING_LABELS = [LABEL_SPEC, LABEL_SSH_KEYS, LABEL_DISK_LIMIT, LABEL_NETWORK_LIMIT] as const;
 
 export interface TaskSpec {
   taskId: string;
@@ -75,6 +82,7 @@ export const containerName = (task: Pick<TaskSpec, 'kind' | 'taskId'>): string =
 /** `image`: the image's own command, which an instance behind the log limiter needs. */
 export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image?: ImageCommand): ContainerCreateOptions {
   const labels: Record<string, string> = {
+    ...Object.fromEntries(SETTING_LABELS.map((key) => [key, ''])),
     [task.kind === 'instance' ? LABEL_INSTANCE : LABEL_REPLICA]: task.taskId,
     [LABEL_NODE]: host.nodeId,
   };
@@ -85,7 +93,11 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
   const env = Object.entries(task.env ?? {}).map(([k, v]) => `${k}=${v}`);
   // Without the NVIDIA runtime (a dev host) the container runs without GPUs; say which it was given.
   env.push(`SVC_GPU_UUIDS=${task.gpuUuids.join(',')}`);
-  if (host.nvidiaRuntime && task.gpuUuids.length > 0) env.push(`NVIDIA_VISIBLE_DEVICES=${task.gpuUuids.join(',')}`);
+  // Always set, over the image's: CUDA images carry NVIDIA_VISIBLE_DEVICES=all, which a host
+  // whose default runtime is NVIDIA's honours, so a container given no GPU would see them all.
+  // `void` is the runtime's word for none at all.
+  const gpus = host.nvidiaRuntime && task.gpuUuids.length > 0;
+  env.push(`NVIDIA_VISIBLE_DEVICES=${gpus ? task.gpuUuids.join(',') : 'void'}`);
 
   const port = task.publish ? `${task.publish.containerPort}/tcp` : undefined;
   const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind);
@@ -100,6 +112,11 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
     Env: env,
     Labels: labels,
     StopSignal: 'SIGTERM',
+    // The image's HEALTHCHECK is off: Docker would run it as an exec as often as the image
+    // says (1 ms is allowed), and each exec costs dockerd, containerd and runc CPU outside
+    // the container's limits (measured: one such container kept a core of the host busy).
+    // The agent checks a replica itself; an instance's health is its GPUs' and its process's.
+    Healthcheck: { Test: ['NONE'] },
     ...(port ? { ExposedPorts: { [port]: {} } } : {}),
     HostConfig: {
       Privileged: false,
@@ -123,7 +140,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
       Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' },
       // HostPort '' lets Docker pick a free port; the agent reads it back with inspect.
       ...(port ? { PortBindings: { [port]: [{ HostIp: task.publish!.hostIp, HostPort: '' }] } } : {}),
-      ...(host.nvidiaRuntime && task.gpuUuids.length > 0
+      ...(gpus
         ? { DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: task.gpuUuids, Capabilities: [['gpu']] }] }
         : {}),
     },

@@ -492,6 +492,38 @@ describe('isolation and limits', () => {
     await limited.destroyTask(h.containerId, { force: true });
   });
 
+  it("takes from a tenant's image none of what would reach past its container: its HEALTHCHECK, its GPU variable, the agent's labels", async () => {
+    // As a tenant would publish it: a health check every millisecond (each one an exec the
+    // host's dockerd, containerd and runc pay for), CUDA's NVIDIA_VISIBLE_DEVICES=all, and
+    // the label the agent reads SSH keys from.
+    const builder = await docker.createContainer({
+      Image: BUSYBOX_IMAGE,
+      Cmd: ['sleep', '3600'],
+      Env: ['NVIDIA_VISIBLE_DEVICES=all'],
+      Labels: { 'svc.ssh-authorized-keys': 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHDpfDFWSHS8IylBDI2oXSZVN23M9Ir3nEtApaYA88Wp author', 'svc.test': 'image-builder' },
+      Healthcheck: { Test: ['CMD', 'true'], Interval: 1_000_000 },
+    });
+    const image = `127.0.0.1:5000/svc/runtime-test:hostile-${run}`;
+    try {
+      await builder.commit({ repo: image.split(':hostile')[0], tag: `hostile-${run}` });
+    } finally {
+      await builder.remove({ force: true });
+    }
+    try {
+      expect((await docker.getImage(image).inspect()).Config.Healthcheck?.Interval).toBe(1_000_000);
+      const h = await runtime.startTask(task({ image }));
+      await new Promise((r) => setTimeout(r, 1_500));
+      const info = await docker.getContainer(h.containerId).inspect();
+      expect(info.Config.Healthcheck?.Test).toEqual(['NONE']); // Docker keeps the image's interval beside it, unused
+      expect(info.State.Health).toBeUndefined();
+      expect(info.Config.Env.filter((e) => e.startsWith('NVIDIA_VISIBLE_DEVICES='))).toEqual(['NVIDIA_VISIBLE_DEVICES=void']);
+      expect(info.Config.Labels['svc.ssh-authorized-keys']).toBe('');
+      await runtime.destroyTask(h.containerId, { force: true });
+    } finally {
+      await docker.getImage(image).remove({ force: true });
+    }
+  });
+
   it("shapes an instance's network each way to what it was sold, which root in the container cannot lift; a replica is not shaped", async () => {
     // 40 Mbit/s moves 5 MiB in about a second each way; unshaped, this link moves it in
     // tens of milliseconds. The host connects (as the SSH gateway does), so the host
