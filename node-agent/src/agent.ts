@@ -153,6 +153,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           maxFiles: config.taskMaxFiles,
           admitInstance: () => diskPressure.refusal(),
           diskFull: () => diskPressure.pullRefusal(),
+          dnsQueriesPerSecond: config.taskDnsQueriesPerSecond,
           maxImageBytes: Math.round(config.maxImageGib * GIB),
           pullDeadline: { stallMs: config.pullStallSeconds * 1000, timeoutMs: Math.round(config.pullTimeoutMinutes * 60_000) },
           imageGc: {

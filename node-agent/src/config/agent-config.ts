@@ -253,6 +253,12 @@ export const agentSettings = {
     16384,
     "Connections (TCP, UDP flows) one instance may hold open through the host; past it, new ones are refused. The host's connection table (nf_conntrack_max) is shared: keep the instances' sum well under it. One value per host (the firewall is host-wide).",
   ),
+  taskDnsQueriesPerSecond: setting(
+    'SVC_TASK_DNS_QUERIES_PER_SECOND',
+    Type.Integer({ minimum: 0, maximum: 10_000 }),
+    100,
+    "Queries a second (twice that in a burst) an instance may send Docker's embedded DNS server (127.0.0.11), which is dockerd itself: past it they are dropped inside the instance's network namespace, on its CPU, before dockerd's. Public resolvers asked directly are not counted. 0: no cap (a flood keeps dockerd at a core).",
+  ),
   taskLogBytesPerSecond: setting(
     'SVC_TASK_LOG_BYTES_PER_SECOND',
     Type.Integer({ minimum: 0 }),

@@ -1,15 +1,18 @@
 // DockerRuntime against the real engine and the loopback registry (scripts/setup-host.sh).
 // Every container carries a node id unique to this run, and afterAll removes them all.
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { execIn, waitForLog } from '../../../test/support/docker-io.js';
+import { buildDnsFlood } from '../../../test/support/dns-flood.js';
+import { ContainerProcess } from '../access/container-process.js';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
-import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, type HostCapabilities, type TaskSpec } from './container-spec.js';
+import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, containerName, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
 import { DiskPressureWatch } from '../host-facts/disk-pressure.js';
 import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
@@ -523,6 +526,33 @@ describe('isolation and limits', () => {
       await docker.getImage(image).remove({ force: true });
     }
   });
+
+  it("caps the DNS queries an instance sends Docker's embedded server (dockerd itself) inside its namespace; a replica is not capped", async () => {
+    const capped = new DockerRuntime({ docker, nodeId, dnsQueriesPerSecond: 50 });
+    const h = await capped.startTask(task());
+    const flood = readFileSync(await buildDnsFlood());
+    expect((await ContainerProcess.run(docker, h.containerId, ['sh', '-c', 'cat > /tmp/dns-flood && chmod +x /tmp/dns-flood'], { stdin: flood })).code).toBe(0);
+    const started = performance.now();
+    const r = await ContainerProcess.run(docker, h.containerId, ['/tmp/dns-flood', '2']);
+    const seconds = (performance.now() - started) / 1000;
+    const [tried, sent] = r.stdout.trim().split(' ').map(Number) as [number, number];
+    expect(r.code, r.stderr).toBe(0);
+    expect(tried).toBeGreaterThan(10_000);
+    // What the kernel let out is what dockerd had to answer: the rate over the flood's time
+    // and the burst. The rest failed on the tenant's side (EPERM), as the rule counted.
+    expect(sent).toBeLessThan(50 * (seconds + 1) + 100);
+    const pid = (await docker.getContainer(h.containerId).inspect()).State.Pid;
+    const { stdout } = await promisify(execFile)('nsenter', [`--target=${pid}`, '--net', '--', 'iptables', '-L', 'OUTPUT', '-v', '-x', '-n']);
+    expect(Number(/^\s*(\d+)\s+\d+\s+DROP\s+(?:17|udp)\b/m.exec(stdout)?.[1])).toBe(tried - sent);
+    // Once the bucket refills, the container's own name resolves again.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const name = containerName(h);
+    expect((await ContainerProcess.run(docker, h.containerId, ['nslookup', name, '127.0.0.11'])).stdout).toMatch(/Address: \d+\.\d+\.\d+\.\d+/);
+    const replica = await capped.startTask(task({ kind: 'replica' }));
+    const replicaPid = (await docker.getContainer(replica.containerId).inspect()).State.Pid;
+    expect((await promisify(execFile)('nsenter', [`--target=${replicaPid}`, '--net', '--', 'iptables', '-S', 'OUTPUT'])).stdout.trim()).toBe('-P OUTPUT ACCEPT');
+    for (const t of [h, replica]) await capped.destroyTask(t.containerId, { force: true });
+  }, 90_000);
 
   it("shapes an instance's network each way to what it was sold, which root in the container cannot lift; a replica is not shaped", async () => {
     // 40 Mbit/s moves 5 MiB in about a second each way; unshaped, this link moves it in

@@ -23,6 +23,7 @@ import { commandBehindLimiter, envValue, lookUpProgram, type StatResult } from '
 import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
+import { limitDns } from './task-dns-limit.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
@@ -73,7 +74,11 @@ export interface DockerRuntimeOptions {
    * compressed size, so the compressed cap alone lets a tenant's image fill the disk.
    */
   diskFull?: () => Promise<string | null>;
+  /** Queries a second an instance may send Docker's embedded DNS (SVC_TASK_DNS_QUERIES_PER_SECOND); 0: no cap. Default DEFAULT_DNS_QUERIES_PER_SECOND. */
+  dnsQueriesPerSecond?: number;
 }
+
+export const DEFAULT_DNS_QUERIES_PER_SECOND = 100;
 
 export const DEFAULT_PULL_DEADLINE: PullDeadlineSettings = { stallMs: 120_000, timeoutMs: 3_600_000 };
 
@@ -109,6 +114,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly maxImageBytes: number;
   private readonly imageUsed: ((ref: string) => void) | undefined;
   private readonly diskFull: (() => Promise<string | null>) | undefined;
+  private readonly dnsQueriesPerSecond: number;
   private hostCapabilities: Promise<HostCapabilities> | null = null;
 
   constructor(options: DockerRuntimeOptions) {
@@ -120,6 +126,7 @@ export class DockerRuntime implements TaskRuntime {
     this.maxImageBytes = options.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES;
     this.imageUsed = options.imageUsed;
     this.diskFull = options.diskFull;
+    this.dnsQueriesPerSecond = options.dnsQueriesPerSecond ?? DEFAULT_DNS_QUERIES_PER_SECOND;
     this.nvidiaRuntime = options.nvidiaRuntime;
     this.logLimit = options.logLimit;
     this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
@@ -155,8 +162,12 @@ export class DockerRuntime implements TaskRuntime {
       // 304: already started (a retried start that adopted a running container).
       if (dockerStatus(err) !== 304) throw await this.discardUnstarted(container.id, spec, err);
     }
-    // Shaped again on a retried start: `replace` makes it the same either way.
-    if (networkMbps > 0) await this.shapeStarted(container, spec, networkMbps);
+    // What needs the container's network namespace, which exists once it runs. Done again
+    // on a retried start: both replace what was there, so it comes out the same.
+    const inNamespace: Array<(pid: number) => Promise<void>> = [];
+    if (networkMbps > 0) inNamespace.push((pid) => shapeFromContainer(pid, networkMbps));
+    if (spec.kind === 'instance' && this.dnsQueriesPerSecond > 0) inNamespace.push((pid) => limitDns(pid, this.dnsQueriesPerSecond));
+    if (inNamespace.length > 0) await this.setUpStarted(container, spec, inNamespace);
     return this.handleOf(await this.inspectTask(container.id));
   }
 
@@ -466,14 +477,17 @@ export class DockerRuntime implements TaskRuntime {
     }
   }
 
-  /** Shapes what a started instance sends; one that cannot be shaped does not run. */
-  private async shapeStarted(container: Docker.Container, spec: TaskSpec, mbps: number): Promise<void> {
-    // An instance that already exited sends nothing (and its handle says it exited).
+  /**
+   * Sets up a started task's network namespace (what it sends shaped, its DNS queries
+   * capped); one that cannot be set up does not run.
+   */
+  private async setUpStarted(container: Docker.Container, spec: TaskSpec, steps: Array<(pid: number) => Promise<void>>): Promise<void> {
+    // A task that already exited sends nothing (and its handle says it exited).
     const running = async () => (await container.inspect().catch(() => null))?.State;
     const state = await running();
     if (!state?.Running) return;
     try {
-      await shapeFromContainer(state.Pid, mbps);
+      for (const step of steps) await step(state.Pid);
     } catch (err) {
       if (!(await running())?.Running) return; // exited meanwhile: its namespace went with it
       throw await this.discardUnstarted(container.id, spec, err);

@@ -55,6 +55,8 @@ export class AgentTasks {
       pullDeadline?: PullDeadlineSettings;
       /** Why a pull must stop now (disk pressure); null to go on. */
       diskFull?: () => Promise<string | null>;
+      /** SVC_TASK_DNS_QUERIES_PER_SECOND. */
+      dnsQueriesPerSecond?: number;
     } = {},
   ) {
     this.access = options.access;
@@ -70,6 +72,7 @@ export class AgentTasks {
       ...(options.logLimit ? { logLimit: options.logLimit } : {}),
       ...(options.pullDeadline ? { pullDeadline: options.pullDeadline } : {}),
       ...(options.diskFull ? { diskFull: options.diskFull } : {}),
+      ...(options.dnsQueriesPerSecond !== undefined ? { dnsQueriesPerSecond: options.dnsQueriesPerSecond } : {}),
     });
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
