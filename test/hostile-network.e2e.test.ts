@@ -237,6 +237,10 @@ describe('as a hostile tenant', () => {
     expect(rules).toContain(`-A ${FORWARD_CHAIN} -i svci+ -m conntrack --ctstate DNAT -j ${REFUSE_CHAIN}`);
     expect(rules).not.toContain(`-A ${FORWARD_CHAIN} -i svci+ -j ${REFUSE_CHAIN}`);
     expect(await listChain('ipv4', FORWARD_CHAIN, 'security')).toContain(`-A ${FORWARD_CHAIN} -d 169.254.0.0/16 -i svci+ -j DROP`);
+    // A's DNS queries to dockerd are capped in its own namespace, at the agent's default.
+    const pid = (await docker.getContainer(a.containerId).inspect()).State.Pid;
+    const inA = (await execFileAsync('nsenter', [`--target=${pid}`, '--net', '--', 'iptables', '-S', 'OUTPUT'])).stdout;
+    expect(inA).toContain('-A OUTPUT -d 127.0.0.11/32 -p udp -m hashlimit --hashlimit-above 100/sec --hashlimit-burst 200 --hashlimit-name svc-dns-udp -j DROP');
     // Hooked in first, once, however often agents started on this host.
     for (const [table, from] of [['filter', 'DOCKER-USER'], ['security', 'FORWARD']] as const) {
       const hooks = await listChain('ipv4', from, table);
