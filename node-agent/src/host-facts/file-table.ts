@@ -2,7 +2,7 @@
 // processes without CAP_SYS_ADMIN are held to it: every tenant, never the agent or Docker.
 // The kernel's default is about one file per 10 KiB of memory (2.4 million on a 24 GiB
 // host), while what a tenant's open files take in the kernel is charged to its own memory
-// limit, at about 300 bytes each: an instance of a few GiB can hold the whole table, and
+// limit, at about 400 bytes each: an instance of a few GiB can hold the whole table, and
 // then every other tenant's open() and socket() fail with ENFILE. systemd (240 and later)
 // raises the table to its maximum at boot, leaving each tenant's memory limit as the bound;
 // the agent does the same on a host that booted without it.
