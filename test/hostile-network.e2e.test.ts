@@ -209,7 +209,8 @@ describe('as a hostile tenant', () => {
     let made = 0;
     const stopAt = Date.now() + (seconds - 1) * 1000;
     while (Date.now() < stopAt) {
-      const network = await docker.createNetwork({ Name: `${sideNode}-churn-${made}`, Labels: { 'svc.test': 'hostile-network' } });
+      // A subnet of its own, outside Docker's default pools, which the suites beside this one use up.
+      const network = await docker.createNetwork({ Name: `${sideNode}-churn-${made}`, Labels: { 'svc.test': 'hostile-network' }, IPAM: { Config: [{ Subnet: '10.213.0.0/24' }] } });
       await network.remove();
       made++;
     }
