@@ -18,7 +18,7 @@ import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
 import { buildLogInit, type LogLimit } from './runtime/log-init.js';
 import { GIB, MIB } from './runtime/task-limits.js';
-import { FILE_MAX, raiseFileTable } from './host-facts/file-table.js';
+import { raiseKernelTables } from './host-facts/kernel-tables.js';
 import { DiskPressureWatch, dockerDiskFacts } from './host-facts/disk-pressure.js';
 import { dockerRootDir } from './runtime/disk-usage.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
@@ -58,9 +58,10 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   } else {
     log.warn('SVC_HOST_FIREWALL=false: task containers can reach this host and each other unless another firewall stops them');
   }
-  const fileTable = await raiseFileTable();
-  if (fileTable.changed) log.info({ from: fileTable.from, to: FILE_MAX }, "raised the host's open-file table (fs.file-max), which tenants share, to its maximum, as systemd does at boot");
-  else if ('error' in fileTable) log.warn({ err: fileTable.error }, "the host's open-file table (fs.file-max) is shared by all tenants and could not be raised: one instance can fill it");
+  for (const table of await raiseKernelTables()) {
+    if (table.changed) log.info({ sysctl: table.name, from: table.from, to: table.to }, 'raised a kernel table all tenants share to what systemd sets at boot');
+    else if ('error' in table) log.warn({ sysctl: table.name, err: table.error }, 'a kernel table all tenants share could not be raised: one instance can fill it for the others');
+  }
   let logLimit: LogLimit | undefined;
   if (config.taskLogBytesPerSecond > 0) {
     try {
