@@ -18,7 +18,7 @@ import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
 import { buildLogInit, type LogLimit } from './runtime/log-init.js';
 import { GIB, MIB } from './runtime/task-limits.js';
-import { raiseKernelTables } from './host-facts/kernel-tables.js';
+import { applyKernelSettings, corePatternGoesToTheHost, kernelSettingsFor } from './host-facts/kernel-tables.js';
 import { DiskPressureWatch, dockerDiskFacts } from './host-facts/disk-pressure.js';
 import { dockerRootDir } from './runtime/disk-usage.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
@@ -58,9 +58,13 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   } else {
     log.warn('SVC_HOST_FIREWALL=false: task containers can reach this host and each other unless another firewall stops them');
   }
-  for (const table of await raiseKernelTables()) {
-    if (table.changed) log.info({ sysctl: table.name, from: table.from, to: table.to }, 'raised a kernel table all tenants share to what systemd sets at boot');
-    else if ('error' in table) log.warn({ sysctl: table.name, err: table.error }, 'a kernel table all tenants share could not be raised: one instance can fill it for the others');
+  for (const outcome of await applyKernelSettings(kernelSettingsFor(config))) {
+    const { name, changedMessage, failedMessage } = outcome.setting;
+    if (outcome.changed) log.info({ sysctl: name, from: outcome.from, to: outcome.to }, changedMessage);
+    else if ('error' in outcome) log.warn({ sysctl: name, err: outcome.error }, failedMessage);
+  }
+  if (!config.containerCoreDumps && (await corePatternGoesToTheHost())) {
+    log.warn("SVC_CONTAINER_CORE_DUMPS=false and this host's core_pattern hands dumps to a program: every crash in a container runs it on the host's CPU, outside the container's quota");
   }
   let logLimit: LogLimit | undefined;
   if (config.taskLogBytesPerSecond > 0) {

@@ -217,6 +217,12 @@ export const agentSettings = {
     true,
     'Install the iptables rules that keep containers away from the host and each other at start (the agent stops if it cannot). false only where another firewall does it.',
   ),
+  containerCoreDumps: setting(
+    'SVC_CONTAINER_CORE_DUMPS',
+    Type.Boolean(),
+    true,
+    "Keep core dumps inside the crashing container: a kernel.core_pattern that hands them to a program or socket on the host (systemd-coredump, apport) is set to `core` at start, because the kernel would start that program on the host's CPU, outside the container's quota, for every crash. false leaves the host's pattern.",
+  ),
   reservedCpus: setting(
     'SVC_HOST_RESERVED_CPUS',
     Type.Number({ minimum: 0 }),

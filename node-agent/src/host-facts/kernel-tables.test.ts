@@ -1,36 +1,68 @@
-// raiseKernelTables on files standing in for /proc/sys (to see each case without lowering
-// this host's tables under the suites running beside it), then on the real ones: the
-// tests run as root, as the agent does.
+// applyKernelSettings on files standing in for /proc/sys (to see each case without lowering
+// this host's tables under the suites running beside it), then on the real tables: the
+// tests run as root, as the agent does. What a crash in a container costs the host with
+// each core pattern is in core-dumps.test.ts.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { KERNEL_TABLES, raiseKernelTables } from './kernel-tables.js';
+import { applyKernelSettings, CORE_PATTERN, kernelSettingsFor, SHARED_TABLES, type KernelSetting } from './kernel-tables.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kernel-tables-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const standIn = (name: string, value: string) => {
-  const path = join(dir, name);
+/** `setting`, reading and writing a file of ours that holds `value` instead of its /proc/sys file. */
+const standIn = (setting: KernelSetting, file: string, value: string): KernelSetting => {
+  const path = join(dir, file);
   writeFileSync(path, `${value}\n`);
-  return { name, path, target: 4194304n };
+  return { ...setting, path };
 };
 
-describe('raiseKernelTables', () => {
-  it('raises a table below its target, leaves one at or above it alone, and says why when one cannot be read', async () => {
-    const low = standIn('low', '32768');
-    const high = standIn('high', '9223372036854775807');
-    expect(await raiseKernelTables([low, high, { name: 'missing', path: join(dir, 'missing'), target: 1n }])).toEqual([
-      { name: 'low', changed: true, from: '32768', to: '4194304' },
-      { name: 'high', changed: false, value: '9223372036854775807' },
-      { name: 'missing', changed: false, error: expect.stringContaining('ENOENT') },
+const [fileMax, pidMax] = SHARED_TABLES as [KernelSetting, KernelSetting];
+
+describe('applyKernelSettings', () => {
+  it('raises a shared table below its target, leaves one at or above it alone, and says why when one cannot be read', async () => {
+    const low = standIn(pidMax, 'low', '32768');
+    const high = standIn(fileMax, 'high', '9223372036854775807');
+    const garbled = standIn(pidMax, 'garbled', 'many');
+    const outcomes = await applyKernelSettings([low, high, garbled, { ...fileMax, path: join(dir, 'missing') }]);
+    expect(outcomes.map(({ setting, ...rest }) => ({ name: setting.name, ...rest }))).toEqual([
+      { name: 'kernel.pid_max', changed: true, from: '32768', to: '4194304' },
+      { name: 'fs.file-max', changed: false, value: '9223372036854775807' },
+      { name: 'kernel.pid_max', changed: false, error: expect.stringContaining('many') },
+      { name: 'fs.file-max', changed: false, error: expect.stringContaining('ENOENT') },
     ]);
     expect(readFileSync(low.path, 'utf8')).toBe('4194304');
     expect(readFileSync(high.path, 'utf8')).toBe('9223372036854775807\n');
   });
 
+  it.each([
+    ['systemd-coredump', '|/usr/lib/systemd/systemd-coredump %P %u %g %s %t 9223372036854775808 %h', 'core'],
+    ['apport', '|/usr/share/apport/apport -p%p -s%s -c%c -d%d -P%P -u%u -g%g -- %E', 'core'],
+    ["systemd 258's socket (Linux 6.16)", '@@/run/systemd/coredump.socket', 'core'],
+    ["the kernel's default", 'core', null],
+    ['a file per process', '/var/crash/core.%e.%p', null],
+  ])('core dumps handed to %s: %s', async (_, pattern, after) => {
+    const setting = standIn(CORE_PATTERN, `pattern-${pattern.length}`, pattern);
+    const [outcome] = await applyKernelSettings([setting]);
+    if (after === null) {
+      expect(outcome).toMatchObject({ changed: false, value: pattern });
+      expect(readFileSync(setting.path, 'utf8')).toBe(`${pattern}\n`);
+    } else {
+      expect(outcome).toMatchObject({ changed: true, from: pattern, to: after });
+      expect(readFileSync(setting.path, 'utf8')).toBe(after);
+    }
+  });
+
+  it('leaves the core pattern to the host when SVC_CONTAINER_CORE_DUMPS=false', () => {
+    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual(['fs.file-max', 'kernel.pid_max', 'kernel.core_pattern']);
+    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual(['fs.file-max', 'kernel.pid_max']);
+  });
+
   it("leaves this host's open-file table and PID space at least where systemd puts them", async () => {
-    for (const outcome of await raiseKernelTables()) expect(outcome).not.toHaveProperty('error');
-    for (const table of KERNEL_TABLES) expect({ [table.name]: BigInt(readFileSync(table.path, 'utf8').trim()) >= table.target }).toEqual({ [table.name]: true });
+    for (const outcome of await applyKernelSettings(SHARED_TABLES)) expect(outcome).not.toHaveProperty('error');
+    const value = (path: string) => BigInt(readFileSync(path, 'utf8').trim());
+    expect({ fileMax: value(fileMax.path), pidMax: value(pidMax.path) }).toEqual({ fileMax: 9223372036854775807n, pidMax: expect.any(BigInt) });
+    expect(value(pidMax.path)).toBeGreaterThanOrEqual(4194304n);
   });
 });

@@ -1,48 +1,104 @@
-// Kernel tables that are one per host and shared by every tenant, raised at start to what
-// systemd raises them to at boot (fs.file-max since 240, kernel.pid_max since 243), so each
-// tenant's own limits are what bounds it:
-// - the open-file table: only processes without CAP_SYS_ADMIN are held to it, every tenant
-//   and never the agent or Docker. The kernel's default is about one file per 10 KiB of
-//   memory (2.4 million on a 24 GiB host), while a tenant's open files are charged to its
-//   own memory limit at about 400 bytes each: an instance of a few GiB could hold the whole
-//   table, and every other tenant's open() and socket() would fail with ENFILE;
-// - the PID space: the kernel's default is 32,768 on a host of up to 32 CPUs, while every
-//   task may hold SVC_TASK_PIDS_LIMIT (4,096) processes and threads: eight fork bombs would
-//   leave the agent, Docker and every other tenant unable to start a process.
+// Kernel settings that are one per host and that a tenant could otherwise turn against the
+// host or the other tenants, set at start:
+// - the open-file table and the PID space, raised to what systemd raises them to at boot
+//   (fs.file-max since 240, kernel.pid_max since 243), so each tenant's own limits are what
+//   bounds it. Only processes without CAP_SYS_ADMIN are held to the open-file table, every
+//   tenant and never the agent or Docker; its default is about one file per 10 KiB of
+//   memory (2.4 million on a 24 GiB host), while a tenant's open files are charged to its own
+//   memory limit at about 400 bytes each: an instance of a few GiB could hold the whole
+//   table, and every other tenant's open() and socket() would fail with ENFILE. The PID
+//   space is 32,768 by default on a host of up to 32 CPUs, while every task may hold
+//   SVC_TASK_PIDS_LIMIT (4,096) processes and threads: eight fork bombs would leave the
+//   agent, Docker and every other tenant unable to start a process;
+// - where core dumps go. A pattern that hands them to a program (`|systemd-coredump`,
+//   apport) or, since Linux 6.16, to a socket (`@…`) makes the kernel start that handler on
+//   the host, in the host's cgroup, for every process that crashes in any container: a
+//   tenant crashing processes in a loop spends the host's CPU (and the handler's disk)
+//   outside its quota, and no ulimit the agent sets can stop it (the kernel ignores
+//   RLIMIT_CORE for pipes, and a tenant may lower it to the 0 that would not). With `core`
+//   the crashing process writes its own dump, into its container, on its own CPU and disk.
 import { readFile, writeFile } from 'node:fs/promises';
 
-export interface KernelTable {
+export interface KernelSetting {
   /** The sysctl, as logs name it. */
   name: string;
   path: string;
-  /** What systemd writes. */
-  target: bigint;
+  /** What to write, given what is there now; null leaves it. Throws on a value it cannot read. */
+  wanted(current: string): string | null;
+  /** The log line when the agent changed it. */
+  changedMessage: string;
+  /** The log line when it needed changing and could not be: what that leaves open. */
+  failedMessage: string;
 }
 
-export const KERNEL_TABLES: readonly KernelTable[] = [
-  { name: 'fs.file-max', path: '/proc/sys/fs/file-max', target: 9223372036854775807n },
-  { name: 'kernel.pid_max', path: '/proc/sys/kernel/pid_max', target: 4194304n },
+const raiseTo =
+  (target: bigint) =>
+  (current: string): string | null =>
+    BigInt(current) < target ? String(target) : null;
+
+const SHARED_TABLE_MESSAGES = {
+  changedMessage: 'raised a kernel table all tenants share to what systemd sets at boot',
+  failedMessage: 'a kernel table all tenants share could not be raised: one instance can fill it for the others',
+};
+
+/** The tables every tenant shares, and their targets (systemd's). */
+export const SHARED_TABLES: readonly KernelSetting[] = [
+  { name: 'fs.file-max', path: '/proc/sys/fs/file-max', wanted: raiseTo(9223372036854775807n), ...SHARED_TABLE_MESSAGES },
+  { name: 'kernel.pid_max', path: '/proc/sys/kernel/pid_max', wanted: raiseTo(4194304n), ...SHARED_TABLE_MESSAGES },
 ];
 
-export type KernelTableOutcome = { name: string } & ({ changed: false; value: string } | { changed: true; from: string; to: string } | { changed: false; error: string });
-
-/** Raises each table to its target when it is lower; says what it found and did. */
-export function raiseKernelTables(tables: readonly KernelTable[] = KERNEL_TABLES): Promise<KernelTableOutcome[]> {
-  return Promise.all(tables.map(raise));
+/** Whether the kernel hands a crashing process's dump to a handler on the host (a pipe or a socket) rather than to a file the process writes itself. */
+export function dumpsGoToTheHost(corePattern: string): boolean {
+  return corePattern.startsWith('|') || corePattern.startsWith('@');
 }
 
-async function raise({ name, path, target }: KernelTable): Promise<KernelTableOutcome> {
+/** The kernel's own default: `core`, in the crashing process's working directory. */
+export const CONTAINED_CORE_PATTERN = 'core';
+
+export const CORE_PATTERN: KernelSetting = {
+  name: 'kernel.core_pattern',
+  path: '/proc/sys/kernel/core_pattern',
+  wanted: (current) => (dumpsGoToTheHost(current) ? CONTAINED_CORE_PATTERN : null),
+  changedMessage:
+    'core dumps were handed to a program on the host, which the kernel would start outside the quota of every container a process crashes in; they are now written by the crashing process, inside its container (SVC_CONTAINER_CORE_DUMPS=false keeps the host pattern)',
+  failedMessage: "core dumps go to a program on the host: a tenant crashing processes in a loop spends the host's CPU outside its quota",
+};
+
+/** Whether this host's pattern hands dumps to the host (false when it cannot be read). */
+export async function corePatternGoesToTheHost(): Promise<boolean> {
+  return dumpsGoToTheHost(await readFile(CORE_PATTERN.path, 'utf8').catch(() => ''));
+}
+
+/** What the agent sets at start, under its configuration. */
+export function kernelSettingsFor(options: { containerCoreDumps: boolean }): KernelSetting[] {
+  return options.containerCoreDumps ? [...SHARED_TABLES, CORE_PATTERN] : [...SHARED_TABLES];
+}
+
+export type KernelSettingOutcome = { setting: KernelSetting } & (
+  | { changed: false; value: string }
+  | { changed: true; from: string; to: string }
+  | { changed: false; error: string }
+);
+
+/** Sets each setting that needs it; says what it found and did. */
+export function applyKernelSettings(settings: readonly KernelSetting[]): Promise<KernelSettingOutcome[]> {
+  return Promise.all(settings.map(apply));
+}
+
+async function apply(setting: KernelSetting): Promise<KernelSettingOutcome> {
   let value: string;
+  let wanted: string | null;
   try {
-    value = (await readFile(path, 'utf8')).trim();
+    value = (await readFile(setting.path, 'utf8')).trim();
+    wanted = setting.wanted(value);
   } catch (err) {
-    return { name, changed: false, error: (err as Error).message };
+    return { setting, changed: false, error: (err as Error).message };
   }
-  if (BigInt(value) >= target) return { name, changed: false, value };
+  if (wanted === null) return { setting, changed: false, value };
   try {
-    await writeFile(path, String(target));
+    await writeFile(setting.path, wanted);
   } catch (err) {
-    return { name, changed: false, error: `it is ${value} and cannot be raised: ${(err as Error).message}` };
+    return { setting, changed: false, error: `it is ${value} and cannot be changed: ${(err as Error).message}` };
   }
-  return { name, changed: true, from: value, to: String(target) };
+  return { setting, changed: true, from: value, to: wanted };
 }
