@@ -16,7 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 import { eventually } from './support/node-agent-process.js';
-import { keygen, knownHostsFor, remote, run, ssh, type KeyPair, type SshTarget } from './support/openssh.js';
+import { keygen, knownHostsFor, remote, run, ssh, sshProcess, type KeyPair, type SshTarget } from './support/openssh.js';
+import { buildStaticProgram } from './support/static-program.js';
 
 const execFileP = promisify(execFile);
 const docker = new Docker();
@@ -162,6 +163,32 @@ describe('as a hostile tenant', () => {
       await stack.waitFor(victim.id, ['terminated']);
     } finally {
       await docker.getImage(image).remove({ force: true }).catch(() => undefined);
+    }
+  }, 180_000);
+
+  it("an instance that takes every terminal it can takes only its own: another tenant's `ssh -t` still gets one", async () => {
+    // With Docker's /dev/pts one container took the host's 3,071 terminals for containers,
+    // and no other instance on the node could open a session with a terminal.
+    const created = await stack.create({ image: SLEEPER_IMAGE, ssh_keys: [key.publicKey] });
+    expect(created.status).toBe(201);
+    const other = await stack.waitFor(created.body.id, ['ready']);
+    const b = { host: other.ssh.host, port: other.ssh.port, user: other.ssh.user, knownHosts: knownHostsFor(stack.dir, 'ptys-b', other.ssh) };
+    const hog = readFileSync(await buildStaticProgram('pty-hog'));
+    expect((await ssh(a.target, key, ['cat > /tmp/pty-hog && chmod +x /tmp/pty-hog'], { input: hog })).code).toBe(0);
+    const holding = sshProcess(a.target, key, ['/tmp/pty-hog', '120']);
+    try {
+      // SVC_TASK_MAX_PTYS, the agent's default.
+      expect(await eventually(() => /^\d+ \w+\n/.exec(holding.output())?.[0], 20_000, 'the hog to report')).toBe('1024 ENOSPC\n');
+      const inB = await ssh(b, key, ['tty'], { sshOptions: ['-tt'] });
+      expect({ code: inB.code, tty: inB.stdout.trim() }).toEqual({ code: 0, tty: expect.stringMatching(/^\/dev\/pts\/\d+$/) });
+      // A, holding all of its own, gets none.
+      const inA = await ssh(a.target, key, ['tty'], { sshOptions: ['-tt'] });
+      expect({ code: inA.code, said: inA.stdout }).toEqual({ code: 126, said: expect.stringContaining('open /dev/ptmx: no space left on device') });
+    } finally {
+      holding.child.kill();
+      await holding.exited;
+      await stack.api('POST', `/v1/instances/${other.id}/terminate`, { force: true });
+      await stack.waitFor(other.id, ['terminated']);
     }
   }, 180_000);
 

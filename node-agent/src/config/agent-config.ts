@@ -265,6 +265,12 @@ export const agentSettings = {
     100,
     "Queries a second (twice that in a burst) an instance may send Docker's embedded DNS server (127.0.0.11), which is dockerd itself: past it they are dropped inside the instance's network namespace, on its CPU, before dockerd's. Public resolvers asked directly are not counted. 0: no cap (a flood keeps dockerd at a core).",
   ),
+  taskMaxPtys: setting(
+    'SVC_TASK_MAX_PTYS',
+    Type.Integer({ minimum: 0, maximum: 65_536 }),
+    1024,
+    "Pseudo-terminals an instance may hold open at once (SSH sessions with a terminal, tmux panes, Jupyter terminals). Each instance gets a /dev/pts of its own with this cap: the kernel counts every container's terminals in one table for the host, and one instance that filled it (3,071 by default) left every other tenant without `ssh -t` or `docker exec -t`. 0: Docker's /dev/pts, uncapped.",
+  ),
   taskLogBytesPerSecond: setting(
     'SVC_TASK_LOG_BYTES_PER_SECOND',
     Type.Integer({ minimum: 0 }),

@@ -18,7 +18,7 @@ const standIn = (setting: KernelSetting, file: string, value: string): KernelSet
   return { ...setting, path };
 };
 
-const [fileMax, pidMax] = SHARED_TABLES as [KernelSetting, KernelSetting];
+const [fileMax, pidMax, ptyMax] = SHARED_TABLES as [KernelSetting, KernelSetting, KernelSetting];
 
 describe('applyKernelSettings', () => {
   it('raises a shared table below its target, leaves one at or above it alone, and says why when one cannot be read', async () => {
@@ -55,14 +55,15 @@ describe('applyKernelSettings', () => {
   });
 
   it('leaves the core pattern to the host when SVC_CONTAINER_CORE_DUMPS=false', () => {
-    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual(['fs.file-max', 'kernel.pid_max', 'kernel.core_pattern']);
-    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual(['fs.file-max', 'kernel.pid_max']);
+    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual(['fs.file-max', 'kernel.pid_max', 'kernel.pty.max', 'kernel.core_pattern']);
+    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual(['fs.file-max', 'kernel.pid_max', 'kernel.pty.max']);
   });
 
-  it("leaves this host's open-file table and PID space at least where systemd puts them", async () => {
+  it("leaves this host's open-file, PID and terminal tables at least at their targets", async () => {
     for (const outcome of await applyKernelSettings(SHARED_TABLES)) expect(outcome).not.toHaveProperty('error');
     const value = (path: string) => BigInt(readFileSync(path, 'utf8').trim());
-    expect({ fileMax: value(fileMax.path), pidMax: value(pidMax.path) }).toEqual({ fileMax: 9223372036854775807n, pidMax: expect.any(BigInt) });
+    expect(value(fileMax.path)).toBe(9223372036854775807n);
     expect(value(pidMax.path)).toBeGreaterThanOrEqual(4194304n);
+    expect(value(ptyMax.path)).toBe(1048576n);
   });
 });

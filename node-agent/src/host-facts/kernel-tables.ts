@@ -1,8 +1,10 @@
 // Kernel settings that are one per host and that a tenant could otherwise turn against the
 // host or the other tenants, set at start:
-// - the open-file table and the PID space, raised to what systemd raises them to at boot
-//   (fs.file-max since 240, kernel.pid_max since 243), so each tenant's own limits are what
-//   bounds it. Only processes without CAP_SYS_ADMIN are held to the open-file table, every
+// - the open-file table, the PID space and the terminal table, raised so each tenant's own
+//   limits are what bounds it: the first two to what systemd raises them to at boot
+//   (fs.file-max since 240, kernel.pid_max since 243), the third to the kernel's maximum.
+//   Each instance may hold SVC_TASK_MAX_PTYS terminals (runtime/task-pts.ts), and at the
+//   default of 4,096 (3,072 of them for containers) three instances could take them all. Only processes without CAP_SYS_ADMIN are held to the open-file table, every
 //   tenant and never the agent or Docker; its default is about one file per 10 KiB of
 //   memory (2.4 million on a 24 GiB host), while a tenant's open files are charged to its own
 //   memory limit at about 400 bytes each: an instance of a few GiB could hold the whole
@@ -37,7 +39,7 @@ const raiseTo =
     BigInt(current) < target ? String(target) : null;
 
 const SHARED_TABLE_MESSAGES = {
-  changedMessage: 'raised a kernel table all tenants share to what systemd sets at boot',
+  changedMessage: 'raised a kernel table all tenants share, so that no tenant can fill it for the others',
   failedMessage: 'a kernel table all tenants share could not be raised: one instance can fill it for the others',
 };
 
@@ -45,6 +47,8 @@ const SHARED_TABLE_MESSAGES = {
 export const SHARED_TABLES: readonly KernelSetting[] = [
   { name: 'fs.file-max', path: '/proc/sys/fs/file-max', wanted: raiseTo(9223372036854775807n), ...SHARED_TABLE_MESSAGES },
   { name: 'kernel.pid_max', path: '/proc/sys/kernel/pid_max', wanted: raiseTo(4194304n), ...SHARED_TABLE_MESSAGES },
+  // NR_UNIX98_PTY_MAX: a terminal costs the container that opens it about 3 KiB of its memory.
+  { name: 'kernel.pty.max', path: '/proc/sys/kernel/pty/max', wanted: raiseTo(1048576n), ...SHARED_TABLE_MESSAGES },
 ];
 
 /** Whether the kernel hands a crashing process's dump to a handler on the host (a pipe or a socket) rather than to a file the process writes itself. */

@@ -152,6 +152,15 @@ describe('buildContainerSpec for hostile tenants', () => {
     }
   });
 
+  it("binds an instance's own capped devpts over /dev/pts, beside the log limiter; a replica keeps Docker's", () => {
+    const withPts: HostCapabilities = { ...host('n', false), pts: { root: '/var/lib/svc-agent/pts', max: 1024 } };
+    const own = { Type: 'bind', Source: '/var/lib/svc-agent/pts/svc-instance-inst_abc', Target: '/dev/pts' };
+    expect(buildContainerSpec(task, withPts).HostConfig?.Mounts).toEqual([own]);
+    const both = buildContainerSpec(task, { ...withPts, logLimit: { path: '/bin/svc-log-init', bytesPerSecond: 1, linesPerSecond: 1 } }, { entrypoint: [], cmd: ['sh'] });
+    expect(both.HostConfig?.Mounts).toEqual([{ Type: 'bind', Source: '/bin/svc-log-init', Target: '/.svc/log-init', ReadOnly: true }, own]);
+    expect(buildContainerSpec({ ...task, kind: 'replica' }, withPts).HostConfig?.Mounts).toBeUndefined();
+  });
+
   it('makes tenants, instances first, what the OOM killer takes before the agent, and turns IPv6 off inside', () => {
     expect(buildContainerSpec(task, host('n', false)).HostConfig?.OomScoreAdj).toBe(800);
     expect(buildContainerSpec({ ...task, kind: 'replica' }, host('n', false)).HostConfig?.OomScoreAdj).toBe(500);

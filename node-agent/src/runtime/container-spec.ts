@@ -9,6 +9,7 @@ import type { ContainerCreateOptions } from 'dockerode';
 import { limitedCommand, LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
 import { containerLimits, type HostCapacity, type LimitSettings, type TaskResources } from './task-limits.js';
 import { networkName } from './task-network.js';
+import { PTS_TARGET, ptsDir, type TaskPts } from './task-pts.js';
 
 export const LABEL_INSTANCE = 'svc.instance';
 export const LABEL_REPLICA = 'svc.replica';
@@ -57,6 +58,8 @@ export interface HostCapabilities {
   limits: LimitSettings;
   /** The log limiter that instances' commands run behind (log-init.ts); absent: Docker runs them as is. */
   logLimit?: LogLimit;
+  /** Instances' own capped /dev/pts (task-pts.ts); absent: Docker's uncapped one. */
+  pts?: TaskPts;
 }
 
 /**
@@ -105,6 +108,9 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
   if (limits.networkMbps > 0) labels[LABEL_NETWORK_LIMIT] = String(limits.networkMbps);
   // Tenants only: a replica is the provider's own model server.
   const limited = task.kind === 'instance' && host.logLimit && image ? limitedCommand(image, task.command, host.logLimit) : null;
+  const mounts: NonNullable<NonNullable<ContainerCreateOptions['HostConfig']>['Mounts']> = [];
+  if (limited) mounts.push({ Type: 'bind', Source: host.logLimit!.path, Target: LOG_INIT_TARGET, ReadOnly: true });
+  if (task.kind === 'instance' && host.pts) mounts.push({ Type: 'bind', Source: ptsDir(host.pts.root, containerName(task)), Target: PTS_TARGET });
   return {
     name: containerName(task),
     Image: task.image,
@@ -124,7 +130,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
       // The agent restarts replicas itself (with backoff, reporting each restart), never Docker.
       RestartPolicy: { Name: 'no' },
       Binds: [],
-      ...(limited ? { Mounts: [{ Type: 'bind', Source: host.logLimit!.path, Target: LOG_INIT_TARGET, ReadOnly: true }] } : {}),
+      ...(mounts.length > 0 ? { Mounts: mounts } : {}),
       LogConfig: { Type: LOG_CONFIG.Type, Config: { ...LOG_CONFIG.Config } },
       NetworkMode: networkName(task),
       CapDrop: ['ALL'],

@@ -1,14 +1,16 @@
 // DockerRuntime against the real engine and the loopback registry (scripts/setup-host.sh).
 // Every container carries a node id unique to this run, and afterAll removes them all.
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { execIn, waitForLog } from '../../../test/support/docker-io.js';
-import { buildDnsFlood } from '../../../test/support/dns-flood.js';
+import { buildStaticProgram } from '../../../test/support/static-program.js';
 import { ContainerProcess } from '../access/container-process.js';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
@@ -20,6 +22,7 @@ import { deleteFreshImage, ensureBusybox, pushFreshImage, pushZeroLayerImage } f
 import { RuntimeError, type PullProgress } from './runtime.js';
 import { DEFAULT_LIMIT_SETTINGS, GIB, MIB } from './task-limits.js';
 import { buildNetworkSpec, networkName } from './task-network.js';
+import { devptsMountPoints } from './task-pts.js';
 
 const docker = new Docker();
 const run = randomBytes(4).toString('hex');
@@ -63,6 +66,19 @@ const hostCaps: HostCapabilities = { nodeId, nvidiaRuntime: false, capacity: { c
 async function createBehindTheRuntime(spec: TaskSpec): Promise<Docker.Container> {
   await docker.createNetwork(buildNetworkSpec(spec, nodeId, 'internet'));
   return docker.createContainer(buildContainerSpec(spec, hostCaps));
+}
+
+/** `tty` run with a terminal (as `docker exec -t` and the SSH gateway's sessions do): the terminal's name. */
+async function ttyIn(containerId: string): Promise<string> {
+  const exec = await docker.getContainer(containerId).exec({ Cmd: ['tty'], AttachStdout: true, AttachStderr: true, Tty: true });
+  const stream = await exec.start({ Tty: true });
+  const chunks: Buffer[] = [];
+  stream.on('data', (c: Buffer) => chunks.push(c));
+  await new Promise((r) => stream.on('end', r));
+  const inspected = await exec.inspect();
+  const out = Buffer.concat(chunks).toString('utf8').trim();
+  if (inspected.ExitCode !== 0) throw new Error(`tty exited ${inspected.ExitCode}: ${out}`);
+  return out;
 }
 
 beforeAll(async () => {
@@ -530,7 +546,7 @@ describe('isolation and limits', () => {
   it("caps the DNS queries an instance sends Docker's embedded server (dockerd itself) inside its namespace; a replica is not capped", async () => {
     const capped = new DockerRuntime({ docker, nodeId, dnsQueriesPerSecond: 50 });
     const h = await capped.startTask(task());
-    const flood = readFileSync(await buildDnsFlood());
+    const flood = readFileSync(await buildStaticProgram('dns-flood'));
     expect((await ContainerProcess.run(docker, h.containerId, ['sh', '-c', 'cat > /tmp/dns-flood && chmod +x /tmp/dns-flood'], { stdin: flood })).code).toBe(0);
     const started = performance.now();
     const r = await ContainerProcess.run(docker, h.containerId, ['/tmp/dns-flood', '2']);
@@ -553,6 +569,28 @@ describe('isolation and limits', () => {
     expect((await promisify(execFile)('nsenter', [`--target=${replicaPid}`, '--net', '--', 'iptables', '-S', 'OUTPUT'])).stdout.trim()).toBe('-P OUTPUT ACCEPT');
     for (const t of [h, replica]) await capped.destroyTask(t.containerId, { force: true });
   }, 90_000);
+
+  it("gives each instance a /dev/pts of its own, capped: one that takes every terminal it can leaves the others theirs", async () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-pts-'));
+    const capped = new DockerRuntime({ docker, nodeId, pts: { root, max: 8 } });
+    const [a, b] = [await capped.startTask(task()), await capped.startTask(task())];
+    try {
+      // Running, each container holds its own mount: nothing stays mounted on the host.
+      expect([...devptsMountPoints(readFileSync('/proc/self/mountinfo', 'utf8'))].filter((p) => p.startsWith(root))).toEqual([]);
+      const hog = readFileSync(await buildStaticProgram('pty-hog'));
+      expect((await ContainerProcess.run(docker, a.containerId, ['sh', '-c', 'cat > /tmp/pty-hog && chmod +x /tmp/pty-hog'], { stdin: hog })).code).toBe(0);
+      await execIn(docker, a.containerId, ['sh', '-c', '/tmp/pty-hog 60 > /tmp/hog.out 2>&1 &']);
+      await vi.waitFor(async () => expect(await execIn(docker, a.containerId, ['cat', '/tmp/hog.out'])).toBe('8 ENOSPC\n'), { timeout: 10_000, interval: 100 });
+      // With Docker's own /dev/pts it took 3,071, the host's whole table for containers, and
+      // every other container's `docker exec -t` (each SSH session with a terminal) failed.
+      expect(await ttyIn(b.containerId)).toMatch(/^\/dev\/pts\/\d+$/);
+      await expect(ttyIn(a.containerId)).rejects.toThrow(/no space left on device/);
+    } finally {
+      for (const t of [a, b]) await capped.destroyTask(t.containerId, { force: true });
+    }
+    expect(readdirSync(root)).toEqual([]);
+    rmSync(root, { recursive: true });
+  }, 60_000);
 
   it("shapes an instance's network each way to what it was sold, which root in the container cannot lift; a replica is not shaped", async () => {
     // 40 Mbit/s moves 5 MiB in about a second each way; unshaped, this link moves it in

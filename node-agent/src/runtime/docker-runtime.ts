@@ -24,6 +24,7 @@ import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { limitDns } from './task-dns-limit.js';
+import { detachPts, mountPts, ptsDir, sweepPts, unmountPts, type TaskPts } from './task-pts.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
@@ -46,6 +47,8 @@ import {
 
 /** A coarse shape check; the control plane validates references fully before ordering a task. */
 const IMAGE_REFERENCE_SHAPE = /^[A-Za-z0-9][A-Za-z0-9._:/@+\-\[\]]{0,511}$/;
+/** What Docker takes in a container name (the task id is part of it, and of host paths the agent makes). */
+const TASK_ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/;
 
 export interface DockerRuntimeOptions {
   /** This node's id: the `svc.node` label on everything the runtime creates or adopts. */
@@ -76,6 +79,8 @@ export interface DockerRuntimeOptions {
   diskFull?: () => Promise<string | null>;
   /** Queries a second an instance may send Docker's embedded DNS (SVC_TASK_DNS_QUERIES_PER_SECOND); 0: no cap. Default DEFAULT_DNS_QUERIES_PER_SECOND. */
   dnsQueriesPerSecond?: number;
+  /** Instances' own capped /dev/pts (SVC_TASK_MAX_PTYS, under the data dir); absent: Docker's, uncapped. */
+  pts?: TaskPts;
 }
 
 export const DEFAULT_DNS_QUERIES_PER_SECOND = 100;
@@ -115,6 +120,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly imageUsed: ((ref: string) => void) | undefined;
   private readonly diskFull: (() => Promise<string | null>) | undefined;
   private readonly dnsQueriesPerSecond: number;
+  private readonly pts: TaskPts | undefined;
   private hostCapabilities: Promise<HostCapabilities> | null = null;
 
   constructor(options: DockerRuntimeOptions) {
@@ -129,6 +135,7 @@ export class DockerRuntime implements TaskRuntime {
     this.dnsQueriesPerSecond = options.dnsQueriesPerSecond ?? DEFAULT_DNS_QUERIES_PER_SECOND;
     this.nvidiaRuntime = options.nvidiaRuntime;
     this.logLimit = options.logLimit;
+    this.pts = options.pts;
     this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
@@ -136,7 +143,7 @@ export class DockerRuntime implements TaskRuntime {
   async startTask(spec: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
     // The agent does not trust its input: an empty or spaced reference makes docker-modem
     // follow a redirect to a bogus host and throw outside any promise.
-    if (!spec.taskId || !IMAGE_REFERENCE_SHAPE.test(spec.image)) {
+    if (!TASK_ID_SHAPE.test(spec.taskId) || !IMAGE_REFERENCE_SHAPE.test(spec.image)) {
       throw new RuntimeError('create_failed', `invalid task: task id "${spec.taskId}", image reference "${spec.image}"`, false);
     }
     const host = await this.host();
@@ -147,9 +154,12 @@ export class DockerRuntime implements TaskRuntime {
     let container: Docker.Container;
     try {
       if (networkMbps > 0) await this.shapeBridge(spec, networkMbps);
+      if (spec.kind === 'instance' && host.pts) await this.mountPts(spec, host.pts);
       container = await this.createContainer(spec, host);
     } catch (err) {
-      await this.removeNetwork(spec).catch(() => undefined); // reconcile sweeps it otherwise
+      // reconcile sweeps them otherwise
+      await this.removeNetwork(spec).catch(() => undefined);
+      await this.releasePts(spec).catch(() => undefined);
       throw err;
     }
     if (spec.kind === 'instance' && host.logLimit) {
@@ -162,6 +172,8 @@ export class DockerRuntime implements TaskRuntime {
       // 304: already started (a retried start that adopted a running container).
       if (dockerStatus(err) !== 304) throw await this.discardUnstarted(container.id, spec, err);
     }
+    // Running, the container holds its /dev/pts itself; on failure destroy or reconcile unmounts it.
+    if (spec.kind === 'instance' && host.pts) await detachPts(ptsDir(host.pts.root, containerName(spec))).catch(() => undefined);
     // What needs the container's network namespace, which exists once it runs. Done again
     // on a retried start: both replace what was there, so it comes out the same.
     const inNamespace: Array<(pid: number) => Promise<void>> = [];
@@ -237,7 +249,10 @@ export class DockerRuntime implements TaskRuntime {
       }
       throw engineError(`remove ${id}`, err);
     }
-    if (task) await this.removeNetwork(task);
+    if (task) {
+      await this.removeNetwork(task);
+      await this.releasePts(task);
+    }
   }
 
   async inspectTask(id: string): Promise<TaskStatus> {
@@ -303,6 +318,13 @@ export class DockerRuntime implements TaskRuntime {
         failures.push(`${c.Id}: ${err instanceof Error ? err.message : String(err)}`);
       }
     }
+    // Devpts mounts of instances nobody wants whose containers are gone: left by a crash
+    // between removal and unmount (a wanted instance may be between its mount and its create).
+    if (this.pts) {
+      const keep = new Set([...wanted].map((taskId) => containerName({ kind: 'instance', taskId })));
+      for (const c of await this.listOwnContainers()) for (const name of c.Names ?? []) keep.add(name.replace(/^\//, ''));
+      await sweepPts(this.pts.root, keep).catch((err: unknown) => failures.push(`devpts under ${this.pts!.root}: ${(err as Error).message}`));
+    }
     // Networks of tasks nobody wants: left by a crash between container and network removal.
     for (const n of await this.listOwnNetworks()) {
       const task = taskFromLabels(n.Labels);
@@ -331,6 +353,7 @@ export class DockerRuntime implements TaskRuntime {
           capacity: { cpus: info.NCPU ?? 1, memoryBytes: info.MemTotal ?? 0 },
           limits: this.limits,
           ...(this.logLimit ? { logLimit: this.logLimit } : {}),
+          ...(this.pts ? { pts: this.pts } : {}),
         }),
         (err: unknown) => {
           this.hostCapabilities = null; // ask again next time
@@ -529,6 +552,23 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   /** Not found is success; a network still in use (a container being re-created) stays for reconcile. */
+  private async mountPts(spec: TaskSpec, pts: TaskPts): Promise<void> {
+    try {
+      await mountPts(ptsDir(pts.root, containerName(spec)), pts.max);
+    } catch (err) {
+      throw taskFailed('create_failed', `mount /dev/pts for ${containerName(spec)}`, err);
+    }
+  }
+
+  private async releasePts(task: Pick<TaskSpec, 'kind' | 'taskId'>): Promise<void> {
+    if (task.kind !== 'instance' || !this.pts) return;
+    try {
+      await unmountPts(ptsDir(this.pts.root, containerName(task)));
+    } catch (err) {
+      throw engineError(`unmount /dev/pts of ${containerName(task)}`, err);
+    }
+  }
+
   private async removeNetwork(task: Pick<TaskSpec, 'kind' | 'taskId'>): Promise<void> {
     try {
       await this.docker.getNetwork(networkName(task)).remove();

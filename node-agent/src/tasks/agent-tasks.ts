@@ -15,6 +15,7 @@ import type { LogLimit } from '../runtime/log-init.js';
 import type { PullDeadlineSettings } from '../runtime/pull-deadline.js';
 import type { LimitSettings } from '../runtime/task-limits.js';
 import type { InstanceOutbound } from '../runtime/task-network.js';
+import type { TaskPts } from '../runtime/task-pts.js';
 import { Outbox } from '../telemetry/health-outbox.js';
 import { DEFAULT_REPLICA_SETTINGS, type ReplicaSettings } from '../replicas/replica-runner.js';
 import { DEFAULT_DISK_WATCH_SETTINGS } from './disk-watch.js';
@@ -57,6 +58,8 @@ export class AgentTasks {
       diskFull?: () => Promise<string | null>;
       /** SVC_TASK_DNS_QUERIES_PER_SECOND. */
       dnsQueriesPerSecond?: number;
+      /** Instances' own capped /dev/pts (SVC_TASK_MAX_PTYS); absent: Docker's. */
+      pts?: TaskPts;
     } = {},
   ) {
     this.access = options.access;
@@ -73,6 +76,7 @@ export class AgentTasks {
       ...(options.pullDeadline ? { pullDeadline: options.pullDeadline } : {}),
       ...(options.diskFull ? { diskFull: options.diskFull } : {}),
       ...(options.dnsQueriesPerSecond !== undefined ? { dnsQueriesPerSecond: options.dnsQueriesPerSecond } : {}),
+      ...(options.pts ? { pts: options.pts } : {}),
     });
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {

@@ -1,0 +1,23 @@
+// Builds a tenant's program from test/support/<name>.c statically, so it runs in any test
+// image, once per version of its source.
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { compileOnce } from 'node-nvml-bindings';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+
+const PROGRAMS = {
+  'dns-flood': "a tenant flooding Docker's embedded DNS server",
+  'pty-hog': 'a tenant opening every pseudo-terminal it can',
+} as const;
+
+export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {
+  return compileOnce({
+    source: join(here, `${name}.c`),
+    flags: ['-static', '-O2', '-Wall'],
+    output: (hash) => join(here, '..', '..', 'node_modules', '.cache', name, `${name}-${hash}`),
+    what: `the test program ${name} (${PROGRAMS[name]})`,
+    hint: "it needs a C compiler and a static libc: Debian's build-essential",
+    mode: 0o755,
+  });
+}
