@@ -9,6 +9,7 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 const PROGRAMS = {
   'dns-flood': "a tenant flooding Docker's embedded DNS server",
   'pty-hog': 'a tenant opening every pseudo-terminal it can',
+  'kernel-counts': "a tenant adding to the kernel's per-user counts of epoll and inotify watches",
 } as const;
 
 export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {

@@ -18,7 +18,8 @@ const standIn = (setting: KernelSetting, file: string, value: string): KernelSet
   return { ...setting, path };
 };
 
-const [fileMax, pidMax, ptyMax] = SHARED_TABLES as [KernelSetting, KernelSetting, KernelSetting];
+const [fileMax, pidMax, ptyMax, epollWatches, inotifyInstances, inotifyWatches] = SHARED_TABLES as KernelSetting[] as [KernelSetting, KernelSetting, KernelSetting, KernelSetting, KernelSetting, KernelSetting];
+const SHARED_NAMES = ['fs.file-max', 'kernel.pid_max', 'kernel.pty.max', 'fs.epoll.max_user_watches', 'fs.inotify.max_user_instances', 'fs.inotify.max_user_watches'];
 
 describe('applyKernelSettings', () => {
   it('raises a shared table below its target, leaves one at or above it alone, and says why when one cannot be read', async () => {
@@ -55,15 +56,17 @@ describe('applyKernelSettings', () => {
   });
 
   it('leaves the core pattern to the host when SVC_CONTAINER_CORE_DUMPS=false', () => {
-    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual(['fs.file-max', 'kernel.pid_max', 'kernel.pty.max', 'kernel.core_pattern']);
-    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual(['fs.file-max', 'kernel.pid_max', 'kernel.pty.max']);
+    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual([...SHARED_NAMES, 'kernel.core_pattern']);
+    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual(SHARED_NAMES);
   });
 
-  it("leaves this host's open-file, PID and terminal tables at least at their targets", async () => {
+  it("leaves this host's shared tables and per-user counts at least at their targets", async () => {
     for (const outcome of await applyKernelSettings(SHARED_TABLES)) expect(outcome).not.toHaveProperty('error');
     const value = (path: string) => BigInt(readFileSync(path, 'utf8').trim());
     expect(value(fileMax.path)).toBe(9223372036854775807n);
     expect(value(pidMax.path)).toBeGreaterThanOrEqual(4194304n);
     expect(value(ptyMax.path)).toBe(1048576n);
+    expect(value(epollWatches.path)).toBe(9223372036854775807n);
+    expect([value(inotifyInstances.path), value(inotifyWatches.path)]).toEqual([2147483647n, 2147483647n]);
   });
 });

@@ -4,7 +4,18 @@
 //   limits are what bounds it: the first two to what systemd raises them to at boot
 //   (fs.file-max since 240, kernel.pid_max since 243), the third to the kernel's maximum.
 //   Each instance may hold SVC_TASK_MAX_PTYS terminals (runtime/task-pts.ts), and at the
-//   default of 4,096 (3,072 of them for containers) three instances could take them all. Only processes without CAP_SYS_ADMIN are held to the open-file table, every
+//   default of 4,096 (3,072 of them for containers) three instances could take them all;
+// - the per-user counts of epoll watches and inotify instances and watches, raised to their
+//   maximum. Containers run as the host's root (no user namespaces), so each is one count
+//   for every tenant, the agent, Docker and systemd together. Each watch is charged to the
+//   memory of the container that adds it (about 210 bytes an epoll watch, 90 an inotify
+//   watch), but the defaults are reached long before any memory limit: measured, a
+//   container of 2 GiB took all 5,491,511 epoll watches of this host, after which every
+//   Node process run as root aborted at its next socket (libuv aborts when epoll_ctl
+//   fails) and the docker CLI died with "epollctl failed"; the agent would have been first.
+//   inotify's 128 instances and 192,536 watches cost a tenant a few MiB. Raised, what
+//   bounds each tenant is its memory limit: the same 2 GiB container was OOM-killed inside
+//   itself and the host's processes went on. Only processes without CAP_SYS_ADMIN are held to the open-file table, every
 //   tenant and never the agent or Docker; its default is about one file per 10 KiB of
 //   memory (2.4 million on a 24 GiB host), while a tenant's open files are charged to its own
 //   memory limit at about 400 bytes each: an instance of a few GiB could hold the whole
@@ -49,6 +60,9 @@ export const SHARED_TABLES: readonly KernelSetting[] = [
   { name: 'kernel.pid_max', path: '/proc/sys/kernel/pid_max', wanted: raiseTo(4194304n), ...SHARED_TABLE_MESSAGES },
   // NR_UNIX98_PTY_MAX: a terminal costs the container that opens it about 3 KiB of its memory.
   { name: 'kernel.pty.max', path: '/proc/sys/kernel/pty/max', wanted: raiseTo(1048576n), ...SHARED_TABLE_MESSAGES },
+  { name: 'fs.epoll.max_user_watches', path: '/proc/sys/fs/epoll/max_user_watches', wanted: raiseTo(9223372036854775807n), ...SHARED_TABLE_MESSAGES },
+  { name: 'fs.inotify.max_user_instances', path: '/proc/sys/fs/inotify/max_user_instances', wanted: raiseTo(2147483647n), ...SHARED_TABLE_MESSAGES },
+  { name: 'fs.inotify.max_user_watches', path: '/proc/sys/fs/inotify/max_user_watches', wanted: raiseTo(2147483647n), ...SHARED_TABLE_MESSAGES },
 ];
 
 /** Whether the kernel hands a crashing process's dump to a handler on the host (a pipe or a socket) rather than to a file the process writes itself. */

@@ -1,0 +1,82 @@
+// The kernel's per-user counts of epoll and inotify watches are one count for every tenant
+// and the host's root (containers run as root, with no user namespaces). After the agent's
+// settings, no container that fits on this host can fill them: what a watch costs the
+// container that adds it (measured here, on the real kernel, from the container's memory)
+// times the count is more than the host's memory. At the kernel's defaults a container of
+// about 1.2 GiB filled the epoll count, and every Node process run as root on the host then
+// aborted at its next socket. The attack itself is not run: at the defaults it would take
+// the count from the suites running beside this one.
+import { readFileSync } from 'node:fs';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unframeDockerLog } from '../../../test/support/docker-io.js';
+import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
+import { buildStaticProgram } from '../../../test/support/static-program.js';
+import { ContainerProcess } from '../access/container-process.js';
+import { ensureBusybox } from '../runtime/docker-test-images.js';
+import { applyKernelSettings, SHARED_TABLES } from './kernel-tables.js';
+
+const docker = new Docker();
+const started: Docker.Container[] = [];
+const hostMemoryBytes = Number(/^MemTotal:\s+(\d+) kB$/m.exec(readFileSync('/proc/meminfo', 'utf8'))![1]) * 1024;
+const count = (name: string): number => Number(readFileSync(SHARED_TABLES.find((s) => s.name === name)!.path, 'utf8').trim());
+
+beforeAll(async () => {
+  if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
+  await ensureBusybox(docker);
+  // What the agent does at start.
+  for (const outcome of await applyKernelSettings(SHARED_TABLES)) expect(outcome).not.toHaveProperty('error');
+});
+
+afterAll(async () => {
+  for (const c of started) await c.remove({ force: true }).catch(() => undefined);
+});
+
+/** The container's memory as Docker counts it (less the file cache it could drop). */
+async function memoryOf(container: Docker.Container): Promise<number> {
+  const stats = (await container.stats({ stream: false })) as { memory_stats: { usage: number; stats?: Record<string, number> } };
+  const { usage, stats: detail = {} } = stats.memory_stats;
+  return usage - (detail['total_inactive_file'] ?? detail['inactive_file'] ?? 0);
+}
+
+/** Runs kernel-counts in a fresh container until it is ready; its memory and what it added. */
+async function holding(args: string[]): Promise<{ bytes: number; added: number }> {
+  const container = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['sh', '-c', 'while [ ! -x /kernel-counts ]; do sleep 0.05; done; exec /kernel-counts "$@"', 'sh', ...args], Labels: { 'svc.test': 'per-user-counts' }, HostConfig: { Memory: 1024 ** 3 } });
+  started.push(container);
+  await container.start();
+  const program = readFileSync(await buildStaticProgram('kernel-counts'));
+  expect((await ContainerProcess.run(docker, container.id, ['sh', '-c', 'cat > /kernel-counts.part && chmod +x /kernel-counts.part && mv /kernel-counts.part /kernel-counts'], { stdin: program })).code).toBe(0);
+  let said = '';
+  for (let i = 0; i < 200 && !said.includes('\n'); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    said = unframeDockerLog(await container.logs({ stdout: true, stderr: true }));
+  }
+  const ready = /^ready (\d+)$/m.exec(said);
+  if (!ready) throw new Error(`kernel-counts ${args.join(' ')}: ${said || 'said nothing'}`);
+  return { bytes: await memoryOf(container), added: Number(ready[1]) };
+}
+
+/** What one watch costs the container that adds it: the same instances and targets with and without the watches. */
+async function bytesPerWatch(kind: 'epoll' | 'inotify', instances: number, targets: number): Promise<number> {
+  const without = await holding([kind, String(instances), String(targets), '0']);
+  const withWatches = await holding([kind, String(instances), String(targets), '1']);
+  expect(withWatches.added).toBe(instances * targets);
+  return (withWatches.bytes - without.bytes) / withWatches.added;
+}
+
+describe('the per-user counts every tenant shares with the host', () => {
+  it('cost a container more memory than this host has to fill: epoll watches', async () => {
+    const perWatch = await bytesPerWatch('epoll', 200, 1000);
+    // The kernel charges each watch to the container (about 210 bytes here): its memory limit is what bounds it.
+    expect(perWatch).toBeGreaterThan(50);
+    expect(perWatch * count('fs.epoll.max_user_watches')).toBeGreaterThan(hostMemoryBytes);
+  }, 60_000);
+
+  it('cost a container more memory than this host has to fill: inotify watches', async () => {
+    const perWatch = await bytesPerWatch('inotify', 100, 1000);
+    expect(perWatch).toBeGreaterThan(30);
+    expect(perWatch * count('fs.inotify.max_user_watches')).toBeGreaterThan(hostMemoryBytes);
+    // Instances need a descriptor each, held to each process's open-file limit, and are charged too.
+    expect(count('fs.inotify.max_user_instances')).toBe(2147483647);
+  }, 60_000);
+});
