@@ -18,6 +18,7 @@ import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
 import { buildLogInit, type LogLimit } from './runtime/log-init.js';
 import { GIB, MIB } from './runtime/task-limits.js';
+import { cgroupVersion } from './host-facts/cgroup-version.js';
 import { applyKernelSettings, corePatternGoesToTheHost, kernelSettingsFor } from './host-facts/kernel-tables.js';
 import { DiskPressureWatch, dockerDiskFacts } from './host-facts/disk-pressure.js';
 import { dockerRootDir } from './runtime/disk-usage.js';
@@ -62,6 +63,9 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     const { name, changedMessage, failedMessage } = outcome.setting;
     if (outcome.changed) log.info({ sysctl: name, from: outcome.from, to: outcome.to }, changedMessage);
     else if ('error' in outcome) log.warn({ sysctl: name, err: outcome.error }, failedMessage);
+  }
+  if ((await cgroupVersion()) === 1) {
+    log.warn("this host runs cgroup v1, which charges no container for its sockets' buffers: one instance can fill the host's TCP and UDP buffer pools and slow every connection on the node (docs/security.md); run tenants on cgroup v2");
   }
   if (!config.containerCoreDumps && (await corePatternGoesToTheHost())) {
     log.warn("SVC_CONTAINER_CORE_DUMPS=false and this host's core_pattern hands dumps to a program: every crash in a container runs it on the host's CPU, outside the container's quota");
