@@ -19,7 +19,7 @@ import { installHostFirewall } from './runtime/host-firewall.js';
 import { buildLogInit, type LogLimit } from './runtime/log-init.js';
 import { GIB, MIB } from './runtime/task-limits.js';
 import { cgroupVersion } from './host-facts/cgroup-version.js';
-import { applyKernelSettings, corePatternGoesToTheHost, kernelSettingsFor } from './host-facts/kernel-tables.js';
+import { applyKernelSettings, corePatternGoesToTheHost, kernelSettingsFor } from './host-facts/kernel-settings.js';
 import { DiskPressureWatch, dockerDiskFacts } from './host-facts/disk-pressure.js';
 import { dockerRootDir } from './runtime/disk-usage.js';
 import { collectHostFacts } from './host-facts/host-facts.js';

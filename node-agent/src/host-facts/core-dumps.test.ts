@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unframeDockerLog } from '../../../test/support/docker-io.js';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { ensureBusybox } from '../runtime/docker-test-images.js';
-import { applyKernelSettings, CONTAINED_CORE_PATTERN, CORE_PATTERN } from './kernel-tables.js';
+import { applyKernelSettings, CONTAINED_CORE_PATTERN, CORE_PATTERN } from './kernel-settings.js';
 
 const docker = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'core-dumps-'));

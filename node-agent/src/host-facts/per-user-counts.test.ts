@@ -14,7 +14,7 @@ import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js'
 import { buildStaticProgram } from '../../../test/support/static-program.js';
 import { ContainerProcess } from '../access/container-process.js';
 import { ensureBusybox } from '../runtime/docker-test-images.js';
-import { applyKernelSettings, SHARED_TABLES } from './kernel-tables.js';
+import { applyKernelSettings, SHARED_TABLES } from './kernel-settings.js';
 
 const docker = new Docker();
 const started: Docker.Container[] = [];

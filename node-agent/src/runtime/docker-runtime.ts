@@ -551,7 +551,7 @@ export class DockerRuntime implements TaskRuntime {
     }
   }
 
-  /** Not found is success; a network still in use (a container being re-created) stays for reconcile. */
+  /** The instance's own capped devpts, on the host, for the container to bind over /dev/pts (task-pts.ts). */
   private async mountPts(spec: TaskSpec, pts: TaskPts): Promise<void> {
     try {
       await mountPts(ptsDir(pts.root, containerName(spec)), pts.max);
@@ -560,6 +560,7 @@ export class DockerRuntime implements TaskRuntime {
     }
   }
 
+  /** Once the container is gone: its devpts directory (and mount, if a failed start left one). */
   private async releasePts(task: Pick<TaskSpec, 'kind' | 'taskId'>): Promise<void> {
     if (task.kind !== 'instance' || !this.pts) return;
     try {
@@ -569,6 +570,7 @@ export class DockerRuntime implements TaskRuntime {
     }
   }
 
+  /** Not found is success; a network still in use (a container being re-created) stays for reconcile. */
   private async removeNetwork(task: Pick<TaskSpec, 'kind' | 'taskId'>): Promise<void> {
     try {
       await this.docker.getNetwork(networkName(task)).remove();

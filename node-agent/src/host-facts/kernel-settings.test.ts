@@ -6,9 +6,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { applyKernelSettings, CORE_PATTERN, kernelSettingsFor, SHARED_TABLES, type KernelSetting } from './kernel-tables.js';
+import { applyKernelSettings, CORE_PATTERN, kernelSettingsFor, SHARED_TABLES, type KernelSetting } from './kernel-settings.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'kernel-tables-'));
+const dir = mkdtempSync(join(tmpdir(), 'kernel-settings-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** `setting`, reading and writing a file of ours that holds `value` instead of its /proc/sys file. */

@@ -3,8 +3,16 @@
 // - the open-file table, the PID space and the terminal table, raised so each tenant's own
 //   limits are what bounds it: the first two to what systemd raises them to at boot
 //   (fs.file-max since 240, kernel.pid_max since 243), the third to the kernel's maximum.
-//   Each instance may hold SVC_TASK_MAX_PTYS terminals (runtime/task-pts.ts), and at the
-//   default of 4,096 (3,072 of them for containers) three instances could take them all;
+//   Only processes without CAP_SYS_ADMIN are held to the open-file table, every tenant and
+//   never the agent or Docker; its default is about one file per 10 KiB of memory (2.4
+//   million on a 24 GiB host), while a tenant's open files are charged to its own memory
+//   limit at about 400 bytes each: an instance of a few GiB could hold the whole table, and
+//   every other tenant's open() and socket() would fail with ENFILE. The PID space is 32,768
+//   by default on a host of up to 32 CPUs, while every task may hold SVC_TASK_PIDS_LIMIT
+//   (4,096) processes and threads: eight fork bombs would leave the agent, Docker and every
+//   other tenant unable to start a process. Each instance may hold SVC_TASK_MAX_PTYS
+//   terminals (runtime/task-pts.ts), and at the default of 4,096 (3,072 of them for
+//   containers) three instances could take them all;
 // - the per-user counts of epoll watches and inotify instances and watches, raised to their
 //   maximum. Containers run as the host's root (no user namespaces), so each is one count
 //   for every tenant, the agent, Docker and systemd together. Each watch is charged to the
@@ -15,14 +23,7 @@
 //   fails) and the docker CLI died with "epollctl failed"; the agent would have been first.
 //   inotify's 128 instances and 192,536 watches cost a tenant a few MiB. Raised, what
 //   bounds each tenant is its memory limit: the same 2 GiB container was OOM-killed inside
-//   itself and the host's processes went on. Only processes without CAP_SYS_ADMIN are held to the open-file table, every
-//   tenant and never the agent or Docker; its default is about one file per 10 KiB of
-//   memory (2.4 million on a 24 GiB host), while a tenant's open files are charged to its own
-//   memory limit at about 400 bytes each: an instance of a few GiB could hold the whole
-//   table, and every other tenant's open() and socket() would fail with ENFILE. The PID
-//   space is 32,768 by default on a host of up to 32 CPUs, while every task may hold
-//   SVC_TASK_PIDS_LIMIT (4,096) processes and threads: eight fork bombs would leave the
-//   agent, Docker and every other tenant unable to start a process;
+//   itself and the host's processes went on;
 // - where core dumps go. A pattern that hands them to a program (`|systemd-coredump`,
 //   apport) or, since Linux 6.16, to a socket (`@…`) makes the kernel start that handler on
 //   the host, in the host's cgroup, for every process that crashes in any container: a
@@ -54,7 +55,7 @@ const SHARED_TABLE_MESSAGES = {
   failedMessage: 'a kernel table all tenants share could not be raised: one instance can fill it for the others',
 };
 
-/** The tables every tenant shares, and their targets (systemd's). */
+/** The tables and per-user counts every tenant shares, and their targets. */
 export const SHARED_TABLES: readonly KernelSetting[] = [
   { name: 'fs.file-max', path: '/proc/sys/fs/file-max', wanted: raiseTo(9223372036854775807n), ...SHARED_TABLE_MESSAGES },
   { name: 'kernel.pid_max', path: '/proc/sys/kernel/pid_max', wanted: raiseTo(4194304n), ...SHARED_TABLE_MESSAGES },
