@@ -88,6 +88,36 @@ describe('DiskWatch', () => {
     watch.stop();
   });
 
+  it('measures a container whose measuring is costly only after ten times what it took, the others every pass', async () => {
+    let clock = 0;
+    const cost = new Map([
+      ['c-light', 20],
+      ['c-heavy', 5_000],
+    ]);
+    const measured: string[] = [];
+    const watch = new DiskWatch(
+      async (id) => {
+        measured.push(id);
+        clock += cost.get(id)!; // what walking its files took
+        return { bytes: 0, files: 0 };
+      },
+      () => undefined,
+      quietLog,
+      { ...settings, intervalMs: 10_000 },
+      () => clock,
+    );
+    watch.watch('inst_light', handle('c-light', GIB));
+    watch.watch('inst_heavy', handle('c-heavy', GIB));
+    // Ten passes, one every interval: 100 s. The heavy one is due again 50 s after each measuring.
+    for (let pass = 0; pass < 10; pass++) {
+      await watch.checkAll();
+      clock += 10_000;
+    }
+    expect(measured.filter((id) => id === 'c-light')).toHaveLength(10);
+    expect(measured.filter((id) => id === 'c-heavy')).toHaveLength(2);
+    watch.stop();
+  });
+
   it('measures again every interval on its own', async () => {
     let passes = 0;
     const watch = new DiskWatch(async () => (passes++, { bytes: 0, files: 0 }), () => undefined, quietLog, { ...settings, intervalMs: 20 });
