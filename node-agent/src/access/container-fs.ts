@@ -10,6 +10,7 @@ import * as tar from 'tar-stream';
 import { dockerMessage, dockerStatus } from '../runtime/docker-errors.js';
 import { LOG_INIT_TARGET } from '../runtime/log-init.js';
 import { ContainerProcess } from './container-process.js';
+import type { EngineCallKind } from './engine-pacer.js';
 import { parseDirListing } from './dir-listing.js';
 import { isDirectory, isSymlink, posixModeFromGo, posixModeFromTar } from './file-modes.js';
 
@@ -53,6 +54,8 @@ export class ContainerFs {
   constructor(
     private readonly docker: Docker,
     private readonly containerId: string,
+    /** Waits until one more engine call of this kind may go out (the SFTP server's: access/engine-pacer.ts). */
+    private readonly pace: (kind: EngineCallKind) => Promise<void> = async () => undefined,
   ) {}
 
   private get container(): Docker.Container {
@@ -63,6 +66,7 @@ export class ContainerFs {
   async lstat(path: string): Promise<FileStat> {
     let response: { headers?: Record<string, string | string[] | undefined> };
     try {
+      await this.pace('archive');
       response = (await this.container.infoArchive({ path })) as unknown as typeof response;
     } catch (err) {
       throw fsErrorOf(err, path);
@@ -144,6 +148,7 @@ export class ContainerFs {
   async *streamFile(realPath: string): AsyncGenerator<Buffer> {
     let stream: NodeJS.ReadableStream;
     try {
+      await this.pace('archive');
       stream = await this.container.getArchive({ path: realPath });
     } catch (err) {
       throw fsErrorOf(err, realPath);
@@ -235,6 +240,7 @@ export class ContainerFs {
   private async putArchive(dir: string, archive: Readable): Promise<void> {
     try {
       // copyUIDGID: the files belong to the container's user, as if that user had made them.
+      await this.pace('archive');
       await this.container.putArchive(archive as unknown as NodeJS.ReadableStream, { path: dir, copyUIDGID: true });
     } catch (err) {
       throw fsErrorOf(err, dir);
@@ -244,6 +250,7 @@ export class ContainerFs {
   private async walkArchive(path: string, onEntry: (header: tar.Header, body: Readable) => void | Promise<void>): Promise<void> {
     let stream: NodeJS.ReadableStream;
     try {
+      await this.pace('archive');
       stream = await this.container.getArchive({ path });
     } catch (err) {
       throw fsErrorOf(err, path);
@@ -273,6 +280,7 @@ export class ContainerFs {
   }
 
   private async listInContainer(realPath: string, path: string): Promise<FileStat[]> {
+    await this.pace('exec');
     const result = await ContainerProcess.run(this.docker, this.containerId, [LOG_INIT_TARGET, '--list-dir', realPath], {
       maxOutputBytes: MAX_LISTING_BYTES,
     });
@@ -292,6 +300,7 @@ export class ContainerFs {
 
   /** Runs a tool of the image for what the archive API cannot do. */
   private async tool(cmd: string[], name: string): Promise<void> {
+    await this.pace('exec');
     const result = await ContainerProcess.run(this.docker, this.containerId, cmd);
     if (result.code === 0) return;
     const output = (result.stderr || result.stdout).trim();

@@ -24,7 +24,7 @@ type AccessConfig = Pick<
   AgentConfig,
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
-  | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps'
+  | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps' | 'sshEngineCallsPerSecond'
   | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps'
 >;
 
@@ -38,6 +38,7 @@ export function sshLimitsOf(config: AccessConfig): SshLimits {
     handshakeTimeoutMs: config.sshHandshakeTimeoutMs,
     maxAuthTries: config.sshMaxAuthTries,
     nodeMbps: config.sshNodeMbps,
+    engineCallsPerSecond: config.sshEngineCallsPerSecond,
     maxEnvVars: config.sshMaxEnvVars,
     maxEnvBytes: config.sshMaxEnvBytes,
     maxPtyDimension: config.sshMaxPtyDimension,

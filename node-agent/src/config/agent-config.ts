@@ -351,6 +351,12 @@ export const agentSettings = {
     2000,
     "Mbit/s each way through the SSH gateway (sessions, SFTP, ssh -L) for all instances together, shared equally among the instances logged in (an instance never gets more than its own bandwidth): every byte costs the agent's thread its encryption and dockerd its exec stream, on the host's CPU.",
   ),
+  sshEngineCallsPerSecond: setting(
+    'SVC_SSH_ENGINE_CALLS_PER_SECOND',
+    Type.Integer({ minimum: 0, maximum: 100_000 }),
+    40,
+    "Docker engine calls a second one instance's SSH and SFTP may make, four seconds' worth at once: a stat, listing, upload or download counts 1, starting a process (each session, each SFTP remove, rename or chmod) 8. Each call costs dockerd, containerd and runc the host's CPU outside the instance's quota (about 40 ms a process); past the rate calls wait, none is refused. 0: unpaced.",
+  ),
   sshMaxConnectionsPerSource: setting(
     'SVC_SSH_MAX_CONNECTIONS_PER_SOURCE',
     Type.Integer({ minimum: 1, maximum: 100_000 }),

@@ -18,6 +18,7 @@ import type { AccessEntry } from '../access/access-registry.js';
 import { ByteReader } from '../access/byte-reader.js';
 import type { Throttle } from '../access/throttled-socket.js';
 import { ContainerFileWriter, type WriteStart } from '../access/container-file-writer.js';
+import type { EngineCallKind } from '../access/engine-pacer.js';
 import { ContainerFs, FsError, type FileStat } from '../access/container-fs.js';
 import { isDirectory, modeString } from '../access/file-modes.js';
 import { WriteOrder } from './write-order.js';
@@ -119,8 +120,10 @@ export class SftpSession {
     private readonly hasShell: () => Promise<boolean>,
     /** The instance's share of the gateway's bandwidth: skipped bytes are paid as sent ones. */
     private readonly throttle: () => Throttle | undefined = () => undefined,
+    /** Waits until the instance may make one more Docker engine call of this kind. */
+    private readonly pace: (kind: EngineCallKind) => Promise<void> = async () => undefined,
   ) {
-    this.fs = new ContainerFs(docker, entry.containerId);
+    this.fs = new ContainerFs(docker, entry.containerId, pace);
     sftp.on('OPEN', (id, filename, flags, attrs) => this.answer(id, () => this.open(id, filename, flags, attrs)));
     sftp.on('READ', (id, handle, offset, length) => this.answer(id, () => this.read(id, handle, offset, length)));
     sftp.on('WRITE', (id, handle, offset, data) => this.answer(id, () => this.write(id, handle, offset, data)));
@@ -255,6 +258,7 @@ export class SftpSession {
       return;
     }
     if (await this.hasShell()) {
+      await this.pace('exec');
       await ContainerFileWriter.prepare(this.docker, this.entry.containerId, target, { truncate, ...(existing ? {} : { createMode: mode }) });
       const kept = existing !== undefined && !truncate;
       const state: WriteHandleState = { kind: 'write', path: target, append, keptSize: kept ? existing!.size : 0, start: 'append', appended: 0, mode };
@@ -356,6 +360,7 @@ export class SftpSession {
       if (state.start === 'overwrite' && state.order && state.order.next > 0) {
         throw new FsError('EUNSUPPORTED', 'writing on after the file\'s times were set, in the middle of an existing file, is not supported');
       }
+      await this.pace('exec');
       state.writer = await ContainerFileWriter.open(this.docker, this.entry.containerId, state.path, state.start);
     }
     for (const chunk of chunks) await state.writer.write(chunk);

@@ -18,6 +18,7 @@ import type { Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry } from '../access/access-registry.js';
 import { publicKeyAccepted } from './authorized-keys.js';
 import type { HostKey } from './host-key.js';
+import { ENGINE_BURST_SECONDS, ENGINE_CALL_COST, EnginePacer, type EngineCallKind } from '../access/engine-pacer.js';
 import { ConnectionBook, type ConnectionTicket } from './connection-book.js';
 import { forwardTarget } from './session-request.js';
 import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
@@ -46,6 +47,8 @@ export interface SshLimits extends SessionLimits {
   maxAuthTries: number;
   /** Mbit/s each way through the gateway for all instances together, shared equally (SVC_SSH_NODE_MBPS). */
   nodeMbps: number;
+  /** Docker engine calls a second each instance's SSH and SFTP may make, an exec counting 8 (SVC_SSH_ENGINE_CALLS_PER_SECOND); 0: unpaced. */
+  engineCallsPerSecond: number;
 }
 
 /** Dead peers are noticed after ~45 s of silence (15 s keepalives, 3 unanswered). */
@@ -57,6 +60,7 @@ export class SshGateway {
   private readonly server: ssh2.Server;
   private readonly tcp: NetServer;
   private readonly book: ConnectionBook;
+  private readonly pacer: EnginePacer;
   /** Tickets of sockets handed to ssh2, by remote address and port, until ssh2 reports the connection. */
   private readonly tickets = new Map<string, ConnectionTicket>();
   private readonly connections = new Set<Connection>();
@@ -78,6 +82,7 @@ export class SshGateway {
     );
     this.server.on('error', (err: Error) => options.log.error({ err }, 'SSH gateway error'));
     this.book = new ConnectionBook(options.limits);
+    this.pacer = new EnginePacer(options.limits.engineCallsPerSecond, options.limits.engineCallsPerSecond * ENGINE_BURST_SECONDS);
     this.budget = new LinkBudget(options.limits.nodeMbps);
     this.tcp = createServer((socket) => this.admit(socket));
   }
@@ -126,6 +131,11 @@ export class SshGateway {
   private throttleOf(instanceId: string | undefined): Throttle | undefined {
     const entry = instanceId === undefined ? undefined : this.options.registry.current(instanceId);
     return entry && this.budget.linkOf(entry, entry.networkMbps, this.book.instancesConnected);
+  }
+
+  /** Waits until the instance may make one more engine call of this kind (engine-pacer.ts). */
+  private pace(instanceId: string, kind: EngineCallKind): Promise<void> {
+    return this.pacer.pace(instanceId, ENGINE_CALL_COST[kind]);
   }
 
   /** A flood must not flood the log too: one line per few seconds, with the count since the last. */
@@ -232,9 +242,10 @@ export class SshGateway {
           log,
           limits,
           instanceOpen: () => registry.lookup(instance.instanceId).ok,
-          hasBash: () => (hasBash ??= hasFile(this.options.docker, instance.containerId, '/bin/bash')),
-          hasShell: () => (hasShell ??= hasFile(this.options.docker, instance.containerId, '/bin/sh')),
+          hasBash: () => (hasBash ??= this.pace(instance.instanceId, 'archive').then(() => hasFile(this.options.docker, instance.containerId, '/bin/bash'))),
+          hasShell: () => (hasShell ??= this.pace(instance.instanceId, 'archive').then(() => hasFile(this.options.docker, instance.containerId, '/bin/sh'))),
           throttle: () => this.throttleOf(instance.instanceId),
+          pace: (kind) => this.pace(instance.instanceId, kind),
         });
         sessions.add(handle);
         session.once('close', () => sessions.delete(handle));

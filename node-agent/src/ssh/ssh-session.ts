@@ -9,6 +9,7 @@ import type { Logger } from '@svc/shared';
 import type { Throttle } from '../access/throttled-socket.js';
 import type { AccessEntry } from '../access/access-registry.js';
 import { ContainerProcess } from '../access/container-process.js';
+import type { EngineCallKind } from '../access/engine-pacer.js';
 import { SftpSession, type SftpLimits } from './sftp-session.js';
 import { clampTerminal, envAccepted, execCommand, shellCommand, signalName, withTerminalSize } from './session-request.js';
 
@@ -34,6 +35,8 @@ export interface SessionContext {
   hasShell(): Promise<boolean>;
   /** The instance's share of the gateway's bandwidth (undefined: not held). */
   throttle(): Throttle | undefined;
+  /** Waits until the instance may make one more Docker engine call of this kind (access/engine-pacer.ts). */
+  pace(kind: EngineCallKind): Promise<void>;
 }
 
 /** Handles to what a session runs, so the connection can end it when the instance goes. */
@@ -94,6 +97,7 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
     const tty = pty !== undefined;
     const size = { rows: pty?.rows || 24, cols: pty?.cols || 80 };
     try {
+      await ctx.pace('exec');
       process = await ContainerProcess.start(ctx.docker, ctx.entry.containerId, {
         cmd: tty ? withTerminalSize(cmd, size.rows, size.cols) : cmd,
         tty,
@@ -138,7 +142,7 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
   });
   session.on('sftp', (accept) => {
     const sftp = accept();
-    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell, ctx.throttle);
+    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell, ctx.throttle, ctx.pace);
   });
 
   return {
