@@ -10,7 +10,7 @@ import * as tar from 'tar-stream';
 import { dockerMessage, dockerStatus } from '../runtime/docker-errors.js';
 import { LOG_INIT_TARGET } from '../runtime/log-init.js';
 import { ContainerProcess } from './container-process.js';
-import type { EngineCallKind } from './engine-pacer.js';
+import type { EngineCallKind } from './instance-pacer.js';
 import { parseDirListing } from './dir-listing.js';
 import { isDirectory, isSymlink, posixModeFromGo, posixModeFromTar } from './file-modes.js';
 
@@ -54,7 +54,7 @@ export class ContainerFs {
   constructor(
     private readonly docker: Docker,
     private readonly containerId: string,
-    /** Waits until one more engine call of this kind may go out (the SFTP server's: access/engine-pacer.ts). */
+    /** Waits until one more engine call of this kind may go out (the SFTP server's: access/instance-pacer.ts). */
     private readonly pace: (kind: EngineCallKind) => Promise<void> = async () => undefined,
   ) {}
 

@@ -25,7 +25,7 @@ type AccessConfig = Pick<
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
   | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps' | 'sshEngineCallsPerSecond'
-  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps'
+  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps' | 'jupyterRequestsPerSecond'
 >;
 
 /** The SSH gateway's bounds, from the settings. */
@@ -62,6 +62,7 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
     publicHost: config.publicHost,
     limits: { maxConnections: config.jupyterMaxConnections, maxConnectionsPerSource: config.jupyterMaxConnectionsPerSource },
     nodeMbps: config.jupyterNodeMbps,
+    requestsPerSecond: config.jupyterRequestsPerSecond,
     memory: new JupyterPortMemory(join(config.dataDir, 'jupyter-ports.json')),
   });
   let sshPort: number;

@@ -193,6 +193,12 @@ export const agentSettings = {
     500,
     "Mbit/s each way through the Jupyter proxy for all instances together, shared equally among the instances with a Jupyter connection that showed the token (an instance never gets more than its own bandwidth): every byte relayed costs the agent's CPU (measured: 1 GiB held to 500 Mbit/s cost 3.6-4.1 s, a fifth of a core while it lasted).",
   ),
+  jupyterRequestsPerSecond: setting(
+    'SVC_JUPYTER_REQUESTS_PER_SECOND',
+    Type.Integer({ minimum: 0, maximum: 100_000 }),
+    100,
+    "Requests (and WebSocket opens) a second one instance's Jupyter port forwards, four seconds' worth at once; past it they wait their turn, none is refused. Each costs the agent's one thread, which every tenant's SSH and Jupyter share (measured: 378 us a request; one client kept the agent at 95% of a core against a tenant's own fast server on the Jupyter port). 0: unpaced.",
+  ),
   jupyterPublicUrl: setting(
     'SVC_JUPYTER_PUBLIC_URL',
     Type.String({ pattern: '^$|^https?://[^/?#]*\\{port\\}[^/?#]*$' }),

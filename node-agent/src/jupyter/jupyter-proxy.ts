@@ -23,6 +23,7 @@ import { listenOn } from '../access/listen.js';
 import { Tally } from '../access/tally.js';
 import { ThrottledSocket } from '../access/throttled-socket.js';
 import { LinkBudget } from '../access/token-bucket.js';
+import { InstancePacer, PACE_BURST_SECONDS } from '../access/instance-pacer.js';
 import { authorize, crossOriginRefusal, instanceOfPath, sessionCookie } from './jupyter-auth.js';
 import { jupyterOrigin, portOrder, type JupyterPortRange } from './jupyter-origin.js';
 import { JupyterPortMemory } from './port-memory.js';
@@ -40,11 +41,14 @@ export interface JupyterProxyOptions {
   limits: JupyterConnectionLimits;
   /** Mbit/s each way through the proxy for all instances together, shared equally among those with a connection that showed the token (SVC_JUPYTER_NODE_MBPS). */
   nodeMbps: number;
+  /** Requests (and WebSocket opens) a second each instance's port forwards, four seconds' worth at once (SVC_JUPYTER_REQUESTS_PER_SECOND); past it they wait. Default 100; 0: unpaced. */
+  requestsPerSecond?: number;
   /** The ports instances held, kept across agent restarts; in memory only when absent. */
   memory?: JupyterPortMemory;
 }
 
 const REFUSAL_LOG_INTERVAL_MS = 5_000;
+export const DEFAULT_JUPYTER_REQUESTS_PER_SECOND = 100;
 
 export interface JupyterListener {
   port: number;
@@ -73,6 +77,8 @@ export class JupyterProxy {
   private readonly tokenShown = new WeakMap<object, () => void>();
   private readonly memory: JupyterPortMemory;
   private readonly budget: LinkBudget;
+  /** Each forwarded request costs the agent's one thread (access/instance-pacer.ts). */
+  private readonly pacer: InstancePacer;
   /** Per instance, its open connections that showed the token: instances with any share the budget. */
   private readonly tenantsConnected = new Tally();
   private refused = 0;
@@ -82,6 +88,8 @@ export class JupyterProxy {
     this.caps = new JupyterConnectionCaps(options.limits);
     this.memory = options.memory ?? new JupyterPortMemory();
     this.budget = new LinkBudget(options.nodeMbps);
+    const rate = options.requestsPerSecond ?? DEFAULT_JUPYTER_REQUESTS_PER_SECOND;
+    this.pacer = new InstancePacer(rate, rate * PACE_BURST_SECONDS);
     this.proxy.on('proxyRes', (answer, req) => {
       // Jupyter's cookies would be readable and settable from every port of this host.
       delete answer.headers['set-cookie'];
@@ -258,6 +266,12 @@ export class JupyterProxy {
     const gate = this.gate(instanceId, req);
     if (!gate.ok) return refuse(res, gate);
     this.tokenShown.get(req.socket)?.();
+    const wait = this.pacer.delayFor(instanceId);
+    if (wait > 0) setTimeout(() => this.relay(instanceId, gate, req, res), wait);
+    else this.relay(instanceId, gate, req, res);
+  }
+
+  private relay(instanceId: string, gate: Gate & { ok: true }, req: IncomingMessage, res: ServerResponse): void {
     if (gate.setCookie) this.cookieFor.set(req, sessionCookie(instanceId, gate.entry.jupyterToken, this.options.publicUrl.startsWith('https:')));
     this.speakForBrowser(req, gate.entry);
     this.proxy.web(req, res, { target: { host: gate.target.ip, port: gate.target.port } }, (err) => {
@@ -274,6 +288,13 @@ export class JupyterProxy {
       return;
     }
     this.tokenShown.get(socket)?.();
+    const wait = this.pacer.delayFor(instanceId);
+    if (wait > 0) setTimeout(() => this.openTunnel(instanceId, gate, req, socket, head), wait);
+    else this.openTunnel(instanceId, gate, req, socket, head);
+  }
+
+  private openTunnel(instanceId: string, gate: Gate & { ok: true }, req: IncomingMessage, socket: Socket, head: Buffer): void {
+    if (socket.destroyed) return;
     this.speakForBrowser(req, gate.entry);
     const untrack = this.options.registry.track(instanceId, () => socket.destroy());
     socket.once('close', untrack);

@@ -18,7 +18,7 @@ import type { AccessEntry } from '../access/access-registry.js';
 import { ByteReader } from '../access/byte-reader.js';
 import type { Throttle } from '../access/throttled-socket.js';
 import { ContainerFileWriter, type WriteStart } from '../access/container-file-writer.js';
-import type { EngineCallKind } from '../access/engine-pacer.js';
+import type { EngineCallKind } from '../access/instance-pacer.js';
 import { ContainerFs, FsError, type FileStat } from '../access/container-fs.js';
 import { isDirectory, modeString } from '../access/file-modes.js';
 import { WriteOrder } from './write-order.js';

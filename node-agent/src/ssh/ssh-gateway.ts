@@ -18,7 +18,7 @@ import type { Logger } from '@svc/shared';
 import type { AccessEntry, AccessRegistry } from '../access/access-registry.js';
 import { publicKeyAccepted } from './authorized-keys.js';
 import type { HostKey } from './host-key.js';
-import { ENGINE_BURST_SECONDS, ENGINE_CALL_COST, EnginePacer, type EngineCallKind } from '../access/engine-pacer.js';
+import { PACE_BURST_SECONDS, ENGINE_CALL_COST, InstancePacer, type EngineCallKind } from '../access/instance-pacer.js';
 import { ConnectionBook, type ConnectionTicket } from './connection-book.js';
 import { forwardTarget } from './session-request.js';
 import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
@@ -60,7 +60,7 @@ export class SshGateway {
   private readonly server: ssh2.Server;
   private readonly tcp: NetServer;
   private readonly book: ConnectionBook;
-  private readonly pacer: EnginePacer;
+  private readonly pacer: InstancePacer;
   /** Tickets of sockets handed to ssh2, by remote address and port, until ssh2 reports the connection. */
   private readonly tickets = new Map<string, ConnectionTicket>();
   private readonly connections = new Set<Connection>();
@@ -82,7 +82,7 @@ export class SshGateway {
     );
     this.server.on('error', (err: Error) => options.log.error({ err }, 'SSH gateway error'));
     this.book = new ConnectionBook(options.limits);
-    this.pacer = new EnginePacer(options.limits.engineCallsPerSecond, options.limits.engineCallsPerSecond * ENGINE_BURST_SECONDS);
+    this.pacer = new InstancePacer(options.limits.engineCallsPerSecond, options.limits.engineCallsPerSecond * PACE_BURST_SECONDS);
     this.budget = new LinkBudget(options.limits.nodeMbps);
     this.tcp = createServer((socket) => this.admit(socket));
   }
@@ -133,7 +133,7 @@ export class SshGateway {
     return entry && this.budget.linkOf(entry, entry.networkMbps, this.book.instancesConnected);
   }
 
-  /** Waits until the instance may make one more engine call of this kind (engine-pacer.ts). */
+  /** Waits until the instance may make one more engine call of this kind (instance-pacer.ts). */
   private pace(instanceId: string, kind: EngineCallKind): Promise<void> {
     return this.pacer.pace(instanceId, ENGINE_CALL_COST[kind]);
   }

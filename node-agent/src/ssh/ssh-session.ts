@@ -9,7 +9,7 @@ import type { Logger } from '@svc/shared';
 import type { Throttle } from '../access/throttled-socket.js';
 import type { AccessEntry } from '../access/access-registry.js';
 import { ContainerProcess } from '../access/container-process.js';
-import type { EngineCallKind } from '../access/engine-pacer.js';
+import type { EngineCallKind } from '../access/instance-pacer.js';
 import { SftpSession, type SftpLimits } from './sftp-session.js';
 import { clampTerminal, envAccepted, execCommand, shellCommand, signalName, withTerminalSize } from './session-request.js';
 
@@ -35,7 +35,7 @@ export interface SessionContext {
   hasShell(): Promise<boolean>;
   /** The instance's share of the gateway's bandwidth (undefined: not held). */
   throttle(): Throttle | undefined;
-  /** Waits until the instance may make one more Docker engine call of this kind (access/engine-pacer.ts). */
+  /** Waits until the instance may make one more Docker engine call of this kind (access/instance-pacer.ts). */
   pace(kind: EngineCallKind): Promise<void>;
 }
 

@@ -1,10 +1,15 @@
-// How often one instance's SSH and SFTP may call on the Docker engine. Each session's
-// process is a Docker exec, and each SFTP stat, listing, upload or download an exec or an
-// archive call; each costs dockerd, containerd and runc the host's CPU, outside the
-// instance's quota (measured: about 40 ms of host CPU per exec of `true`, 0.1 ms of it
-// charged to the container). Unpaced, a tenant opening sessions or listing a directory in a
-// loop would keep host cores busy for free. Past the rate, calls wait their turn (as the
-// log limiter makes a command's writes wait): clients slow down, none is refused.
+// How often one instance may make the node agent do work that costs the host's CPU outside
+// the instance's quota, paced per instance: past the rate, calls wait their turn (as the
+// log limiter makes a command's writes wait), so clients slow down and none is refused.
+// - Docker engine calls of its SSH and SFTP: each session's process is a Docker exec, and
+//   each SFTP stat, listing, upload or download an exec or an archive call; each costs
+//   dockerd, containerd and runc the host's CPU (measured: about 40 ms of host CPU per exec
+//   of `true`, 0.1 ms of it charged to the container). Unpaced, a tenant opening sessions
+//   or listing a directory in a loop kept host cores busy for free.
+// - requests through its Jupyter port: each costs the agent's one thread (measured: 378 us a
+//   request; one client with 32 connections, against a tenant's own fast server on the
+//   Jupyter port, kept the agent at 95% of a core, which every tenant's SSH and Jupyter and
+//   the agent's control stream share).
 import { TokenBucket } from './token-bucket.js';
 
 /**
@@ -15,13 +20,13 @@ import { TokenBucket } from './token-bucket.js';
 export const ENGINE_CALL_COST = { archive: 1, exec: 8 } as const;
 export type EngineCallKind = keyof typeof ENGINE_CALL_COST;
 
-/** Seconds of the rate an instance may use at once. */
-export const ENGINE_BURST_SECONDS = 4;
+/** Seconds of its rate an instance may use at once. */
+export const PACE_BURST_SECONDS = 4;
 
 /** Idle instances are forgotten once this many are known (their buckets are full again anyway). */
 const SWEEP_ABOVE = 256;
 
-export class EnginePacer {
+export class InstancePacer {
   /** `clearAt`: when its last call goes out (its debt is paid); full again a burst's time after. */
   private readonly buckets = new Map<string, { bucket: TokenBucket; clearAt: number }>();
 
