@@ -221,6 +221,28 @@ describe('as a hostile tenant', () => {
     expect(seconds).toBeGreaterThanOrEqual((SESSIONS - 20) / 5 - 0.5);
   }, 120_000);
 
+  it('a session whose client leaves while it waits its turn starts nothing', async () => {
+    const busy = [await client(), await client()];
+    const leaver = await client();
+    const marker = `/tmp/left-early-${randomBytes(4).toString('hex')}`;
+    try {
+      // 20 sessions at once, the whole burst, so the next one waits its turn.
+      const held = busy.flatMap((c) => Array.from({ length: 10 }, () => exec(c, 'sleep 1').then(exitOf)));
+      await new Promise((r) => setTimeout(r, 100));
+      const waiting = await exec(leaver, `touch ${marker}`);
+      waiting.on('data', () => undefined);
+      leaver.end();
+      expect(await Promise.all(held)).toEqual(Array.from({ length: 20 }, () => 0));
+      const check = await exec(busy[0]!, `test -e ${marker} && echo started || echo nothing`);
+      let said = '';
+      check.on('data', (d: Buffer) => (said += d.toString()));
+      await exitOf(check);
+      expect(said.trim()).toBe('nothing');
+    } finally {
+      for (const c of [...busy, leaver]) c.end();
+    }
+  }, 60_000);
+
   it('a connection holds at most 10 channels; more are refused, and a closed one makes room', async () => {
     const c = await client();
     try {

@@ -222,6 +222,8 @@ export class SshGateway {
         setTimeout(() => client.end(), 200).unref();
       });
       client.once('close', untrack);
+      let connectionOpen = true;
+      client.once('close', () => (connectionOpen = false));
 
       // Channels this connection holds (sessions and forwards, opening or open).
       let channels = 0;
@@ -246,6 +248,7 @@ export class SshGateway {
           hasShell: () => (hasShell ??= this.pace(instance.instanceId, 'archive').then(() => hasFile(this.options.docker, instance.containerId, '/bin/sh'))),
           throttle: () => this.throttleOf(instance.instanceId),
           pace: (kind) => this.pace(instance.instanceId, kind),
+          connectionOpen: () => connectionOpen,
         });
         sessions.add(handle);
         session.once('close', () => sessions.delete(handle));

@@ -37,6 +37,8 @@ export interface SessionContext {
   throttle(): Throttle | undefined;
   /** Waits until the instance may make one more Docker engine call of this kind (access/instance-pacer.ts). */
   pace(kind: EngineCallKind): Promise<void>;
+  /** Whether the client's connection is still there (ssh2 reports a channel closed only once its input is read). */
+  connectionOpen(): boolean;
 }
 
 /** Handles to what a session runs, so the connection can end it when the instance goes. */
@@ -98,6 +100,8 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
     const size = { rows: pty?.rows || 24, cols: pty?.cols || 80 };
     try {
       await ctx.pace('exec');
+      // The client may have left while the session waited its turn: start nothing for it.
+      if (!ctx.connectionOpen()) return;
       process = await ContainerProcess.start(ctx.docker, ctx.entry.containerId, {
         cmd: tty ? withTerminalSize(cmd, size.rows, size.cols) : cmd,
         tty,
@@ -116,10 +120,12 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
     // EOF from the client closes a plain session's stdin; a terminal has no EOF to pass
     // (sshd ignores it too), and Docker would end a TTY exec's output with its input.
     accepted.pipe(running.stdin, { end: !tty });
-    // The client closed the channel or vanished while the process runs: hang it up.
-    accepted.once('close', () => {
+    // The client closed the channel or vanished while the process runs (or starts): hang it up.
+    const hangUp = (): void => {
       if (running.running) running.hangUp().catch((err: unknown) => ctx.log.warn({ err, instance: ctx.entry.instanceId }, 'hanging up a session failed'));
-    });
+    };
+    accepted.once('close', hangUp);
+    if (!ctx.connectionOpen()) hangUp();
     const [exit] = await Promise.all([running.exited, ended(running.stdout), ended(running.stderr)]);
     if (accepted.destroyed) return; // the client left first
     if (closing || !ctx.instanceOpen()) {
