@@ -272,6 +272,7 @@ export class JupyterProxy {
   }
 
   private relay(instanceId: string, gate: Gate & { ok: true }, req: IncomingMessage, res: ServerResponse): void {
+    if (req.socket.destroyed) return; // the client left while the request waited its turn
     if (gate.setCookie) this.cookieFor.set(req, sessionCookie(instanceId, gate.entry.jupyterToken, this.options.publicUrl.startsWith('https:')));
     this.speakForBrowser(req, gate.entry);
     this.proxy.web(req, res, { target: { host: gate.target.ip, port: gate.target.port } }, (err) => {
