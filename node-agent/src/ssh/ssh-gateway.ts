@@ -224,6 +224,8 @@ export class SshGateway {
       client.once('close', untrack);
       let connectionOpen = true;
       client.once('close', () => (connectionOpen = false));
+      // An archive stat: an engine call like any other, so it waits its turn.
+      const imageHas = (path: string): Promise<boolean> => this.pace(instance.instanceId, 'archive').then(() => hasFile(this.options.docker, instance.containerId, path));
 
       // Channels this connection holds (sessions and forwards, opening or open).
       let channels = 0;
@@ -244,8 +246,8 @@ export class SshGateway {
           log,
           limits,
           instanceOpen: () => registry.lookup(instance.instanceId).ok,
-          hasBash: () => (hasBash ??= this.pace(instance.instanceId, 'archive').then(() => hasFile(this.options.docker, instance.containerId, '/bin/bash'))),
-          hasShell: () => (hasShell ??= this.pace(instance.instanceId, 'archive').then(() => hasFile(this.options.docker, instance.containerId, '/bin/sh'))),
+          hasBash: () => (hasBash ??= imageHas('/bin/bash')),
+          hasShell: () => (hasShell ??= imageHas('/bin/sh')),
           throttle: () => this.throttleOf(instance.instanceId),
           pace: (kind) => this.pace(instance.instanceId, kind),
           connectionOpen: () => connectionOpen,
