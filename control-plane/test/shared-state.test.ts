@@ -43,6 +43,10 @@ function startReplica(): Promise<Replica> {
       webhookPollMs: 100,
       webhookRetrySchedule: ['0s', '5s'],
       webhookAllowedTargets: ['127.0.0.1'],
+      // The leader's reconciler stops replicas nobody asked for (these replicas want none),
+      // and the directory test writes one by hand: left to run every second, it sometimes
+      // stopped that one between its create and its start, and the test waited in vain.
+      replicaReconcileMs: 60_000,
     },
     { clock },
   );
