@@ -24,7 +24,7 @@ type AccessConfig = Pick<
   AgentConfig,
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
-  | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps' | 'sshEngineCallsPerSecond'
+  | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshPenalties' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps' | 'sshEngineCallsPerSecond'
   | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps' | 'jupyterRequestsPerSecond'
 >;
 
@@ -37,6 +37,7 @@ export function sshLimitsOf(config: AccessConfig): SshLimits {
     maxPendingHandshakes: config.sshMaxPendingHandshakes,
     handshakeTimeoutMs: config.sshHandshakeTimeoutMs,
     maxAuthTries: config.sshMaxAuthTries,
+    penalties: config.sshPenalties,
     nodeMbps: config.sshNodeMbps,
     engineCallsPerSecond: config.sshEngineCallsPerSecond,
     maxEnvVars: config.sshMaxEnvVars,

@@ -55,6 +55,18 @@ describe('loadAgentConfig', () => {
     expect(loadAgentConfig({})).toMatchObject({ instanceOutbound: 'internet', instanceAllowCidrList: [], reservedMemoryMib: 2048 });
   });
 
+  it('reads the SSH penalties: words override the defaults, off turns them off, exempt addresses', () => {
+    const config = loadAgentConfig({ SVC_SSH_SOURCE_PENALTIES: 'authfail:5s min:30s', SVC_SSH_PENALTY_EXEMPT: '192.0.2.10, 2001:db8::/32' });
+    expect(config.sshPenalties).toEqual({
+      durations: { noauth: 1_000, authfail: 5_000, 'grace-exceeded': 10_000 },
+      minMs: 30_000,
+      maxMs: 600_000,
+      maxSources: 65_536,
+      exempt: ['192.0.2.10', '2001:db8::/32'],
+    });
+    expect(loadAgentConfig({ SVC_SSH_SOURCE_PENALTIES: 'off' }).sshPenalties).toBeNull();
+  });
+
   it.each([
     ['SVC_INSTANCE_OUTBOUND', 'sometimes'],
     ['SVC_INSTANCE_ALLOW_CIDRS', '10.0.0.0/8 -j ACCEPT'],
@@ -71,6 +83,10 @@ describe('loadAgentConfig', () => {
     ['SVC_AGENT_KEEPALIVE_MS', '10'],
     ['SVC_AGENT_RECONNECT_MAX_MS', 'soon'],
     ['SVC_CONTROL_PLANE', '127.0.0.1'],
+    ['SVC_SSH_SOURCE_PENALTIES', 'crash:90s'],
+    ['SVC_SSH_SOURCE_PENALTIES', 'noauth:soon'],
+    ['SVC_SSH_PENALTY_EXEMPT', '10.0.0.0/33'],
+    ['SVC_SSH_PENALTY_EXEMPT', 'monitoring.example'],
   ])('stops on a bad %s (%s) naming the setting', (name, value) => {
     expect(() => loadAgentConfig({ [name]: value })).toThrow(new RegExp(name));
   });

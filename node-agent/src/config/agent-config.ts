@@ -5,7 +5,9 @@
 import { hostname } from 'node:os';
 import { Type } from '@sinclair/typebox';
 import { ConfigError, LOG_FORMATS, loadConfig, setting, type ConfigOf } from '@svc/shared';
+import { parsePenaltyPolicy, parseCidr, type PenaltyPolicy } from '../access/source-penalties.js';
 import { cidrProblem } from '../runtime/firewall-rules.js';
+import { SSH_PENALTY_DEFAULT_TEXT, SSH_PENALTY_DEFAULTS, type SshPenaltyKind } from '../ssh/ssh-penalties.js';
 import { isLoopbackTarget, parseControlPlaneTargets } from '../transport/address.js';
 import { parseSimulatedGpus, type SimulatedGpus } from '../simulation/simulated-gpus.js';
 
@@ -387,6 +389,18 @@ export const agentSettings = {
     6,
     'Failed authentication attempts per SSH connection before it is closed (OpenSSH: MaxAuthTries).',
   ),
+  sshSourcePenalties: setting(
+    'SVC_SSH_SOURCE_PENALTIES',
+    Type.String({ minLength: 1 }),
+    SSH_PENALTY_DEFAULT_TEXT,
+    "Penalties for SSH connections that end without logging in, as OpenSSH's PerSourcePenalties: each adds its time to its source (an IPv6 source: its /64), which drains in real time; while a source's penalty exceeds min, its connections are closed at once, before the key exchange (about 1 ms of the agent's CPU each, measured, which a client can ask for without doing any work itself). noauth: left without trying to log in; authfail: left after failed logins; grace-exceeded: closed at SVC_SSH_HANDSHAKE_TIMEOUT_MS. Words given override the defaults; off: no penalties.",
+  ),
+  sshPenaltyExempt: setting(
+    'SVC_SSH_PENALTY_EXEMPT',
+    Type.String(),
+    '',
+    'Comma-separated addresses and CIDRs (IPv4 or IPv6) never penalized: monitoring that probes the SSH port, a bastion, a load balancer that hides its clients.',
+  ),
   sshMaxEnvVars: setting(
     'SVC_SSH_MAX_ENV_VARS',
     Type.Integer({ minimum: 0, maximum: 4096 }),
@@ -449,6 +463,8 @@ export interface AgentConfig extends AgentSettings {
   useTls: boolean;
   /** SVC_INSTANCE_ALLOW_CIDRS as a list. */
   instanceAllowCidrList: string[];
+  /** SVC_SSH_SOURCE_PENALTIES and SVC_SSH_PENALTY_EXEMPT parsed; null: off. */
+  sshPenalties: PenaltyPolicy<SshPenaltyKind> | null;
   /** SVC_CONTROL_PLANE as a list of gRPC targets, tried in order. */
   controlPlanes: string[];
 }
@@ -505,8 +521,26 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     simulation: simulationOf(settings.simulateGpus),
     useTls,
     instanceAllowCidrList,
+    sshPenalties: sshPenaltiesOf(settings),
     controlPlanes,
   };
+}
+
+function sshPenaltiesOf(settings: AgentSettings): PenaltyPolicy<SshPenaltyKind> | null {
+  const exempt = settings.sshPenaltyExempt
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  try {
+    for (const cidr of exempt) parseCidr(cidr);
+  } catch (err) {
+    throw new ConfigError(`SVC_SSH_PENALTY_EXEMPT: ${(err as Error).message}`);
+  }
+  try {
+    return parsePenaltyPolicy(settings.sshSourcePenalties, SSH_PENALTY_DEFAULTS, exempt);
+  } catch (err) {
+    throw new ConfigError(`SVC_SSH_SOURCE_PENALTIES: ${(err as Error).message}`);
+  }
 }
 
 function simulationOf(value: string): SimulatedGpus | undefined {

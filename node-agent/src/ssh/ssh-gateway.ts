@@ -24,6 +24,8 @@ import { forwardTarget } from './session-request.js';
 import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
 import { ThrottledSocket, type Throttle } from '../access/throttled-socket.js';
 import { LinkBudget } from '../access/token-bucket.js';
+import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
+import { sshPenaltyOf, type ConnectionEnding, type SshPenaltyKind } from './ssh-penalties.js';
 
 const { Server } = ssh2;
 
@@ -45,6 +47,8 @@ export interface SshLimits extends SessionLimits {
   maxPendingHandshakes: number;
   handshakeTimeoutMs: number;
   maxAuthTries: number;
+  /** Penalties for connections that end without logging in (SVC_SSH_SOURCE_PENALTIES); null: none. */
+  penalties: PenaltyPolicy<SshPenaltyKind> | null;
   /** Mbit/s each way through the gateway for all instances together, shared equally (SVC_SSH_NODE_MBPS). */
   nodeMbps: number;
   /** Docker engine calls a second each instance's SSH and SFTP may make, an exec counting 8 (SVC_SSH_ENGINE_CALLS_PER_SECOND); 0: unpaced. */
@@ -61,8 +65,9 @@ export class SshGateway {
   private readonly tcp: NetServer;
   private readonly book: ConnectionBook;
   private readonly pacer: InstancePacer;
-  /** Tickets of sockets handed to ssh2, by remote address and port, until ssh2 reports the connection. */
-  private readonly tickets = new Map<string, ConnectionTicket>();
+  /** Sockets handed to ssh2, by remote address and port, until ssh2 reports the connection. */
+  private readonly tickets = new Map<string, { ticket: ConnectionTicket; ending: ConnectionEnding }>();
+  private readonly penalties: SourcePenalties<SshPenaltyKind> | undefined;
   private readonly connections = new Set<Connection>();
   private readonly sockets = new Set<Socket>();
   private readonly budget: LinkBudget;
@@ -82,6 +87,7 @@ export class SshGateway {
     );
     this.server.on('error', (err: Error) => options.log.error({ err }, 'SSH gateway error'));
     this.book = new ConnectionBook(options.limits);
+    this.penalties = options.limits.penalties ? new SourcePenalties(options.limits.penalties) : undefined;
     this.pacer = new InstancePacer(options.limits.engineCallsPerSecond, options.limits.engineCallsPerSecond * PACE_BURST_SECONDS);
     this.budget = new LinkBudget(options.limits.nodeMbps);
     this.tcp = createServer((socket) => this.admit(socket));
@@ -91,6 +97,13 @@ export class SshGateway {
   private admit(socket: Socket): void {
     const { limits } = this.options;
     const source = socket.remoteAddress ?? 'unknown';
+    // A penalized source is refused before ssh2 sees the socket: no banner, no key exchange.
+    const penalized = this.penalties?.refusedFor(source) ?? 0;
+    if (penalized > 0) {
+      this.noteRefusal(source, `penalized ${Math.ceil(penalized / 1000)} s more for connections that ended without logging in (SVC_SSH_SOURCE_PENALTIES)`, 'SSH connection refused');
+      socket.destroy();
+      return;
+    }
     // Counted by network (an IPv6 client has a /64 of addresses to open connections from)
     // and, for the handshake slots, by site; a handshake dropped for a fairer claim is closed.
     const admission = this.book.open(source, (why) => {
@@ -103,17 +116,21 @@ export class SshGateway {
       return;
     }
     const ticket = admission.ticket;
+    const ending: ConnectionEnding = { loggedIn: false, failedLogins: 0, timedOut: false };
     const key = `${source}|${socket.remotePort}`;
-    this.tickets.set(key, ticket);
+    this.tickets.set(key, { ticket, ending });
     this.sockets.add(socket);
     const deadline = setTimeout(() => {
       if (ticket.instanceId !== undefined) return;
+      ending.timedOut = true;
       this.options.log.info({ ip: source, timeout_ms: limits.handshakeTimeoutMs }, 'SSH connection closed: no login in time');
       socket.destroy();
     }, limits.handshakeTimeoutMs);
     deadline.unref();
     socket.once('close', () => {
       clearTimeout(deadline);
+      ending.loggedIn = ticket.instanceId !== undefined;
+      this.penalize(source, ending);
       ticket.close();
       this.tickets.delete(key);
       this.sockets.delete(socket);
@@ -136,6 +153,16 @@ export class SshGateway {
   /** Waits until the instance may make one more engine call of this kind (instance-pacer.ts). */
   private pace(instanceId: string, kind: EngineCallKind): Promise<void> {
     return this.pacer.pace(instanceId, ENGINE_CALL_COST[kind]);
+  }
+
+  /** A connection that made the agent work and left without logging in costs its source. */
+  private penalize(source: string, ending: ConnectionEnding): void {
+    const kind = sshPenaltyOf(ending);
+    if (kind === undefined || !this.penalties?.penalize(source, kind)) return;
+    this.options.log.warn(
+      { ip: source, last: kind, refused_for_s: Math.ceil(this.penalties.refusedFor(source) / 1000) },
+      'SSH source penalized: its connections are refused until the penalty drains (SVC_SSH_SOURCE_PENALTIES)',
+    );
   }
 
   /** A flood must not flood the log too: one line per few seconds, with the count since the last. */
@@ -165,23 +192,23 @@ export class SshGateway {
 
   private accept(client: Connection, ip: string, port: number): void {
     const { registry, log, limits } = this.options;
-    const ticket = this.tickets.get(`${ip}|${port}`);
-    if (!ticket) {
+    const admitted = this.tickets.get(`${ip}|${port}`);
+    if (!admitted) {
       // Not a socket this gateway admitted (cannot happen: ssh2 only sees injected sockets).
       client.end();
       return;
     }
+    const { ticket, ending } = admitted;
     this.connections.add(client);
-    let failures = 0;
     let entry: AccessEntry | undefined;
 
     client.on('authentication', (ctx) => {
       // `none` is how clients ask which methods there are; sshd does not count it either.
       const refuse = (): void => {
-        if (ctx.method !== 'none' && ++failures >= limits.maxAuthTries) {
+        if (ctx.method !== 'none' && ++ending.failedLogins >= limits.maxAuthTries) {
           ctx.reject([], false);
-          if (failures === limits.maxAuthTries) {
-            log.info({ ip, attempts: failures }, 'SSH connection closed: too many failed logins');
+          if (ending.failedLogins === limits.maxAuthTries) {
+            log.info({ ip, attempts: ending.failedLogins }, 'SSH connection closed: too many failed logins');
             client.end();
           }
           return;

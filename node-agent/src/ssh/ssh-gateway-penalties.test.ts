@@ -1,0 +1,182 @@
+// Source penalties on the real gateway, over real sockets from different loopback
+// addresses (each its own source), with the real OpenSSH client where a user would use
+// it: a source whose connections keep ending without a login is refused before the key
+// exchange, while other sources, users who log in and exempt addresses are not.
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import Docker from 'dockerode';
+import ssh2 from 'ssh2';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '@svc/shared';
+import { AccessRegistry } from '../access/access-registry.js';
+import { sshLimitsOf } from '../access/start-access.js';
+import { loadAgentConfig } from '../config/agent-config.js';
+import { parseAuthorizedKeys } from './authorized-keys.js';
+import { generateEd25519OpenSsh, hostKeyFrom } from './host-key.js';
+import { SshGateway } from './ssh-gateway.js';
+
+const INSTANCE = 'inst_penalty1';
+const dir = mkdtempSync(join(tmpdir(), 'ssh-penalties-'));
+const registry = new AccessRegistry();
+const gateways: SshGateway[] = [];
+
+async function startGateway(env: Record<string, string>): Promise<number> {
+  const gateway = new SshGateway({
+    registry,
+    docker: new Docker(),
+    hostKey: hostKeyFrom(generateEd25519OpenSsh().privateKey, 'test'),
+    log: createLogger('silent', 'ssh-penalties-test'),
+    host: '127.0.0.1',
+    port: 0,
+    limits: sshLimitsOf(loadAgentConfig(env)),
+  });
+  gateways.push(gateway);
+  return gateway.listen();
+}
+
+let port: number;
+
+beforeAll(async () => {
+  for (const name of ['user', 'stranger']) execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, name)]);
+  registry.register({
+    instanceId: INSTANCE,
+    containerId: 'not-used-by-a-login',
+    containerIp: null,
+    keys: parseAuthorizedKeys([readFileSync(join(dir, 'user.pub'), 'utf8')]).keys,
+    home: '/root',
+    jupyterToken: 'unused',
+    jupyter: null,
+    jupyterUnavailableReason: null,
+    networkMbps: null,
+  });
+  // The default policy (noauth and authfail 1 s, refused past 15 s), one address exempt.
+  port = await startGateway({ SVC_SSH_PENALTY_EXEMPT: '127.0.0.7' });
+});
+
+afterAll(async () => {
+  for (const gateway of gateways) await gateway.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * Opens a connection from `from`, sends what a client sends to get the key exchange done
+ * (whose server half costs the agent about 1 ms) and leaves. Resolves with whether the
+ * gateway answered with its banner, or closed the connection without one.
+ */
+function exchangeAndLeave(from: string, gatewayPort = port): Promise<'served' | 'refused'> {
+  return new Promise((resolve, reject) => {
+    const client = new ssh2.Client();
+    let served = false;
+    client.on('handshake', () => {
+      served = true;
+      client.end();
+    });
+    client.on('close', () => resolve(served ? 'served' : 'refused'));
+    client.on('error', (err: Error) => {
+      // Closed before the key exchange: 'close' follows and says refused.
+      if (served) reject(err);
+    });
+    client.connect({ host: '127.0.0.1', port: gatewayPort, localAddress: from, username: 'nobody', hostVerifier: () => true, readyTimeout: 5_000 });
+  });
+}
+
+/** The gateway's first line to a plain TCP connection from `from`, or null when it closed without one. */
+function banner(from: string, gatewayPort = port): Promise<string | null> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port: gatewayPort, localAddress: from });
+    let text = '';
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (text.includes('\r\n')) {
+        resolve(text.slice(0, text.indexOf('\r\n')));
+        socket.destroy();
+      }
+    });
+    socket.on('close', () => resolve(null));
+    socket.on('error', () => resolve(null));
+  });
+}
+
+/** Runs the real OpenSSH client as `user` with `key` from address `from`. */
+async function openssh(from: string, key: string, user = INSTANCE): Promise<{ code: number; stderr: string }> {
+  const args = ['-F', 'none', '-i', join(dir, key), '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null'];
+  args.push('-o', 'LogLevel=ERROR', '-o', 'ConnectTimeout=5', '-b', from, '-p', String(port), `${user}@127.0.0.1`, 'true');
+  try {
+    await promisify(execFile)('ssh', args, { timeout: 10_000 });
+    return { code: 0, stderr: '' };
+  } catch (err) {
+    const e = err as { code?: number; stderr?: string };
+    return { code: e.code ?? -1, stderr: e.stderr ?? '' };
+  }
+}
+
+/** Logs in as the instance's user with ssh2 and leaves at once. */
+function logInAndLeave(from: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const client = new ssh2.Client();
+    client.on('ready', () => {
+      client.end();
+      resolve(true);
+    });
+    client.on('error', () => resolve(false));
+    client.connect({ host: '127.0.0.1', port, localAddress: from, username: INSTANCE, privateKey: readFileSync(join(dir, 'user')), hostVerifier: () => true });
+  });
+}
+
+describe('SSH source penalties', () => {
+  it('a source that keeps leaving after the key exchange is refused before it from the 16th second of penalty on; another source is not', async () => {
+    const outcomes: string[] = [];
+    for (let i = 0; i < 40; i++) outcomes.push(await exchangeAndLeave('127.0.0.2'));
+    const served = outcomes.filter((o) => o === 'served').length;
+    // 1 s each, draining meanwhile: 16 exceed 15 s; a slow machine may let one more in.
+    expect(served).toBeGreaterThanOrEqual(16);
+    expect(served).toBeLessThanOrEqual(18);
+    expect(outcomes.slice(served)).toEqual(new Array(40 - served).fill('refused'));
+    // Refused before anything is said: no banner for a plain connection either.
+    expect(await banner('127.0.0.2')).toBeNull();
+    expect(await banner('127.0.0.3')).toBe('SSH-2.0-svc-gateway');
+    expect(await exchangeAndLeave('127.0.0.3')).toBe('served');
+  });
+
+  it('OpenSSH with a key the instance does not know: denied 16 times or more, then the connection is closed before the key exchange', async () => {
+    const results = [];
+    for (let i = 0; i < 30; i++) {
+      const result = await openssh('127.0.0.4', 'stranger');
+      results.push(result);
+      if (!result.stderr.includes('Permission denied')) break;
+    }
+    const denied = results.slice(0, -1);
+    for (const result of denied) expect(result).toMatchObject({ code: 255, stderr: expect.stringContaining('Permission denied (publickey)') });
+    // 1 s each, draining meanwhile: past 15 s from the 16th on (a slow machine: a few more).
+    expect(denied.length).toBeGreaterThanOrEqual(16);
+    expect(denied.length).toBeLessThan(25);
+    const refused = results.at(-1)!;
+    expect(refused.code).toBe(255);
+    expect(refused.stderr).toMatch(/kex_exchange_identification|Connection (closed|reset)/);
+    // The instance's own user, from elsewhere, is not affected.
+    expect(await logInAndLeave('127.0.0.5')).toBe(true);
+  });
+
+  it('users who log in are never penalized, however often they come and go', async () => {
+    for (let i = 0; i < 30; i++) expect(await logInAndLeave('127.0.0.6')).toBe(true);
+  });
+
+  it('an exempt address is never refused', async () => {
+    for (let i = 0; i < 30; i++) expect(await exchangeAndLeave('127.0.0.7')).toBe('served');
+  });
+
+  it('the penalty drains in real time: the source is admitted again once it has', async () => {
+    const shortPort = await startGateway({ SVC_SSH_SOURCE_PENALTIES: 'noauth:300ms min:1s max:1500ms' });
+    let refusedAt = -1;
+    for (let i = 0; i < 20 && refusedAt < 0; i++) if ((await exchangeAndLeave('127.0.0.8', shortPort)) === 'refused') refusedAt = i;
+    expect(refusedAt).toBeGreaterThanOrEqual(4);
+    expect(await banner('127.0.0.8', shortPort)).toBeNull();
+    // At most max (1.5 s) later it is served again.
+    await new Promise((r) => setTimeout(r, 1_600));
+    expect(await exchangeAndLeave('127.0.0.8', shortPort)).toBe('served');
+  });
+});
