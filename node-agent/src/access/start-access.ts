@@ -25,7 +25,7 @@ type AccessConfig = Pick<
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
   | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshPenalties' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps' | 'sshEngineCallsPerSecond'
-  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps' | 'jupyterRequestsPerSecond'
+  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps' | 'jupyterRequestsPerSecond' | 'jupyterPenalties'
 >;
 
 /** The SSH gateway's bounds, from the settings. */
@@ -64,6 +64,7 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
     limits: { maxConnections: config.jupyterMaxConnections, maxConnectionsPerSource: config.jupyterMaxConnectionsPerSource },
     nodeMbps: config.jupyterNodeMbps,
     requestsPerSecond: config.jupyterRequestsPerSecond,
+    penalties: config.jupyterPenalties,
     memory: new JupyterPortMemory(join(config.dataDir, 'jupyter-ports.json')),
   });
   let sshPort: number;

@@ -8,6 +8,7 @@ import { ConfigError, LOG_FORMATS, loadConfig, setting, type ConfigOf } from '@s
 import { parsePenaltyPolicy, parseCidr, type PenaltyPolicy } from '../access/source-penalties.js';
 import { cidrProblem } from '../runtime/firewall-rules.js';
 import { SSH_PENALTY_DEFAULT_TEXT, SSH_PENALTY_DEFAULTS, type SshPenaltyKind } from '../ssh/ssh-penalties.js';
+import { JUPYTER_PENALTY_DEFAULT_TEXT, JUPYTER_PENALTY_DEFAULTS, type JupyterPenaltyKind } from '../jupyter/jupyter-penalties.js';
 import { isLoopbackTarget, parseControlPlaneTargets } from '../transport/address.js';
 import { parseSimulatedGpus, type SimulatedGpus } from '../simulation/simulated-gpus.js';
 
@@ -200,6 +201,18 @@ export const agentSettings = {
     Type.Integer({ minimum: 0, maximum: 100_000 }),
     100,
     "Requests (and WebSocket opens) a second one instance's Jupyter port forwards, four seconds' worth at once; past it they wait their turn, none is refused. Each costs the agent's one thread, which every tenant's SSH and Jupyter share (measured: 378 us a request; one client kept the agent at 95% of a core against a tenant's own fast server on the Jupyter port). 0: unpaced.",
+  ),
+  jupyterSourcePenalties: setting(
+    'SVC_JUPYTER_SOURCE_PENALTIES',
+    Type.String({ minLength: 1 }),
+    JUPYTER_PENALTY_DEFAULT_TEXT,
+    "Penalties for Jupyter requests refused for want of the instance's token or for a path no instance serves (401, 404), in SVC_SSH_SOURCE_PENALTIES's syntax: each adds its time to its source (an IPv6 source: its /64), draining in real time; while a source's penalty exceeds min, its connections to every Jupyter port are closed at once, before a byte is read. Words given override the defaults; off: no penalties. Behind a TLS proxy that hides its clients, exempt the proxy (SVC_JUPYTER_PENALTY_EXEMPT).",
+  ),
+  jupyterPenaltyExempt: setting(
+    'SVC_JUPYTER_PENALTY_EXEMPT',
+    Type.String(),
+    '',
+    'Comma-separated addresses and CIDRs (IPv4 or IPv6) never penalized on the Jupyter ports: monitoring, or a proxy in front of them that hides its clients.',
   ),
   jupyterPublicUrl: setting(
     'SVC_JUPYTER_PUBLIC_URL',
@@ -465,6 +478,8 @@ export interface AgentConfig extends AgentSettings {
   instanceAllowCidrList: string[];
   /** SVC_SSH_SOURCE_PENALTIES and SVC_SSH_PENALTY_EXEMPT parsed; null: off. */
   sshPenalties: PenaltyPolicy<SshPenaltyKind> | null;
+  /** SVC_JUPYTER_SOURCE_PENALTIES and SVC_JUPYTER_PENALTY_EXEMPT parsed; null: off. */
+  jupyterPenalties: PenaltyPolicy<JupyterPenaltyKind> | null;
   /** SVC_CONTROL_PLANE as a list of gRPC targets, tried in order. */
   controlPlanes: string[];
 }
@@ -521,25 +536,39 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     simulation: simulationOf(settings.simulateGpus),
     useTls,
     instanceAllowCidrList,
-    sshPenalties: sshPenaltiesOf(settings),
+    sshPenalties: penaltiesOf(
+      { name: 'SVC_SSH_SOURCE_PENALTIES', text: settings.sshSourcePenalties },
+      { name: 'SVC_SSH_PENALTY_EXEMPT', text: settings.sshPenaltyExempt },
+      SSH_PENALTY_DEFAULTS,
+    ),
+    jupyterPenalties: penaltiesOf(
+      { name: 'SVC_JUPYTER_SOURCE_PENALTIES', text: settings.jupyterSourcePenalties },
+      { name: 'SVC_JUPYTER_PENALTY_EXEMPT', text: settings.jupyterPenaltyExempt },
+      JUPYTER_PENALTY_DEFAULTS,
+    ),
     controlPlanes,
   };
 }
 
-function sshPenaltiesOf(settings: AgentSettings): PenaltyPolicy<SshPenaltyKind> | null {
-  const exempt = settings.sshPenaltyExempt
+/** A penalty setting and its exempt list parsed; null: off. Throws ConfigError naming the setting. */
+function penaltiesOf<Kind extends string>(
+  setting: { name: string; text: string },
+  exemptSetting: { name: string; text: string },
+  defaults: Omit<PenaltyPolicy<Kind>, 'exempt'>,
+): PenaltyPolicy<Kind> | null {
+  const exempt = exemptSetting.text
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
   try {
     for (const cidr of exempt) parseCidr(cidr);
   } catch (err) {
-    throw new ConfigError(`SVC_SSH_PENALTY_EXEMPT: ${(err as Error).message}`);
+    throw new ConfigError(`${exemptSetting.name}: ${(err as Error).message}`);
   }
   try {
-    return parsePenaltyPolicy(settings.sshSourcePenalties, SSH_PENALTY_DEFAULTS, exempt);
+    return parsePenaltyPolicy(setting.text, defaults, exempt);
   } catch (err) {
-    throw new ConfigError(`SVC_SSH_SOURCE_PENALTIES: ${(err as Error).message}`);
+    throw new ConfigError(`${setting.name}: ${(err as Error).message}`);
   }
 }
 

@@ -8,7 +8,8 @@
 // so they would reach every instance's origin on the node) and the browser's cookies are
 // not forwarded. A stopping instance takes no new requests; its open WebSockets close and
 // its port is given back when it is gone. Connections are capped per source and node-wide
-// before any byte is read (connection-caps.ts): a stranger needs no token to open one.
+// before any byte is read (connection-caps.ts): a stranger needs no token to open one; a
+// source whose requests keep being refused is shut out for a while (jupyter-penalties.ts).
 // Every byte relayed costs the agent's CPU, so the instances with connections that showed
 // their token share the node's Jupyter budget (SVC_JUPYTER_NODE_MBPS) equally, each such
 // connection held to its instance's share (access/throttled-socket.ts). A connection
@@ -28,6 +29,8 @@ import { authorize, crossOriginRefusal, instanceOfPath, sessionCookie } from './
 import { jupyterOrigin, portOrder, type JupyterPortRange } from './jupyter-origin.js';
 import { JupyterPortMemory } from './port-memory.js';
 import { JupyterConnectionCaps, type JupyterConnectionLimits } from './connection-caps.js';
+import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
+import type { JupyterPenaltyKind } from './jupyter-penalties.js';
 
 export interface JupyterProxyOptions {
   registry: AccessRegistry;
@@ -43,6 +46,8 @@ export interface JupyterProxyOptions {
   nodeMbps: number;
   /** Requests (and WebSocket opens) a second each instance's port forwards, four seconds' worth at once (SVC_JUPYTER_REQUESTS_PER_SECOND); past it they wait. Default 100; 0: unpaced. */
   requestsPerSecond?: number;
+  /** Penalties for sources whose requests are refused (SVC_JUPYTER_SOURCE_PENALTIES); none when absent or null. */
+  penalties?: PenaltyPolicy<JupyterPenaltyKind> | null;
   /** The ports instances held, kept across agent restarts; in memory only when absent. */
   memory?: JupyterPortMemory;
 }
@@ -81,11 +86,13 @@ export class JupyterProxy {
   private readonly pacer: InstancePacer;
   /** Per instance, its open connections that showed the token: instances with any share the budget. */
   private readonly tenantsConnected = new Tally();
+  private readonly penalties: SourcePenalties<JupyterPenaltyKind> | undefined;
   private refused = 0;
   private refusalLoggedAt = 0;
 
   constructor(private readonly options: JupyterProxyOptions) {
     this.caps = new JupyterConnectionCaps(options.limits);
+    this.penalties = options.penalties ? new SourcePenalties(options.penalties) : undefined;
     this.memory = options.memory ?? new JupyterPortMemory();
     this.budget = new LinkBudget(options.nodeMbps);
     const rate = options.requestsPerSecond ?? DEFAULT_JUPYTER_REQUESTS_PER_SECOND;
@@ -195,36 +202,58 @@ export class JupyterProxy {
    * instance's share of the budget, and the instance counts among those sharing it.
    */
   private admit(instanceId: string, socket: Socket, server: Server): void {
-    const admission = this.caps.admit(socket.remoteAddress ?? 'unknown', () => {
-      this.options.log.debug({ ip: socket.remoteAddress }, 'Jupyter connection without a token closed for a newcomer (SVC_JUPYTER_MAX_CONNECTIONS)');
+    const source = socket.remoteAddress ?? 'unknown';
+    // A penalized source is closed before a byte is read: no parse, no answer.
+    const penalized = this.penalties?.refusedFor(source) ?? 0;
+    if (penalized > 0) {
+      this.noteRefusal(source, `penalized ${Math.ceil(penalized / 1000)} s more for refused requests (SVC_JUPYTER_SOURCE_PENALTIES)`);
       socket.destroy();
-    });
-    if (admission.ok) {
-      let shown = false;
-      socket.once('close', () => {
-        admission.release();
-        if (shown) this.tenantsConnected.remove(instanceId);
-      });
-      socket.on('error', () => undefined);
-      const throttled = new ThrottledSocket(socket, () => (shown ? this.linkOf(instanceId) : undefined));
-      this.tokenShown.set(throttled, () => {
-        if (shown) return;
-        shown = true;
-        this.tenantsConnected.add(instanceId);
-        admission.authenticated();
-      });
-      server.emit('connection', throttled);
       return;
     }
-    // A flood must not flood the log too: one line per few seconds, with the count.
+    const admission = this.caps.admit(source, () => {
+      this.options.log.debug({ ip: source }, 'Jupyter connection without a token closed for a newcomer (SVC_JUPYTER_MAX_CONNECTIONS)');
+      socket.destroy();
+    });
+    if (!admission.ok) {
+      this.noteRefusal(source, admission.reason);
+      socket.destroy();
+      return;
+    }
+    let shown = false;
+    socket.once('close', () => {
+      admission.release();
+      if (shown) this.tenantsConnected.remove(instanceId);
+    });
+    socket.on('error', () => undefined);
+    const throttled = new ThrottledSocket(socket, () => (shown ? this.linkOf(instanceId) : undefined));
+    this.tokenShown.set(throttled, () => {
+      if (shown) return;
+      shown = true;
+      this.tenantsConnected.add(instanceId);
+      admission.authenticated();
+    });
+    server.emit('connection', throttled);
+  }
+
+  /** A flood must not flood the log too: one line per few seconds, with the count. */
+  private noteRefusal(ip: string, why: string): void {
     this.refused++;
     const now = Date.now();
-    if (now - this.refusalLoggedAt >= REFUSAL_LOG_INTERVAL_MS) {
-      this.options.log.info({ ip: socket.remoteAddress, why: admission.reason, refused_since_last_line: this.refused }, 'Jupyter connection refused');
-      this.refused = 0;
-      this.refusalLoggedAt = now;
-    }
-    socket.destroy();
+    if (now - this.refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
+    this.options.log.info({ ip, why, refused_since_last_line: this.refused }, 'Jupyter connection refused');
+    this.refused = 0;
+    this.refusalLoggedAt = now;
+  }
+
+  /** A request refused for want of the token or a served path costs its source (jupyter-penalties.ts). */
+  private penalize(req: IncomingMessage, gate: { status: number }): void {
+    if (gate.status !== 401 && gate.status !== 404) return;
+    const source = req.socket.remoteAddress ?? 'unknown';
+    if (!this.penalties?.penalize(source, 'refused')) return;
+    this.options.log.warn(
+      { ip: source, refused_for_s: Math.ceil(this.penalties.refusedFor(source) / 1000) },
+      'Jupyter source penalized: its connections are refused until the penalty drains (SVC_JUPYTER_SOURCE_PENALTIES)',
+    );
   }
 
   /** The instance's buckets: its bandwidth, or its equal share of the budget when less. */
@@ -264,7 +293,10 @@ export class JupyterProxy {
 
   private forward(instanceId: string, req: IncomingMessage, res: ServerResponse): void {
     const gate = this.gate(instanceId, req);
-    if (!gate.ok) return refuse(res, gate);
+    if (!gate.ok) {
+      this.penalize(req, gate);
+      return refuse(res, gate);
+    }
     this.tokenShown.get(req.socket)?.();
     const wait = this.pacer.delayFor(instanceId);
     if (wait > 0) setTimeout(() => this.relay(instanceId, gate, req, res), wait);
@@ -285,6 +317,7 @@ export class JupyterProxy {
     socket.on('error', () => socket.destroy());
     const gate = this.gate(instanceId, req);
     if (!gate.ok) {
+      this.penalize(req, gate);
       socket.end(rawAnswer(gate));
       return;
     }
