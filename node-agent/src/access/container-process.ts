@@ -228,14 +228,19 @@ export class ContainerProcess {
 
   /** SIGKILL to the process and its descendants if it still runs, whether or not its output is still read. */
   async kill(): Promise<void> {
-    let info: { Running: boolean; Pid: number };
+    // Waits for a real pid: the engine can report 0 for a process that has already printed
+    // (seen: a helper stopped after 64 KiB of output, then left running at full speed).
+    const found = await this.pid();
+    if (found === undefined) return;
+    let running: boolean;
     try {
-      info = (await this.exec.inspect()) as typeof info;
+      running = ((await this.exec.inspect()) as { Running: boolean }).Running;
     } catch {
       return; // the container went away with it
     }
-    if (!info.Running || !(info.Pid > 1)) return;
-    const pid = await this.ofThisContainer(info.Pid);
+    // Ended meanwhile: its pid may already be another process's.
+    if (!running) return;
+    const pid = await this.ofThisContainer(found);
     if (pid !== undefined) signalAll(await processTree(pid), 'SIGKILL');
   }
 
