@@ -65,7 +65,9 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     else if ('error' in outcome) log.warn({ sysctl: name, err: outcome.error }, failedMessage);
   }
   if ((await cgroupVersion()) === 1) {
-    log.warn("this host runs cgroup v1, which charges no container for its sockets' buffers: one instance can fill the host's TCP and UDP buffer pools and slow every connection on the node (docs/security.md); run tenants on cgroup v2");
+    log.warn(
+      "this host runs cgroup v1, which charges no container for its sockets' buffers or for the writes the kernel flushes in the background: one instance can fill the host's TCP and UDP buffer pools and slow every connection on the node, and write past its disk bandwidth (docs/security.md); run tenants on cgroup v2",
+    );
   }
   if (!config.containerCoreDumps && (await corePatternGoesToTheHost())) {
     log.warn("SVC_CONTAINER_CORE_DUMPS=false and this host's core_pattern hands dumps to a program: every crash in a container runs it on the host's CPU, outside the container's quota");
@@ -161,6 +163,8 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
             pidsLimit: config.taskPidsLimit,
             defaultDiskBytes: Math.round(config.taskDiskGib * GIB),
             defaultNetworkMbps: config.taskNetworkMbps,
+            diskMBpsPerGpu: config.taskDiskBandwidthMbPerGpu,
+            diskIopsPerGpu: config.taskDiskIopsPerGpu,
           },
           diskCheckMs: config.taskDiskCheckMs,
           maxFiles: config.taskMaxFiles,

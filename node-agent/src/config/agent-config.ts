@@ -274,6 +274,18 @@ export const agentSettings = {
     1000,
     'Network bandwidth (Mbit/s, each way) of an instance when its start order names none (an older control plane); the SKU catalog sets it otherwise. Shaped with tc on the instance\'s bridge and its own interface.',
   ),
+  taskDiskBandwidthMbPerGpu: setting(
+    'SVC_TASK_DISK_BANDWIDTH_MB_PER_GPU',
+    Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+    500,
+    "MB/s (10^6 bytes) an instance may read, and as many write, on the disk holding Docker's data, per GPU it has (an instance without GPUs counts one): the kernel throttles the rest, so one tenant cannot take the disk every other tenant, image pull and log shares. Under cgroup v1 buffered writes escape it (the kernel flushes them outside the container's group); cgroup v2 holds them too. 0: not limited.",
+  ),
+  taskDiskIopsPerGpu: setting(
+    'SVC_TASK_DISK_IOPS_PER_GPU',
+    Type.Integer({ minimum: 0, maximum: 100_000_000 }),
+    20_000,
+    "Read operations a second an instance may issue, and as many writes, on the disk holding Docker's data, per GPU it has (an instance without GPUs counts one); 0: not limited.",
+  ),
   taskMaxConnections: setting(
     'SVC_TASK_MAX_CONNECTIONS',
     Type.Integer({ minimum: 1 }),

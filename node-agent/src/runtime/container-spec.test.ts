@@ -6,7 +6,7 @@ const host = (nodeId: string, nvidiaRuntime: boolean): HostCapabilities => ({
   nodeId,
   nvidiaRuntime,
   capacity: { cpus: 2, memoryBytes: 24 * GIB },
-  limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB, defaultNetworkMbps: 1000 },
+  limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB, defaultNetworkMbps: 1000, diskMBpsPerGpu: 500, diskIopsPerGpu: 20_000 },
 });
 
 const task: TaskSpec = {
@@ -101,6 +101,26 @@ describe('buildContainerSpec for hostile tenants', () => {
   it('clamps them to a small host (a dev machine still runs the instance)', () => {
     const hc = buildContainerSpec({ ...task, resources: { nanoCpus: 52e9, memoryBytes: 450 * GIB, shmBytes: 64 * GIB } }, host('n', false)).HostConfig!;
     expect({ NanoCpus: hc.NanoCpus, Memory: hc.Memory, ShmSize: hc.ShmSize }).toEqual({ NanoCpus: 1e9, Memory: 22 * GIB, ShmSize: 22 * GIB });
+  });
+
+  it("throttles an instance's reads and writes on the disk holding Docker's data, by its GPUs; a replica, or a host whose disk is unknown, not", () => {
+    const disk = { path: '/dev/nvme0n1', major: 259, minor: 0 };
+    const throttle = (hc: NonNullable<ReturnType<typeof buildContainerSpec>['HostConfig']>) => ({
+      read: hc.BlkioDeviceReadBps,
+      write: hc.BlkioDeviceWriteBps,
+      readOps: hc.BlkioDeviceReadIOps,
+      writeOps: hc.BlkioDeviceWriteIOps,
+    });
+    // Two GPUs: two shares of 500 MB/s and 20,000 operations a second.
+    expect(throttle(buildContainerSpec(task, { ...gpuHost, disk }).HostConfig!)).toEqual({
+      read: [{ Path: '/dev/nvme0n1', Rate: 1_000_000_000 }],
+      write: [{ Path: '/dev/nvme0n1', Rate: 1_000_000_000 }],
+      readOps: [{ Path: '/dev/nvme0n1', Rate: 40_000 }],
+      writeOps: [{ Path: '/dev/nvme0n1', Rate: 40_000 }],
+    });
+    const none = { read: undefined, write: undefined, readOps: undefined, writeOps: undefined };
+    expect(throttle(buildContainerSpec({ ...task, kind: 'replica' }, { ...gpuHost, disk }).HostConfig!)).toEqual(none);
+    expect(throttle(buildContainerSpec(task, gpuHost).HostConfig!)).toEqual(none);
   });
 
   it('drops every capability but the few a GPU workload uses: no NET_RAW, MKNOD, SYS_CHROOT or NET_ADMIN', () => {

@@ -7,9 +7,10 @@
 // only the capabilities a GPU workload needs, and the kernel's OOM killer picks it first.
 import type { ContainerCreateOptions } from 'dockerode';
 import { limitedCommand, LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
-import { containerLimits, type HostCapacity, type LimitSettings, type TaskResources } from './task-limits.js';
+import { containerLimits, type ContainerLimits, type HostCapacity, type LimitSettings, type TaskResources } from './task-limits.js';
 import { networkName } from './task-network.js';
 import { PTS_TARGET, ptsDir, type TaskPts } from './task-pts.js';
+import type { BlockDevice } from '../host-facts/block-device.js';
 
 export const LABEL_INSTANCE = 'svc.instance';
 export const LABEL_REPLICA = 'svc.replica';
@@ -60,6 +61,8 @@ export interface HostCapabilities {
   logLimit?: LogLimit;
   /** Instances' own capped /dev/pts (task-pts.ts); absent: Docker's uncapped one. */
   pts?: TaskPts;
+  /** The disk holding Docker's data (host-facts/block-device.ts); absent: disk bandwidth is not limited. */
+  disk?: BlockDevice;
 }
 
 /**
@@ -103,7 +106,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
   env.push(`NVIDIA_VISIBLE_DEVICES=${gpus ? task.gpuUuids.join(',') : 'void'}`);
 
   const port = task.publish ? `${task.publish.containerPort}/tcp` : undefined;
-  const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind);
+  const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind, task.gpuUuids.length);
   if (task.kind === 'instance') labels[LABEL_DISK_LIMIT] = String(limits.diskBytes);
   if (limits.networkMbps > 0) labels[LABEL_NETWORK_LIMIT] = String(limits.networkMbps);
   // Tenants only: a replica is the provider's own model server.
@@ -141,6 +144,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
       MemorySwap: limits.memoryBytes,
       ShmSize: limits.shmBytes,
       PidsLimit: limits.pidsLimit,
+      ...diskThrottle(limits, host.disk),
       OomScoreAdj: OOM_SCORE_ADJ[task.kind],
       // The networks carry IPv4 only; without IPv6 not even a link-local route to the host exists.
       Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' },
@@ -150,6 +154,20 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
         ? { DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: task.gpuUuids, Capabilities: [['gpu']] }] }
         : {}),
     },
+  };
+}
+
+/**
+ * The kernel's throttle on the disk holding Docker's data, each way. Under cgroup v1 it
+ * holds reads and direct writes; buffered writes are flushed by the kernel's own threads,
+ * outside the container's group, and only cgroup v2 charges them to it.
+ */
+function diskThrottle(limits: ContainerLimits, disk: BlockDevice | undefined): Partial<NonNullable<ContainerCreateOptions['HostConfig']>> {
+  if (!disk) return {};
+  const rate = (value: number) => [{ Path: disk.path, Rate: value }];
+  return {
+    ...(limits.diskBytesPerSecond > 0 ? { BlkioDeviceReadBps: rate(limits.diskBytesPerSecond), BlkioDeviceWriteBps: rate(limits.diskBytesPerSecond) } : {}),
+    ...(limits.diskIops > 0 ? { BlkioDeviceReadIOps: rate(limits.diskIops), BlkioDeviceWriteIOps: rate(limits.diskIops) } : {}),
   };
 }
 

@@ -21,6 +21,7 @@ import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
 import { deleteFreshImage, ensureBusybox, pushFreshImage, pushZeroLayerImage } from './docker-test-images.js';
 import { RuntimeError, type PullProgress } from './runtime.js';
 import { DEFAULT_LIMIT_SETTINGS, GIB, MIB } from './task-limits.js';
+import { diskUnder } from '../host-facts/block-device.js';
 import { buildNetworkSpec, networkName } from './task-network.js';
 import { devptsMountPoints } from './task-pts.js';
 
@@ -484,7 +485,7 @@ describe('isolation and limits', () => {
   }, 90_000);
 
   it('runs the container under the limits asked for, clamped to the host, with the capabilities cut down', async () => {
-    const limited = new DockerRuntime({ docker, nodeId, limits: { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 128, defaultDiskBytes: GIB, defaultNetworkMbps: 1000 } });
+    const limited = new DockerRuntime({ docker, nodeId, limits: { ...DEFAULT_LIMIT_SETTINGS, reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 128, defaultDiskBytes: GIB, defaultNetworkMbps: 1000 } });
     const h = await limited.startTask(task({ resources: { nanoCpus: 26e9, memoryBytes: 256 * 1024 ** 2, shmBytes: 64 * 1024 ** 2 } }));
     const hc = (await docker.getContainer(h.containerId).inspect()).HostConfig as Docker.HostConfig & { OomScoreAdj: number };
     const cpus = (await docker.info()).NCPU as number;
@@ -569,6 +570,36 @@ describe('isolation and limits', () => {
     expect((await promisify(execFile)('nsenter', [`--target=${replicaPid}`, '--net', '--', 'iptables', '-S', 'OUTPUT'])).stdout.trim()).toBe('-P OUTPUT ACCEPT');
     for (const t of [h, replica]) await capped.destroyTask(t.containerId, { force: true });
   }, 90_000);
+
+  it("throttles an instance's reads and writes on the disk holding Docker's data to its share, in bytes and in operations; a replica is not throttled", async () => {
+    const disk = await diskUnder(((await docker.info()) as { DockerRootDir: string }).DockerRootDir);
+    expect(disk, 'the disk under Docker\'s data root').toBeDefined();
+    // Seconds a command takes inside the container (direct I/O: the page cache would hide the disk).
+    const seconds = async (containerId: string, command: string): Promise<number> => {
+      const started = performance.now();
+      const out = await execIn(docker, containerId, ['sh', '-c', `${command} 2>&1 && echo done`]);
+      expect(out).toContain('done');
+      return (performance.now() - started) / 1000;
+    };
+    const write8MiB = 'dd if=/dev/zero of=/f bs=1048576 count=8 oflag=direct';
+    const read8MiB = 'dd if=/f of=/dev/null bs=1048576 iflag=direct';
+    const write100Blocks = 'dd if=/dev/zero of=/g bs=4096 count=100 oflag=direct';
+
+    const bytes = new DockerRuntime({ docker, nodeId, limits: { ...DEFAULT_LIMIT_SETTINGS, diskMBpsPerGpu: 4, diskIopsPerGpu: 0 } });
+    const ops = new DockerRuntime({ docker, nodeId, limits: { ...DEFAULT_LIMIT_SETTINGS, diskMBpsPerGpu: 0, diskIopsPerGpu: 50 } });
+    const [byBytes, byOps, replica] = [await bytes.startTask(task()), await ops.startTask(task()), await bytes.startTask(task({ kind: 'replica' }))];
+    // 8 MiB at 4 MB/s is 2.1 s each way; 100 writes at 50 a second, 2 s.
+    expect(await seconds(byBytes.containerId, write8MiB)).toBeGreaterThan(1.5);
+    expect(await seconds(byBytes.containerId, read8MiB)).toBeGreaterThan(1.5);
+    expect(await seconds(byOps.containerId, write100Blocks)).toBeGreaterThan(1.5);
+    // What the kernel holds, from the container's own blkio group (cgroup v1) or io.max (v2).
+    const kernel = await execIn(docker, byBytes.containerId, ['sh', '-c', 'cat /sys/fs/cgroup/blkio/blkio.throttle.write_bps_device /sys/fs/cgroup/io.max 2>/dev/null']);
+    expect(kernel).toMatch(new RegExp(`^${disk!.major}:${disk!.minor} (4000000|.*wbps=4000000)`, 'm'));
+    // The provider's model server loads its weights at the disk's own speed.
+    const unthrottled = await seconds(replica.containerId, `${write8MiB} && ${read8MiB} && ${write100Blocks}`);
+    expect(unthrottled).toBeLessThan(1.5);
+    for (const h of [byBytes, byOps, replica]) await runtime.destroyTask(h.containerId, { force: true });
+  }, 60_000);
 
   it("gives each instance a /dev/pts of its own, capped: one that takes every terminal it can leaves the others theirs", async () => {
     const root = mkdtempSync(join(tmpdir(), 'svc-pts-'));

@@ -26,6 +26,7 @@ import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { limitDns } from './task-dns-limit.js';
 import { detachPts, mountPts, ptsDir, sweepPts, unmountPts, type TaskPts } from './task-pts.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
+import { diskUnder } from '../host-facts/block-device.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
@@ -347,14 +348,19 @@ export class DockerRuntime implements TaskRuntime {
   private host(): Promise<HostCapabilities> {
     if (!this.hostCapabilities) {
       const detecting = this.docker.info().then(
-        (info: { NCPU?: number; MemTotal?: number; Runtimes?: Record<string, unknown> }) => ({
-          nodeId: this.nodeId,
-          nvidiaRuntime: this.nvidiaRuntime ?? listsNvidiaRuntime(info),
-          capacity: { cpus: info.NCPU ?? 1, memoryBytes: info.MemTotal ?? 0 },
-          limits: this.limits,
-          ...(this.logLimit ? { logLimit: this.logLimit } : {}),
-          ...(this.pts ? { pts: this.pts } : {}),
-        }),
+        async (info: { NCPU?: number; MemTotal?: number; Runtimes?: Record<string, unknown>; DockerRootDir?: string }) => {
+          // Not found (an engine on another host, btrfs, ZFS): disk bandwidth goes unlimited.
+          const disk = info.DockerRootDir ? await diskUnder(info.DockerRootDir).catch(() => undefined) : undefined;
+          return {
+            nodeId: this.nodeId,
+            nvidiaRuntime: this.nvidiaRuntime ?? listsNvidiaRuntime(info),
+            capacity: { cpus: info.NCPU ?? 1, memoryBytes: info.MemTotal ?? 0 },
+            limits: this.limits,
+            ...(this.logLimit ? { logLimit: this.logLimit } : {}),
+            ...(this.pts ? { pts: this.pts } : {}),
+            ...(disk ? { disk } : {}),
+          };
+        },
         (err: unknown) => {
           this.hostCapabilities = null; // ask again next time
           throw engineError('docker info', err);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { GIB, MIB, containerLimits, type HostCapacity, type TaskResources } from './task-limits.js';
 
-const settings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB, defaultNetworkMbps: 1000 };
+const settings = { reservedCpus: 1, reservedMemoryBytes: 2 * GIB, pidsLimit: 4096, defaultDiskBytes: 50 * GIB, defaultNetworkMbps: 1000, diskMBpsPerGpu: 500, diskIopsPerGpu: 20_000 };
 const gpuHost: HostCapacity = { cpus: 224, memoryBytes: 2048 * GIB };
 const devHost: HostCapacity = { cpus: 2, memoryBytes: 24 * GIB };
 const tiny: HostCapacity = { cpus: 1, memoryBytes: 1 * GIB };
@@ -17,11 +17,11 @@ describe('containerLimits', () => {
     ['shm never exceeds memory', { memoryBytes: 1 * GIB, shmBytes: 8 * GIB }, gpuHost, { nanoCpus: 223e9, memoryBytes: 1 * GIB, shmBytes: 1 * GIB }],
     ['small asks are kept', { nanoCpus: 0.25e9, memoryBytes: 64 * MIB, shmBytes: 16 * MIB }, devHost, { nanoCpus: 0.25e9, memoryBytes: 64 * MIB, shmBytes: 16 * MIB }],
   ])('%s', (_name, requested, host, expected) => {
-    expect(containerLimits(requested, host, settings)).toEqual({ ...expected, pidsLimit: 4096, diskBytes: 50 * GIB, networkMbps: 1000 });
+    expect(containerLimits(requested, host, settings)).toEqual({ ...expected, pidsLimit: 4096, diskBytes: 50 * GIB, networkMbps: 1000, diskBytesPerSecond: 500e6, diskIops: 20_000 });
   });
 
   it('keeps the CPU reserve for instances only: replicas may use every CPU, but not the reserved memory', () => {
-    expect(containerLimits(undefined, devHost, settings, 'replica')).toEqual({ nanoCpus: 2e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB, pidsLimit: 4096, diskBytes: 50 * GIB, networkMbps: 0 });
+    expect(containerLimits(undefined, devHost, settings, 'replica')).toEqual({ nanoCpus: 2e9, memoryBytes: 22 * GIB, shmBytes: 11 * GIB, pidsLimit: 4096, diskBytes: 50 * GIB, networkMbps: 0, diskBytesPerSecond: 0, diskIops: 0 });
     expect(containerLimits(undefined, devHost, settings, 'instance').nanoCpus).toBe(1e9);
   });
 
@@ -45,5 +45,18 @@ describe('containerLimits', () => {
     ['a replica is never shaped (the provider\'s model server downloads weights)', { networkMbps: 50 }, 'replica', 0],
   ] as const)('network: %s', (_name, requested, kind, expected) => {
     expect(containerLimits(requested, devHost, settings, kind).networkMbps).toBe(expected);
+  });
+
+  it.each([
+    ['one GPU: the per-GPU share', 'instance', 1, { diskBytesPerSecond: 500e6, diskIops: 20_000 }],
+    ['eight GPUs: eight shares', 'instance', 8, { diskBytesPerSecond: 4000e6, diskIops: 160_000 }],
+    ['no GPU (a dev host) counts as one', 'instance', 0, { diskBytesPerSecond: 500e6, diskIops: 20_000 }],
+    ['a replica is never throttled (the provider\'s model server loads weights)', 'replica', 2, { diskBytesPerSecond: 0, diskIops: 0 }],
+  ] as const)('disk bandwidth: %s', (_name, kind, gpus, expected) => {
+    expect(containerLimits(undefined, gpuHost, settings, kind, gpus)).toMatchObject(expected);
+  });
+
+  it('disk bandwidth: 0 in the settings is no limit', () => {
+    expect(containerLimits(undefined, gpuHost, { ...settings, diskMBpsPerGpu: 0, diskIopsPerGpu: 0 }, 'instance', 4)).toMatchObject({ diskBytesPerSecond: 0, diskIops: 0 });
   });
 });
