@@ -3,7 +3,8 @@
 // shell inside instance A the tenant tries to reach instance B, a model-server replica
 // (its container and its published port), the agent's SSH gateway and Jupyter proxy (on
 // the bridge gateway and on the host's own address), the Docker socket and cloud
-// metadata, then exhausts its memory and forks without end. Every "refused" is paired
+// metadata, then reads and writes the disk flat out, exhausts its memory and forks without
+// end. Every "refused" is paired
 // with proof that the target answers to someone it should answer to, so a refusal is the
 // firewall's doing and not an empty port. Nothing here can reach the internet, so a
 // network namespace stands in for it (support/outside-network.ts).
@@ -20,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listChain } from '../node-agent/src/runtime/host-firewall.js';
 import { FORWARD_CHAIN, REFUSE_CHAIN } from '../node-agent/src/runtime/firewall-rules.js';
 import { DockerRuntime } from '../node-agent/src/runtime/docker-runtime.js';
+import { diskUnder } from '../node-agent/src/host-facts/block-device.js';
 import { networkName } from '../node-agent/src/runtime/task-network.js';
 import { loadSkuCatalog } from '../control-plane/src/instances/sku-catalog.js';
 import { unframeDockerLog } from './support/docker-io.js';
@@ -37,6 +39,8 @@ const PIDS_LIMIT = 96;
 const DISK_LIMIT = 64 * MIB;
 /** Each way, per GPU: low enough that 10 MiB takes seconds, where this host's link moves it in a fraction of one. */
 const NETWORK_MBPS = 40;
+/** Each instance's disk share, MB/s each way (one GPU each). */
+const DISK_MBPS = 8;
 /** A node of test containers beside the agent's: the replica and the outbound-none instance. */
 const sideNode = `hostile-side-${randomBytes(4).toString('hex')}`;
 
@@ -137,7 +141,7 @@ beforeAll(async () => {
     skuCatalog: catalogFile,
     // The agent's ports on every host address, as on a real node.
     // The node's SSH budget is one SKU's bandwidth here: an instance alone gets all of it.
-    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT), SVC_TASK_DISK_CHECK_MS: '300', SVC_SSH_NODE_MBPS: String(NETWORK_MBPS) },
+    agentEnv: { SVC_ACCESS_BIND_HOST: '0.0.0.0', SVC_SSH_PORT: String(sshPort), SVC_TASK_PIDS_LIMIT: String(PIDS_LIMIT), SVC_TASK_DISK_CHECK_MS: '300', SVC_SSH_NODE_MBPS: String(NETWORK_MBPS), SVC_TASK_DISK_BANDWIDTH_MB_PER_GPU: String(DISK_MBPS) },
   });
   [a, b] = [await tenant('a'), await tenant('b')];
   // Something answering inside each instance: B's server is A's target, A's own is the proof that nc works in A.
@@ -360,6 +364,19 @@ describe('as a hostile tenant', () => {
     expect(lines).toBeLessThanOrEqual(10_000 * seconds + 2 * 26_214);
     expect((await ssh(a.target, a.key, ['echo alive'])).stdout).toBe('alive\n');
   }, 120_000);
+
+  it("A reading and writing the disk under every instance flat out is held to its share by the kernel", async () => {
+    const disk = await diskUnder(((await docker.info()) as { DockerRootDir: string }).DockerRootDir);
+    expect(cgroupOf(a.containerId, 'blkio.throttle.write_bps_device')).toBe(`${disk!.major}:${disk!.minor} ${DISK_MBPS * 1_000_000}`);
+    expect(cgroupOf(a.containerId, 'blkio.throttle.read_bps_device')).toBe(`${disk!.major}:${disk!.minor} ${DISK_MBPS * 1_000_000}`);
+    // Direct I/O, as a tenant would write past the page cache.
+    const [write, writeMs] = await timedMs(() => ssh(a.target, a.key, ['dd if=/dev/zero of=/tmp/disk-hog bs=1048576 count=16 oflag=direct']));
+    const [read, readMs] = await timedMs(() => ssh(a.target, a.key, ['dd if=/tmp/disk-hog of=/dev/null bs=1048576 iflag=direct && rm /tmp/disk-hog']));
+    expect([write.code, read.code]).toEqual([0, 0]);
+    // 16 MiB at 8 MB/s: 2.1 s each way (this host's disk does it in hundredths of a second).
+    expect(writeMs).toBeGreaterThan(1_500);
+    expect(readMs).toBeGreaterThan(1_500);
+  }, 60_000);
 
   it('a memory hog in A is killed inside A at its limit; B and the agent go on', async () => {
     const limit = await ssh(a.target, a.key, ['cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max']);
