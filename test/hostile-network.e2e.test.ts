@@ -4,10 +4,9 @@
 // (its container and its published port), the agent's SSH gateway and Jupyter proxy (on
 // the bridge gateway and on the host's own address), the Docker socket and cloud
 // metadata, then reads and writes the disk flat out, exhausts its memory and forks without
-// end. Every "refused" is paired
-// with proof that the target answers to someone it should answer to, so a refusal is the
-// firewall's doing and not an empty port. Nothing here can reach the internet, so a
-// network namespace stands in for it (support/outside-network.ts).
+// end. Every "refused" is paired with proof that the target answers to someone it should
+// answer to, so a refusal is the firewall's doing and not an empty port. Nothing here can
+// reach the internet, so a network namespace stands in for it (support/outside-network.ts).
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
