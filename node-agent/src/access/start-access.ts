@@ -8,6 +8,7 @@ import { ConfigError, type Logger } from '@svc/shared';
 import type { AgentConfig } from '../config/agent-config.js';
 import { JupyterLauncher } from '../jupyter/jupyter-launcher.js';
 import { JupyterProxy } from '../jupyter/jupyter-proxy.js';
+import { KernelDropList } from './kernel-drop.js';
 import { JupyterPortMemory } from '../jupyter/port-memory.js';
 import { loadOrCreateHostKey } from '../ssh/host-key.js';
 import { SshGateway, type SshLimits } from '../ssh/ssh-gateway.js';
@@ -25,7 +26,7 @@ type AccessConfig = Pick<
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
   | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshPenalties' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps' | 'sshEngineCallsPerSecond'
-  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps' | 'jupyterRequestsPerSecond' | 'jupyterPenalties'
+  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps' | 'jupyterRequestsPerSecond' | 'jupyterPenalties' | 'hostFirewall'
 >;
 
 /** The SSH gateway's bounds, from the settings. */
@@ -52,7 +53,18 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
   const hostKey = await loadOrCreateHostKey(config.dataDir, (message, fields) => log.warn(fields, message));
   if (hostKey.created) log.info({ fingerprint: hostKey.fingerprint }, 'made the SSH host key of this node');
   const registry = new AccessRegistry();
-  const gateway = new SshGateway({ registry, docker, hostKey, log, host: config.accessBindHost, port: config.sshPort, limits: sshLimitsOf(config) });
+  // Penalized sources are dropped by the kernel where the agent's firewall has the rule for it.
+  let dropFailed = false;
+  const kernelDrop = config.hostFirewall
+    ? new KernelDropList({
+        onError: (err) => {
+          if (dropFailed) return;
+          dropFailed = true;
+          log.warn({ err: err.message }, 'cannot hand penalized sources to the kernel (xt_recent); the agent refuses their connections itself');
+        },
+      })
+    : undefined;
+  const gateway = new SshGateway({ registry, docker, hostKey, log, host: config.accessBindHost, port: config.sshPort, limits: sshLimitsOf(config), kernelDrop });
   const jupyterPorts = { first: config.jupyterPort, count: config.jupyterPortCount };
   const proxy = new JupyterProxy({
     registry,
@@ -65,6 +77,7 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
     nodeMbps: config.jupyterNodeMbps,
     requestsPerSecond: config.jupyterRequestsPerSecond,
     penalties: config.jupyterPenalties,
+    kernelDrop,
     memory: new JupyterPortMemory(join(config.dataDir, 'jupyter-ports.json')),
   });
   let sshPort: number;
@@ -87,7 +100,7 @@ export async function startAccess(config: AccessConfig, deps: { docker: Docker; 
     service,
     sshPort,
     close: async () => {
-      await Promise.all([gateway.close(), proxy.closeAll()]);
+      await Promise.all([gateway.close(), proxy.closeAll(), kernelDrop?.close()]);
     },
   };
 }

@@ -31,6 +31,7 @@ import { JupyterPortMemory } from './port-memory.js';
 import { JupyterConnectionCaps, type JupyterConnectionLimits } from './connection-caps.js';
 import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
 import type { JupyterPenaltyKind } from './jupyter-penalties.js';
+import type { KernelDropList } from '../access/kernel-drop.js';
 
 export interface JupyterProxyOptions {
   registry: AccessRegistry;
@@ -48,6 +49,8 @@ export interface JupyterProxyOptions {
   requestsPerSecond?: number;
   /** Penalties for sources whose requests are refused (SVC_JUPYTER_SOURCE_PENALTIES); none when absent or null. */
   penalties?: PenaltyPolicy<JupyterPenaltyKind> | null;
+  /** Where penalized sources are also dropped by the kernel (access/kernel-drop.ts); absent: refused here only. */
+  kernelDrop?: KernelDropList;
   /** The ports instances held, kept across agent restarts; in memory only when absent. */
   memory?: JupyterPortMemory;
 }
@@ -250,8 +253,10 @@ export class JupyterProxy {
     if (gate.status !== 401 && gate.status !== 404) return;
     const source = req.socket.remoteAddress ?? 'unknown';
     if (!this.penalties?.penalize(source, 'refused')) return;
+    const refusedFor = this.penalties.refusedFor(source);
+    this.options.kernelDrop?.drop(source, refusedFor);
     this.options.log.warn(
-      { ip: source, refused_for_s: Math.ceil(this.penalties.refusedFor(source) / 1000) },
+      { ip: source, refused_for_s: Math.ceil(refusedFor / 1000) },
       'Jupyter source penalized: its connections are refused until the penalty drains (SVC_JUPYTER_SOURCE_PENALTIES)',
     );
   }

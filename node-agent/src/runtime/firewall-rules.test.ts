@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BLOCKED_IPV4_RANGES, FORWARD_CHAIN, INPUT_CHAIN, REFUSE_CHAIN, buildFirewallRules, cidrProblem } from './firewall-rules.js';
+import { BLOCKED_IPV4_RANGES, FORWARD_CHAIN, INPUT_CHAIN, PENALIZED_LISTS, REFUSE_CHAIN, buildFirewallRules, cidrProblem } from './firewall-rules.js';
 
 /** The rules of one table of iptables-restore input. */
 const rules = (text: string, table: 'filter' | 'security' = 'filter') => {
@@ -54,11 +54,21 @@ describe('buildFirewallRules', () => {
       `-A ${FORWARD_CHAIN} -i svci+ ${REJECT}`,
       `-A ${FORWARD_CHAIN} -i svcr+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
       `-A ${FORWARD_CHAIN} -i svcr+ ${REJECT}`,
+      `-A ${INPUT_CHAIN} ! -i lo -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m recent --rcheck --seconds 600 --reap --name svc-penalized6 --mask ffff:ffff:ffff:ffff:: --rsource -j DROP`,
       `-A ${INPUT_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
       `-A ${INPUT_CHAIN} -i svci+ ${REJECT}`,
       `-A ${INPUT_CHAIN} -i svcr+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
       `-A ${INPUT_CHAIN} -i svcr+ ${REJECT}`,
     ]);
+  });
+
+  it("drops new TCP connections to the host from the sources the agent penalized, first in INPUT, never loopback's", () => {
+    const input = rules(internet.ipv4).filter((r) => r.startsWith(`-A ${INPUT_CHAIN} `));
+    expect(input[0]).toBe(
+      `-A ${INPUT_CHAIN} ! -i lo -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m recent --rcheck --seconds 600 --reap --name ${PENALIZED_LISTS.ipv4} --mask 255.255.255.255 --rsource -j DROP`,
+    );
+    // An IPv6 source is its /64, as the penalties count it.
+    expect(rules(internet.ipv6).filter((r) => r.startsWith(`-A ${INPUT_CHAIN} `))[0]).toContain(`--name ${PENALIZED_LISTS.ipv6} --mask ffff:ffff:ffff:ffff:: `);
   });
 
   it('refuses TCP with a reset (not rate-limited, unlike ICMP errors) and the rest with ICMP', () => {

@@ -26,6 +26,14 @@ export const FORWARD_CHAIN = 'SVC-ISOLATION-FWD';
 export const INPUT_CHAIN = 'SVC-ISOLATION-IN';
 /** What a refusal in the filter table jumps to: a TCP reset or an ICMP port-unreachable. */
 export const REFUSE_CHAIN = 'SVC-ISOLATION-REFUSE';
+/**
+ * The kernel's lists (xt_recent) of sources the agent penalized (access/kernel-drop.ts):
+ * their new TCP connections to this host are dropped before the agent accepts them. An
+ * IPv6 source is a /64, as the penalties count it.
+ */
+export const PENALIZED_LISTS = { ipv4: 'svc-penalized', ipv6: 'svc-penalized6' } as const;
+/** The longest an entry drops its source: one the agent could not take out (it stopped) ages out. */
+export const PENALIZED_MAX_SECONDS = 600;
 
 /**
  * Destinations no instance may reach even with outbound internet: this-network, private
@@ -125,6 +133,9 @@ export function buildFirewallRules(policy: FirewallPolicy): FirewallRules {
   // Nothing a task starts reaches the host itself, on any of its addresses. Docker never
   // moves INPUT's rules, so this needs no second copy.
   const input = [INSTANCE, REPLICA].flatMap((iface) => [inp(`-i ${iface} ${REPLIES}`), inp(`-i ${iface} ${REFUSE}`)]);
+  // Written as `iptables -S` prints it. Loopback is never dropped: the host's own clients.
+  const penalized = (name: string, mask: string) =>
+    inp(`! -i lo -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m recent --rcheck --seconds ${PENALIZED_MAX_SECONDS} --reap --name ${name} --mask ${mask} --rsource -j DROP`);
   const refuse = [`-A ${REFUSE_CHAIN} -p tcp -j REJECT --reject-with tcp-reset`, `-A ${REFUSE_CHAIN} -j REJECT`];
   // A chain declared in iptables-restore input is flushed and refilled atomically;
   // with --noflush every other chain stays as it is.
@@ -145,8 +156,8 @@ export function buildFirewallRules(policy: FirewallPolicy): FirewallRules {
     ].join('\n');
   const backstop: FirewallHook = { table: 'security', from: 'FORWARD', to: FORWARD_CHAIN };
   return {
-    ipv4: restore([...forwardRules(policy, REFUSE, true), ...input], forwardRules(policy, DROP, false)),
-    ipv6: restore([...forwardRulesV6(REFUSE), ...input], forwardRulesV6(DROP)),
+    ipv4: restore([...forwardRules(policy, REFUSE, true), penalized(PENALIZED_LISTS.ipv4, '255.255.255.255'), ...input], forwardRules(policy, DROP, false)),
+    ipv6: restore([...forwardRulesV6(REFUSE), penalized(PENALIZED_LISTS.ipv6, 'ffff:ffff:ffff:ffff::'), ...input], forwardRulesV6(DROP)),
     hooks: {
       ipv4: [{ table: 'filter', from: 'DOCKER-USER', to: FORWARD_CHAIN }, { table: 'filter', from: 'INPUT', to: INPUT_CHAIN }, backstop],
       // Docker makes no IPv6 chains for networks without IPv6: hook into FORWARD itself.

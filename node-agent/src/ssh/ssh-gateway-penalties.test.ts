@@ -3,6 +3,7 @@
 // it: a source whose connections keep ending without a login is refused before the key
 // exchange, while other sources, users who log in and exempt addresses are not.
 import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -18,21 +19,26 @@ import { loadAgentConfig } from '../config/agent-config.js';
 import { parseAuthorizedKeys } from './authorized-keys.js';
 import { generateEd25519OpenSsh, hostKeyFrom } from './host-key.js';
 import { SshGateway } from './ssh-gateway.js';
+import { KernelDropList } from '../access/kernel-drop.js';
+import { buildFirewallRules, PENALIZED_LISTS } from '../runtime/firewall-rules.js';
+import { installHostFirewall } from '../runtime/host-firewall.js';
+import { TEST_MAX_CONNECTIONS } from '../../../test/support/node-agent-process.js';
 
 const INSTANCE = 'inst_penalty1';
 const dir = mkdtempSync(join(tmpdir(), 'ssh-penalties-'));
 const registry = new AccessRegistry();
 const gateways: SshGateway[] = [];
 
-async function startGateway(env: Record<string, string>): Promise<number> {
+async function startGateway(env: Record<string, string>, more: { host?: string; kernelDrop?: KernelDropList } = {}): Promise<number> {
   const gateway = new SshGateway({
     registry,
     docker: new Docker(),
     hostKey: hostKeyFrom(generateEd25519OpenSsh().privateKey, 'test'),
     log: createLogger('silent', 'ssh-penalties-test'),
-    host: '127.0.0.1',
+    host: more.host ?? '127.0.0.1',
     port: 0,
     limits: sshLimitsOf(loadAgentConfig(env)),
+    ...(more.kernelDrop ? { kernelDrop: more.kernelDrop } : {}),
   });
   gateways.push(gateway);
   return gateway.listen();
@@ -179,4 +185,61 @@ describe('SSH source penalties', () => {
     await new Promise((r) => setTimeout(r, 1_600));
     expect(await exchangeAndLeave('127.0.0.8', shortPort)).toBe('served');
   });
+});
+
+describe('SSH source penalties, with the kernel', () => {
+  // A source beyond the host (the kernel never drops loopback): a network namespace behind
+  // a veth pair, as a client on the provider's network would come in.
+  const id = randomBytes(3).toString('hex');
+  const ns = `svckd-${id}`;
+  const octet = 1 + (parseInt(id.slice(0, 2), 16) % 250);
+  const hostSide = { dev: `svckdh-${id}`, address: `10.253.${octet}.1` };
+  const client = `10.253.${octet}.2`;
+  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
+  const kernelDrop = new KernelDropList({ onError: (err) => expect.fail(err.message) });
+  let kernelPort: number;
+
+  beforeAll(async () => {
+    ip('netns', 'add', ns);
+    ip('link', 'add', hostSide.dev, 'type', 'veth', 'peer', 'name', `svckdn-${id}`, 'netns', ns);
+    ip('addr', 'add', `${hostSide.address}/30`, 'dev', hostSide.dev);
+    ip('link', 'set', hostSide.dev, 'up');
+    ip('-n', ns, 'addr', 'add', `${client}/30`, 'dev', `svckdn-${id}`);
+    ip('-n', ns, 'link', 'set', `svckdn-${id}`, 'up');
+    // The agent's firewall, as every agent here installs it: it holds the drop rule.
+    await installHostFirewall(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], maxConnectionsPerInstance: TEST_MAX_CONNECTIONS }));
+    kernelPort = await startGateway({ SVC_SSH_SOURCE_PENALTIES: 'noauth:1s min:2s max:4s' }, { host: hostSide.address, kernelDrop });
+  });
+
+  afterAll(async () => {
+    await kernelDrop.close();
+    ip('link', 'del', hostSide.dev);
+    ip('netns', 'del', ns);
+  });
+
+  /** A TCP connection from the namespace, closed at once: 'accepted', or 'no answer' when nothing came back within 2 s. */
+  const knock = async (): Promise<'accepted' | 'no answer'> => {
+    const script = `exec 3<>/dev/tcp/${hostSide.address}/${kernelPort}`;
+    try {
+      await promisify(execFile)('ip', ['netns', 'exec', ns, 'timeout', '2', 'bash', '-c', script]);
+      return 'accepted';
+    } catch (err) {
+      if ((err as { code?: number }).code === 124) return 'no answer';
+      throw err;
+    }
+  };
+
+  it('a penalized source is dropped by the kernel for its penalty: its connections get no answer at all, and come through once it has drained', async () => {
+    const knocks: string[] = [];
+    for (let i = 0; i < 6 && knocks.at(-1) !== 'no answer'; i++) knocks.push(await knock());
+    // 1 s each: the third passes min (2 s); the one after it is never answered.
+    expect(knocks.slice(0, 3)).toEqual(['accepted', 'accepted', 'accepted']);
+    expect(knocks.at(-1)).toBe('no answer');
+    expect(readFileSync(`/proc/net/xt_recent/${PENALIZED_LISTS.ipv4}`, 'utf8')).toContain(`src=${client} `);
+    expect(kernelDrop.size).toBe(1);
+    // At most max (4 s) after it started, the kernel lets it through again.
+    await new Promise((r) => setTimeout(r, 4_000));
+    expect(readFileSync(`/proc/net/xt_recent/${PENALIZED_LISTS.ipv4}`, 'utf8')).not.toContain(`src=${client} `);
+    expect(await knock()).toBe('accepted');
+  }, 30_000);
 });

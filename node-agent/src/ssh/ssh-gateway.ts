@@ -26,6 +26,7 @@ import { handleSession, type SessionHandle, type SessionLimits } from './ssh-ses
 import { ThrottledSocket, type Throttle } from '../access/throttled-socket.js';
 import { LinkBudget } from '../access/token-bucket.js';
 import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
+import type { KernelDropList } from '../access/kernel-drop.js';
 import { sshPenaltyOf, type ConnectionEnding, type SshPenaltyKind } from './ssh-penalties.js';
 
 const { Server } = ssh2;
@@ -39,6 +40,8 @@ export interface SshGatewayOptions {
   /** 0 picks a free port. */
   port: number;
   limits: SshLimits;
+  /** Where penalized sources are also dropped by the kernel (access/kernel-drop.ts); absent: refused here only. */
+  kernelDrop?: KernelDropList;
 }
 
 export interface SshLimits extends SessionLimits {
@@ -160,8 +163,10 @@ export class SshGateway {
   private penalize(source: string, ending: ConnectionEnding): void {
     const kind = sshPenaltyOf(ending);
     if (kind === undefined || !this.penalties?.penalize(source, kind)) return;
+    const refusedFor = this.penalties.refusedFor(source);
+    this.options.kernelDrop?.drop(source, refusedFor);
     this.options.log.warn(
-      { ip: source, last: kind, refused_for_s: Math.ceil(this.penalties.refusedFor(source) / 1000) },
+      { ip: source, last: kind, refused_for_s: Math.ceil(refusedFor / 1000) },
       'SSH source penalized: its connections are refused until the penalty drains (SVC_SSH_SOURCE_PENALTIES)',
     );
   }
