@@ -10,6 +10,7 @@ const PROGRAMS = {
   'dns-flood': "a tenant flooding Docker's embedded DNS server",
   'pty-hog': 'a tenant opening every pseudo-terminal it can',
   'kernel-counts': "a tenant adding to the kernel's per-user counts of epoll and inotify watches",
+  'tcp-hog': 'a tenant queueing data in TCP sockets it never reads',
 } as const;
 
 export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {

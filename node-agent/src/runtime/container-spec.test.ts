@@ -123,6 +123,12 @@ describe('buildContainerSpec for hostile tenants', () => {
     expect(throttle(buildContainerSpec(task, gpuHost).HostConfig!)).toEqual(none);
   });
 
+  it("puts an instance under /docker where the agent limits its sockets itself (cgroup v1), so it knows the cgroup's path; a replica, or a v2 host, as Docker decides", () => {
+    expect(buildContainerSpec(task, { ...gpuHost, socketLimits: true }).HostConfig!.CgroupParent).toBe('/docker');
+    expect(buildContainerSpec({ ...task, kind: 'replica' }, { ...gpuHost, socketLimits: true }).HostConfig!.CgroupParent).toBeUndefined();
+    expect(buildContainerSpec(task, gpuHost).HostConfig!.CgroupParent).toBeUndefined();
+  });
+
   it('drops every capability but the few a GPU workload uses: no NET_RAW, MKNOD, SYS_CHROOT or NET_ADMIN', () => {
     const hc = buildContainerSpec(task, host('n', false)).HostConfig!;
     expect(hc.CapDrop).toEqual(['ALL']);

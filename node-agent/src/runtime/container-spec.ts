@@ -11,6 +11,7 @@ import { containerLimits, type ContainerLimits, type HostCapacity, type LimitSet
 import { networkName } from './task-network.js';
 import { PTS_TARGET, ptsDir, type TaskPts } from './task-pts.js';
 import type { BlockDevice } from '../host-facts/block-device.js';
+import { INSTANCE_CGROUP_PARENT } from './socket-memory.js';
 
 export const LABEL_INSTANCE = 'svc.instance';
 export const LABEL_REPLICA = 'svc.replica';
@@ -63,6 +64,8 @@ export interface HostCapabilities {
   pts?: TaskPts;
   /** The disk holding Docker's data (host-facts/block-device.ts); absent: disk bandwidth is not limited. */
   disk?: BlockDevice;
+  /** cgroup v1 under cgroupfs: the agent makes instances' memory cgroups with a TCP limit (socket-memory.ts). */
+  socketLimits?: boolean;
 }
 
 /**
@@ -145,6 +148,8 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
       ShmSize: limits.shmBytes,
       PidsLimit: limits.pidsLimit,
       ...diskThrottle(limits, host.disk),
+      // The agent makes this cgroup, with its TCP limit, before the start (socket-memory.ts).
+      ...(task.kind === 'instance' && host.socketLimits ? { CgroupParent: INSTANCE_CGROUP_PARENT } : {}),
       OomScoreAdj: OOM_SCORE_ADJ[task.kind],
       // The networks carry IPv4 only; without IPv6 not even a link-local route to the host exists.
       Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' },

@@ -601,6 +601,34 @@ describe('isolation and limits', () => {
     for (const h of [byBytes, byOps, replica]) await runtime.destroyTask(h.containerId, { force: true });
   }, 60_000);
 
+  it("charges an instance's TCP buffers to it: sockets it never reads hold no more than its memory limit; a replica's are not held", async () => {
+    const hog = readFileSync(await buildStaticProgram('tcp-hog'));
+    const queue = async (containerId: string): Promise<number> => {
+      expect((await ContainerProcess.run(docker, containerId, ['sh', '-c', 'cat > /tmp/tcp-hog && chmod +x /tmp/tcp-hog'], { stdin: hog })).code).toBe(0);
+      // 400 connected pairs on loopback, written to until the kernel takes no more or 512 MiB are queued.
+      const result = await ContainerProcess.run(docker, containerId, ['/tmp/tcp-hog', '400', '512'], { timeoutMs: 60_000 });
+      expect(result.code, result.stderr).toBe(0);
+      return Number(result.stdout.trim());
+    };
+    const instance = await runtime.startTask(task({ resources: { memoryBytes: 128 * MIB } }));
+    const replica = await runtime.startTask(task({ kind: 'replica', resources: { memoryBytes: 128 * MIB } }));
+    try {
+      // Unheld on cgroup v1, an instance of 256 MiB queued 2.2 GiB this way (and the host's
+      // TCP pool under pressure slowed every connection on it).
+      const queued = await queue(instance.containerId);
+      expect(queued).toBeLessThan(256);
+      expect(await queue(replica.containerId)).toBe(512);
+      // On cgroup v1 the limit is the agent's doing: the cgroup it made, with the memory limit as the TCP limit.
+      if ((await docker.info()).CgroupVersion === '1') {
+        const pid = (await docker.getContainer(instance.containerId).inspect()).State.Pid;
+        expect(readFileSync(`/proc/${pid}/cgroup`, 'utf8')).toMatch(new RegExp(`^\\d+:memory:/docker/${instance.containerId}$`, 'm'));
+        expect(readFileSync(`/sys/fs/cgroup/memory/docker/${instance.containerId}/memory.kmem.tcp.limit_in_bytes`, 'utf8').trim()).toBe(String(128 * MIB));
+      }
+    } finally {
+      for (const h of [instance, replica]) await runtime.destroyTask(h.containerId, { force: true });
+    }
+  }, 120_000);
+
   it("gives each instance a /dev/pts of its own, capped: one that takes every terminal it can leaves the others theirs", async () => {
     const root = mkdtempSync(join(tmpdir(), 'svc-pts-'));
     const capped = new DockerRuntime({ docker, nodeId, pts: { root, max: 8 } });

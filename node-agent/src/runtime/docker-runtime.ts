@@ -27,6 +27,7 @@ import { limitDns } from './task-dns-limit.js';
 import { detachPts, mountPts, ptsDir, sweepPts, unmountPts, type TaskPts } from './task-pts.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { diskUnder } from '../host-facts/block-device.js';
+import { limitSocketMemory, memoryCgroupOf, needsSocketLimits, releaseSocketCgroup, type EngineCgroups } from './socket-memory.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
@@ -82,6 +83,8 @@ export interface DockerRuntimeOptions {
   dnsQueriesPerSecond?: number;
   /** Instances' own capped /dev/pts (SVC_TASK_MAX_PTYS, under the data dir); absent: Docker's, uncapped. */
   pts?: TaskPts;
+  /** On cgroup v1 under cgroupfs, instances' TCP buffers count against a limit the agent sets (socket-memory.ts); default true. */
+  socketLimits?: boolean;
 }
 
 export const DEFAULT_DNS_QUERIES_PER_SECOND = 100;
@@ -122,6 +125,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly diskFull: (() => Promise<string | null>) | undefined;
   private readonly dnsQueriesPerSecond: number;
   private readonly pts: TaskPts | undefined;
+  private readonly socketLimits: boolean;
   private hostCapabilities: Promise<HostCapabilities> | null = null;
 
   constructor(options: DockerRuntimeOptions) {
@@ -137,6 +141,7 @@ export class DockerRuntime implements TaskRuntime {
     this.nvidiaRuntime = options.nvidiaRuntime;
     this.logLimit = options.logLimit;
     this.pts = options.pts;
+    this.socketLimits = options.socketLimits ?? true;
     this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
@@ -166,6 +171,14 @@ export class DockerRuntime implements TaskRuntime {
     if (spec.kind === 'instance' && host.logLimit) {
       const missing = await this.missingCommand(container);
       if (missing) throw await this.discardUnstarted(container.id, spec, new RuntimeError('start_failed', missing, false));
+    }
+    if (spec.kind === 'instance' && host.socketLimits) {
+      const { memoryBytes } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind);
+      try {
+        await limitSocketMemory(container.id, memoryBytes);
+      } catch (err) {
+        throw await this.discardUnstarted(container.id, spec, taskFailed('start_failed', `limit the socket memory of ${containerName(spec)} (${memoryCgroupOf(container.id)})`, err));
+      }
     }
     try {
       await container.start();
@@ -233,8 +246,11 @@ export class DockerRuntime implements TaskRuntime {
 
   async destroyTask(id: string, options: DestroyOptions = {}): Promise<void> {
     let task: Pick<TaskSpec, 'kind' | 'taskId'> | null;
+    let fullId: string;
     try {
-      task = taskFromLabels((await this.docker.getContainer(id).inspect()).Config.Labels);
+      const info = await this.docker.getContainer(id).inspect();
+      task = taskFromLabels(info.Config.Labels);
+      fullId = info.Id;
     } catch (err) {
       if (isNotFound(err)) return;
       throw engineError(`inspect ${id}`, err);
@@ -254,6 +270,9 @@ export class DockerRuntime implements TaskRuntime {
       await this.removeNetwork(task);
       await this.releasePts(task);
     }
+    // The memory cgroup the agent made for an instance that never started (runc removes
+    // the cgroups of those that ran); none there is the usual case.
+    if (task?.kind === 'instance') await releaseSocketCgroup(fullId);
   }
 
   async inspectTask(id: string): Promise<TaskStatus> {
@@ -348,9 +367,10 @@ export class DockerRuntime implements TaskRuntime {
   private host(): Promise<HostCapabilities> {
     if (!this.hostCapabilities) {
       const detecting = this.docker.info().then(
-        async (info: { NCPU?: number; MemTotal?: number; Runtimes?: Record<string, unknown>; DockerRootDir?: string }) => {
+        async (info: { NCPU?: number; MemTotal?: number; Runtimes?: Record<string, unknown>; DockerRootDir?: string } & EngineCgroups) => {
           // Not found (an engine on another host, btrfs, ZFS): disk bandwidth goes unlimited.
           const disk = info.DockerRootDir ? await diskUnder(info.DockerRootDir).catch(() => undefined) : undefined;
+          const socketLimits = this.socketLimits && (await needsSocketLimits(info));
           return {
             nodeId: this.nodeId,
             nvidiaRuntime: this.nvidiaRuntime ?? listsNvidiaRuntime(info),
@@ -359,6 +379,7 @@ export class DockerRuntime implements TaskRuntime {
             ...(this.logLimit ? { logLimit: this.logLimit } : {}),
             ...(this.pts ? { pts: this.pts } : {}),
             ...(disk ? { disk } : {}),
+            ...(socketLimits ? { socketLimits } : {}),
           };
         },
         (err: unknown) => {
