@@ -66,7 +66,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   }
   if ((await cgroupVersion()) === 1) {
     log.warn(
-      "this host runs cgroup v1, which charges no container for its UDP buffers or for the writes the kernel flushes in the background (the agent sets each instance's TCP limit itself): one instance can fill the host's UDP buffer pool and write past its disk bandwidth (docs/security.md); run tenants on cgroup v2",
+      "this host runs cgroup v1, which charges no container for the writes the kernel flushes in the background: one instance can write past its disk bandwidth through the page cache (docs/security.md); run tenants on cgroup v2",
     );
   }
   if (!config.containerCoreDumps && (await corePatternGoesToTheHost())) {

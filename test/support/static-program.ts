@@ -11,6 +11,7 @@ const PROGRAMS = {
   'pty-hog': 'a tenant opening every pseudo-terminal it can',
   'kernel-counts': "a tenant adding to the kernel's per-user counts of epoll and inotify watches",
   'tcp-hog': 'a tenant queueing data in TCP sockets it never reads',
+  'udp-hog': 'a tenant holding datagrams in UDP sockets it never reads',
 } as const;
 
 export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {

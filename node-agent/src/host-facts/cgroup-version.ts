@@ -1,9 +1,8 @@
 // Which cgroup hierarchy the host runs, for what it means to tenants: under cgroup v1 the
-// kernel charges no container for its UDP buffers, so one tenant can fill the host-wide
-// UDP pool (net.ipv4.udp_mem) and slow every connection on the node, nor for writes the
-// kernel flushes in the background, which the disk throttle then does not hold; TCP
-// buffers are held by a limit the agent sets (runtime/socket-memory.ts). Under v2 all of
-// them count against the container (docs/security.md, section 10).
+// kernel charges no container for writes it flushes in the background, which the disk
+// throttle then does not hold; socket buffers are held by a limit the agent sets
+// (runtime/socket-memory.ts). Under v2 all of it counts against the container
+// (docs/security.md, section 10).
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 

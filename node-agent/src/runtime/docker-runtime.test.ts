@@ -601,23 +601,28 @@ describe('isolation and limits', () => {
     for (const h of [byBytes, byOps, replica]) await runtime.destroyTask(h.containerId, { force: true });
   }, 60_000);
 
-  it("charges an instance's TCP buffers to it: sockets it never reads hold no more than its memory limit; a replica's are not held", async () => {
-    const hog = readFileSync(await buildStaticProgram('tcp-hog'));
-    const queue = async (containerId: string): Promise<number> => {
-      expect((await ContainerProcess.run(docker, containerId, ['sh', '-c', 'cat > /tmp/tcp-hog && chmod +x /tmp/tcp-hog'], { stdin: hog })).code).toBe(0);
-      // 400 connected pairs on loopback, written to until the kernel takes no more or 512 MiB are queued.
-      const result = await ContainerProcess.run(docker, containerId, ['/tmp/tcp-hog', '400', '512'], { timeoutMs: 60_000 });
+  it("charges an instance's socket buffers to it: TCP and UDP sockets it never reads hold no more than its memory limit; a replica's are not held", async () => {
+    const [tcpHog, udpHog] = [readFileSync(await buildStaticProgram('tcp-hog')), readFileSync(await buildStaticProgram('udp-hog'))];
+    /** MiB the program queued, capped at 512: it stops there. */
+    const queue = async (containerId: string, program: Buffer, args: string[]): Promise<number> => {
+      expect((await ContainerProcess.run(docker, containerId, ['sh', '-c', 'cat > /tmp/hog && chmod +x /tmp/hog'], { stdin: program })).code).toBe(0);
+      const result = await ContainerProcess.run(docker, containerId, ['/tmp/hog', ...args], { timeoutMs: 60_000 });
       expect(result.code, result.stderr).toBe(0);
       return Number(result.stdout.trim());
     };
+    // 400 connected TCP pairs on loopback, written to until the kernel takes no more; 20,000
+    // UDP receivers sent datagrams until their buffers are full.
+    const tcp = (id: string) => queue(id, tcpHog, ['400', '512']);
+    const udp = (id: string) => queue(id, udpHog, ['20000', '512']);
     const instance = await runtime.startTask(task({ resources: { memoryBytes: 128 * MIB } }));
     const replica = await runtime.startTask(task({ kind: 'replica', resources: { memoryBytes: 128 * MIB } }));
     try {
-      // Unheld on cgroup v1, an instance of 256 MiB queued 2.2 GiB this way (and the host's
-      // TCP pool under pressure slowed every connection on it).
-      const queued = await queue(instance.containerId);
-      expect(queued).toBeLessThan(256);
-      expect(await queue(replica.containerId)).toBe(512);
+      // Unheld on cgroup v1, an instance of 256 MiB queued 2.2 GiB each way (and the host's
+      // pools under pressure slowed every connection on it).
+      expect(await tcp(instance.containerId)).toBeLessThan(256);
+      expect(await tcp(replica.containerId)).toBe(512);
+      expect(await udp(instance.containerId)).toBeLessThan(256);
+      expect(await udp(replica.containerId)).toBe(512);
       // On cgroup v1 the limit is the agent's doing: the cgroup it made, with the memory limit as the TCP limit.
       if ((await docker.info()).CgroupVersion === '1') {
         const pid = (await docker.getContainer(instance.containerId).inspect()).State.Pid;

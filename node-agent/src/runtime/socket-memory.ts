@@ -1,17 +1,17 @@
 // Socket buffers charged to the instance that fills them, on cgroup v1 hosts. Under v1 the
-// kernel charges a container's TCP buffers to it only when its memory cgroup has a TCP
+// kernel charges a container's socket buffers to it only when its memory cgroup has a TCP
 // limit (memory.kmem.tcp.limit_in_bytes), and only for sockets made after that limit was
-// set; Docker 20.10 no longer sets one. Unset, a container held to 256 MiB queued 2.2 GiB
-// in sockets it never read, and the host's TCP pool (net.ipv4.tcp_mem) under pressure made
-// a transfer between two host processes take 20.8 s instead of 0.11 (measured). So the
+// set; the charge then covers UDP's buffers too (measured). Docker 20.10 no longer sets
+// one. Unset, a container held to 256 MiB queued 2.2 GiB in TCP sockets it never read and
+// as much in UDP ones, and the host's TCP pool (net.ipv4.tcp_mem) under pressure made a
+// transfer between two host processes take 20.8 s instead of 0.11 (measured). So the
 // agent makes the container's memory cgroup itself, between create and start (runc then
 // uses it as it is), with the limit set: there is no instant at which a process of the
 // container runs without it. The container names its cgroup parent (Docker's default,
 // /docker) so that the agent knows the path whatever the daemon's own default. The limit
 // is the container's memory limit, the same bound cgroup v2 puts on socket buffers
-// (there they count against memory.max). UDP buffers are not covered by this v1 counter.
-// Only with Docker's cgroupfs driver: under systemd's, the cgroup is a systemd scope the
-// agent cannot make ahead of it.
+// (there they count against memory.max). Only with Docker's cgroupfs driver: under
+// systemd's, the cgroup is a systemd scope the agent cannot make ahead of it.
 import { access, mkdir, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
