@@ -7,10 +7,10 @@
 // The gateway owns its TCP listener and hands sockets to ssh2 only after counting them
 // (connection-book.ts): connections still logging in, per source and per instance are
 // capped, a login must finish within a time limit, failed attempts are capped, a source
-// whose connections keep ending without a login is refused for a while (ssh-penalties.ts), and a
-// connection holds a bounded number of channels. Once logged in, a connection shares its
-// instance's bandwidth with the instance's other connections (throttled-socket.ts), and the
-// instances logged in share the node's SSH budget equally.
+// whose connections keep ending without a login is refused for a while (ssh-penalties.ts),
+// and a connection holds a bounded number of channels. Once logged in, a connection shares
+// its instance's bandwidth with the instance's other connections (throttled-socket.ts), and
+// the instances logged in share the node's SSH budget equally.
 import { connect, createServer, type Server as NetServer, type Socket } from 'node:net';
 import { listenOn } from '../access/listen.js';
 import type Docker from 'dockerode';
