@@ -414,6 +414,18 @@ describe('DockerRuntime: recovery and reconcile', () => {
     expect((await restarted.waitTask(running.containerId)).exitCode).toBe(0);
    }, 90_000);
 
+  it("sets the socket limit of an instance an older agent started (cgroup v1), when a restarted agent adopts it", async () => {
+    if ((await docker.info()).CgroupVersion !== '1') return; // v2 charges socket buffers to memory.max itself
+    // Started as an agent from before socket limits did: no cgroup made ahead, no limit.
+    const old = new DockerRuntime({ docker, nodeId, socketLimits: false });
+    const h = await old.startTask(task({ resources: { memoryBytes: 96 * MIB } }));
+    const limitFile = `/sys/fs/cgroup/memory/docker/${h.containerId}/memory.kmem.tcp.limit_in_bytes`;
+    expect(BigInt(readFileSync(limitFile, 'utf8').trim())).toBeGreaterThan(BigInt(2) ** BigInt(62));
+    await new DockerRuntime({ docker, nodeId }).recoverTasks();
+    expect(readFileSync(limitFile, 'utf8').trim()).toBe(String(96 * MIB));
+    await runtime.destroyTask(h.containerId, { force: true });
+  });
+
   it('reconcile removes unwanted and never-started containers of this node, keeps wanted and foreign ones', async () => {
     const wanted = await runtime.startTask(task());
     const unwanted = await runtime.startTask(task());

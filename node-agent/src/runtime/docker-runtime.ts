@@ -27,7 +27,7 @@ import { limitDns } from './task-dns-limit.js';
 import { detachPts, mountPts, ptsDir, sweepPts, unmountPts, type TaskPts } from './task-pts.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { diskUnder } from '../host-facts/block-device.js';
-import { limitSocketMemory, memoryCgroupOf, needsSocketLimits, releaseSocketCgroup, type EngineCgroups } from './socket-memory.js';
+import { limitRunningSocketMemory, limitSocketMemory, memoryCgroupOf, needsSocketLimits, releaseSocketCgroup, type EngineCgroups } from './socket-memory.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
@@ -199,18 +199,30 @@ export class DockerRuntime implements TaskRuntime {
 
   async recoverTasks(): Promise<TaskHandle[]> {
     const containers = await this.listOwnContainers();
+    const host = await this.host();
     const handles: TaskHandle[] = [];
     for (const c of containers) {
       const task = taskFromLabels(c.Labels);
       if (!task || (c.State !== 'running' && c.State !== 'exited')) continue;
       try {
         handles.push(this.handleOf(await this.inspectTask(c.Id)));
+        if (task.kind === 'instance' && c.State === 'running' && host.socketLimits) await this.limitAdoptedSockets(c.Id);
       } catch (err) {
         // Removed between list and inspect: nothing to adopt.
         if (!(err instanceof RuntimeError && err.code === 'not_found')) throw err;
       }
     }
     return handles;
+  }
+
+  /** An instance started before the agent limited sockets (an upgrade): its new sockets count from now on. */
+  private async limitAdoptedSockets(id: string): Promise<void> {
+    const info = await this.docker
+      .getContainer(id)
+      .inspect()
+      .catch(() => null);
+    const memory = info?.HostConfig.Memory;
+    if (info && memory) await limitRunningSocketMemory(info.Id, memory);
   }
 
   async waitTask(id: string, signal?: AbortSignal): Promise<TaskExit> {

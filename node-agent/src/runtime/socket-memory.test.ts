@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { limitSocketMemory, memoryCgroupOf, needsSocketLimits, releaseSocketCgroup } from './socket-memory.js';
+import { limitRunningSocketMemory, limitSocketMemory, memoryCgroupOf, needsSocketLimits, releaseSocketCgroup } from './socket-memory.js';
 
 // A memory hierarchy as cgroup v1 shows it, in plain files: the root holds the TCP counter's files.
 const withCounter = mkdtempSync(join(tmpdir(), 'memcg-'));
@@ -41,5 +41,16 @@ describe('limitSocketMemory', () => {
     await releaseSocketCgroup('never-ran', withCounter);
     expect(existsSync(join(withCounter, 'docker', 'never-ran'))).toBe(false);
     await releaseSocketCgroup('never-ran', withCounter);
+  });
+});
+
+describe('limitRunningSocketMemory', () => {
+  it("sets the limit of a running container's cgroup where it is, and makes none where it is not", async () => {
+    mkdirSync(join(withCounter, 'docker', 'adopted'), { recursive: true });
+    writeFileSync(join(withCounter, 'docker', 'adopted', 'memory.kmem.tcp.limit_in_bytes'), '9223372036854771712\n');
+    expect(await limitRunningSocketMemory('adopted', 4096, withCounter)).toBe(true);
+    expect(readFileSync(join(withCounter, 'docker', 'adopted', 'memory.kmem.tcp.limit_in_bytes'), 'utf8')).toBe('4096');
+    expect(await limitRunningSocketMemory('elsewhere', 4096, withCounter)).toBe(false);
+    expect(existsSync(join(withCounter, 'docker', 'elsewhere'))).toBe(false);
   });
 });

@@ -51,3 +51,19 @@ export async function limitSocketMemory(containerId: string, bytes: number, root
 export async function releaseSocketCgroup(containerId: string, root = V1_MEMORY_ROOT): Promise<void> {
   await rmdir(memoryCgroupOf(containerId, root)).catch(() => undefined);
 }
+
+/**
+ * A running container adopted from an agent that did not make its cgroup (an upgrade):
+ * its TCP limit set now, where its cgroup is; sockets it already holds stay uncounted, new
+ * ones count. False when its cgroup is not there (another cgroup parent, cgroup v2).
+ */
+export async function limitRunningSocketMemory(containerId: string, bytes: number, root = V1_MEMORY_ROOT): Promise<boolean> {
+  const file = join(memoryCgroupOf(containerId, root), TCP_LIMIT_FILE);
+  try {
+    await access(file);
+    await writeFile(file, String(bytes));
+    return true;
+  } catch {
+    return false;
+  }
+}
