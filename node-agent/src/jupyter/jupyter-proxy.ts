@@ -29,6 +29,7 @@ import { authorize, crossOriginRefusal, instanceOfPath, sessionCookie } from './
 import { jupyterOrigin, portOrder, type JupyterPortRange } from './jupyter-origin.js';
 import { JupyterPortMemory } from './port-memory.js';
 import { JupyterConnectionCaps, type JupyterConnectionLimits } from './connection-caps.js';
+import { RefusalLog } from '../access/refusal-log.js';
 import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
 import type { JupyterPenaltyKind } from './jupyter-penalties.js';
 import type { KernelDropList } from '../access/kernel-drop.js';
@@ -55,7 +56,6 @@ export interface JupyterProxyOptions {
   memory?: JupyterPortMemory;
 }
 
-const REFUSAL_LOG_INTERVAL_MS = 5_000;
 export const DEFAULT_JUPYTER_REQUESTS_PER_SECOND = 100;
 
 export interface JupyterListener {
@@ -90,11 +90,11 @@ export class JupyterProxy {
   /** Per instance, its open connections that showed the token: instances with any share the budget. */
   private readonly tenantsConnected = new Tally();
   private readonly penalties: SourcePenalties<JupyterPenaltyKind> | undefined;
-  private refused = 0;
-  private refusalLoggedAt = 0;
+  private readonly refusals: RefusalLog;
 
   constructor(private readonly options: JupyterProxyOptions) {
     this.caps = new JupyterConnectionCaps(options.limits);
+    this.refusals = new RefusalLog(options.log);
     this.penalties = options.penalties ? new SourcePenalties(options.penalties) : undefined;
     this.memory = options.memory ?? new JupyterPortMemory();
     this.budget = new LinkBudget(options.nodeMbps);
@@ -209,7 +209,7 @@ export class JupyterProxy {
     // A penalized source is closed before a byte is read: no parse, no answer.
     const penalized = this.penalties?.refusedFor(source) ?? 0;
     if (penalized > 0) {
-      this.noteRefusal(source, `penalized ${Math.ceil(penalized / 1000)} s more for refused requests (SVC_JUPYTER_SOURCE_PENALTIES)`);
+      this.refusals.note(source, `penalized ${Math.ceil(penalized / 1000)} s more for refused requests (SVC_JUPYTER_SOURCE_PENALTIES)`, 'Jupyter connection refused');
       socket.destroy();
       return;
     }
@@ -218,7 +218,7 @@ export class JupyterProxy {
       socket.destroy();
     });
     if (!admission.ok) {
-      this.noteRefusal(source, admission.reason);
+      this.refusals.note(source, admission.reason, 'Jupyter connection refused');
       socket.destroy();
       return;
     }
@@ -236,16 +236,6 @@ export class JupyterProxy {
       admission.authenticated();
     });
     server.emit('connection', throttled);
-  }
-
-  /** A flood must not flood the log too: one line per few seconds, with the count. */
-  private noteRefusal(ip: string, why: string): void {
-    this.refused++;
-    const now = Date.now();
-    if (now - this.refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
-    this.options.log.info({ ip, why, refused_since_last_line: this.refused }, 'Jupyter connection refused');
-    this.refused = 0;
-    this.refusalLoggedAt = now;
   }
 
   /** A request refused for want of the token or a served path costs its source (jupyter-penalties.ts). */

@@ -25,6 +25,7 @@ import { forwardTarget } from './session-request.js';
 import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
 import { ThrottledSocket, type Throttle } from '../access/throttled-socket.js';
 import { LinkBudget } from '../access/token-bucket.js';
+import { RefusalLog } from '../access/refusal-log.js';
 import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
 import type { KernelDropList } from '../access/kernel-drop.js';
 import { sshPenaltyOf, type ConnectionEnding, type SshPenaltyKind } from './ssh-penalties.js';
@@ -62,7 +63,6 @@ export interface SshLimits extends SessionLimits {
 /** Dead peers are noticed after ~45 s of silence (15 s keepalives, 3 unanswered). */
 const KEEPALIVE_INTERVAL_MS = 15_000;
 const KEEPALIVE_COUNT_MAX = 3;
-const REFUSAL_LOG_INTERVAL_MS = 5_000;
 
 export class SshGateway {
   private readonly server: ssh2.Server;
@@ -76,8 +76,7 @@ export class SshGateway {
   private readonly sockets = new Set<Socket>();
   private readonly budget: LinkBudget;
   private listeningPort = 0;
-  private refused = 0;
-  private refusalLoggedAt = 0;
+  private readonly refusals: RefusalLog;
 
   constructor(private readonly options: SshGatewayOptions) {
     this.server = new Server(
@@ -91,6 +90,7 @@ export class SshGateway {
     );
     this.server.on('error', (err: Error) => options.log.error({ err }, 'SSH gateway error'));
     this.book = new ConnectionBook(options.limits);
+    this.refusals = new RefusalLog(options.log);
     this.penalties = options.limits.penalties ? new SourcePenalties(options.limits.penalties) : undefined;
     this.pacer = new InstancePacer(options.limits.engineCallsPerSecond, options.limits.engineCallsPerSecond * PACE_BURST_SECONDS);
     this.budget = new LinkBudget(options.limits.nodeMbps);
@@ -104,18 +104,18 @@ export class SshGateway {
     // A penalized source is refused before ssh2 sees the socket: no banner, no key exchange.
     const penalized = this.penalties?.refusedFor(source) ?? 0;
     if (penalized > 0) {
-      this.noteRefusal(source, `penalized ${Math.ceil(penalized / 1000)} s more for connections that ended without logging in (SVC_SSH_SOURCE_PENALTIES)`, 'SSH connection refused');
+      this.refusals.note(source, `penalized ${Math.ceil(penalized / 1000)} s more for connections that ended without logging in (SVC_SSH_SOURCE_PENALTIES)`, 'SSH connection refused');
       socket.destroy();
       return;
     }
     // Counted by network (an IPv6 client has a /64 of addresses to open connections from)
     // and, for the handshake slots, by site; a handshake dropped for a fairer claim is closed.
     const admission = this.book.open(source, (why) => {
-      this.noteRefusal(source, why, 'SSH handshake dropped');
+      this.refusals.note(source, why, 'SSH handshake dropped');
       socket.destroy();
     });
     if (!admission.ok) {
-      this.noteRefusal(source, admission.reason, 'SSH connection refused');
+      this.refusals.note(source, admission.reason, 'SSH connection refused');
       socket.destroy();
       return;
     }
@@ -169,16 +169,6 @@ export class SshGateway {
       { ip: source, last: kind, refused_for_s: Math.ceil(refusedFor / 1000) },
       'SSH source penalized: its connections are refused until the penalty drains (SVC_SSH_SOURCE_PENALTIES)',
     );
-  }
-
-  /** A flood must not flood the log too: one line per few seconds, with the count since the last. */
-  private noteRefusal(ip: string, why: string, what: string): void {
-    this.refused++;
-    const now = Date.now();
-    if (now - this.refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
-    this.options.log.info({ ip, why, refused_since_last_line: this.refused }, what);
-    this.refused = 0;
-    this.refusalLoggedAt = now;
   }
 
   get port(): number {
