@@ -59,6 +59,21 @@ describe('KernelDropList', () => {
     expect(errors).toEqual([]);
   });
 
+  it('hands a source to the kernel again when the agent still refuses it after its entry ended', async () => {
+    const list = new KernelDropList({ onError: () => undefined });
+    list.drop('198.51.100.80', 100);
+    await vi.waitFor(() => expect(list.size).toBe(0), { timeout: 2_000 });
+    expect(contents(PENALIZED_LISTS.ipv4)).not.toContain('198.51.100.80');
+    list.keep('198.51.100.80', 60_000);
+    await vi.waitFor(() => expect(contents(PENALIZED_LISTS.ipv4)).toContain('src=198.51.100.80 '));
+    // Kept while its entry stands: its own time holds (a drop would have ended it in 100 ms).
+    list.keep('198.51.100.80', 100);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(list.size).toBe(1);
+    expect(contents(PENALIZED_LISTS.ipv4)).toContain('src=198.51.100.80 ');
+    await list.close();
+  });
+
   it('leaves loopback to the agent, and takes everything out when closed', async () => {
     const list = new KernelDropList({ onError: () => undefined });
     list.drop('127.0.0.9', 60_000);

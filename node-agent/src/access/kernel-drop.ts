@@ -44,6 +44,14 @@ export class KernelDropList {
     void this.write(list, `+${network}`);
   }
 
+  /**
+   * A source the agent is refusing for `ms` more: handed to the kernel again if its entry
+   * ended before its penalty did (connections open at the time closed later, adding to it).
+   */
+  keep(address: string, ms: number): void {
+    if (!this.entries.has(entryOf(address))) this.drop(address, ms);
+  }
+
   /** Sources dropped now (for tests and the log). */
   get size(): number {
     return this.entries.size;

@@ -210,6 +210,7 @@ export class JupyterProxy {
     const penalized = this.penalties?.refusedFor(source) ?? 0;
     if (penalized > 0) {
       this.refusals.note(source, `penalized ${Math.ceil(penalized / 1000)} s more for refused requests (SVC_JUPYTER_SOURCE_PENALTIES)`, 'Jupyter connection refused');
+      this.options.kernelDrop?.keep(source, penalized);
       socket.destroy();
       return;
     }

@@ -105,6 +105,7 @@ export class SshGateway {
     const penalized = this.penalties?.refusedFor(source) ?? 0;
     if (penalized > 0) {
       this.refusals.note(source, `penalized ${Math.ceil(penalized / 1000)} s more for connections that ended without logging in (SVC_SSH_SOURCE_PENALTIES)`, 'SSH connection refused');
+      this.options.kernelDrop?.keep(source, penalized);
       socket.destroy();
       return;
     }
