@@ -2,11 +2,12 @@
 // PerSourcePenalties: every SSH connection costs the agent's one thread a key exchange
 // (about 1 ms of CPU, measured) before it knows who is there, and a client can ask for
 // that without doing the work itself, so one source could keep the thread that every
-// tenant's SSH and Jupyter share busy. Each connection that ends without logging in adds
-// its kind's penalty to its source network (an IPv6 client: its /64), which drains in
-// real time. Once a network's penalty exceeds `min`, its new connections are closed at
-// once, before any cryptography, until the penalty has drained; it never exceeds `max`.
-// A client that logs in, or fails now and then, never accumulates enough to be refused.
+// tenant's SSH and Jupyter share busy. Each connection that ends without logging in (on
+// the Jupyter ports, each request refused) adds its kind's penalty to its source network
+// (an IPv6 client: its /64), which drains in real time. Once a network's penalty exceeds
+// `min`, its new connections are closed at once, before any cryptography or parsing,
+// until the penalty has drained; it never exceeds `max`. A client that logs in, or fails
+// now and then, never accumulates enough to be refused.
 import { BlockList, isIP } from 'node:net';
 import { clientNetwork } from '@svc/shared';
 

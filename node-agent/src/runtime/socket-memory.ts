@@ -3,8 +3,10 @@
 // limit (memory.kmem.tcp.limit_in_bytes), and only for sockets made after that limit was
 // set; the charge then covers UDP's buffers too (measured). Docker 20.10 no longer sets
 // one. Unset, a container held to 256 MiB queued 2.2 GiB in TCP sockets it never read and
-// as much in UDP ones, and the host's TCP pool (net.ipv4.tcp_mem) under pressure made a
-// transfer between two host processes take 20.8 s instead of 0.11 (measured). So the
+// as much in UDP ones (measured), pushing the host's TCP pool (net.ipv4.tcp_mem) past its
+// maximum, where the kernel grants no socket more buffer, the other tenants', the agent's
+// and the model servers' alike (one run measured a transfer between two host processes at
+// 20.8 s instead of 0.11 s; another, at 0.14 s). So the
 // agent makes the container's memory cgroup itself, between create and start (runc then
 // uses it as it is), with the limit set: there is no instant at which a process of the
 // container runs without it. The container names its cgroup parent (Docker's default,
