@@ -4,12 +4,13 @@
 // (its container and its published port), the agent's SSH gateway and Jupyter proxy (on
 // the bridge gateway and on the host's own address), the Docker socket and cloud
 // metadata, then reads and writes the disk flat out, exhausts its memory and forks without
-// end. Every "refused" is paired with proof that the target answers to someone it should
-// answer to, so a refusal is the firewall's doing and not an empty port. Nothing here can
-// reach the internet, so a network namespace stands in for it (support/outside-network.ts).
+// end; a stranger on the internet knocks on the SSH port. Every "refused" is paired with
+// proof that the target answers to someone it should answer to, so a refusal is the
+// firewall's doing and not an empty port. Nothing here can reach the internet, so a
+// network namespace stands in for it (support/outside-network.ts).
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
@@ -376,6 +377,27 @@ describe('as a hostile tenant', () => {
     expect(writeMs).toBeGreaterThan(1_500);
     expect(readMs).toBeGreaterThan(1_500);
   }, 60_000);
+
+  it("a stranger out on the internet knocking on the SSH port without logging in is answered 16 times, then dropped by the kernel; the tenants log in as before", async () => {
+    // A TCP connection from the namespace standing in for the internet, closed at once (each
+    // costs the agent an accept and a banner): 'accepted', or 'no answer' within 2 s.
+    const knock = async () => ((await outside.exec(['timeout', '2', 'bash', '-c', `exec 3<>/dev/tcp/${hostAddress}/${sshPort}`])).code === 0 ? 'accepted' : 'no answer');
+    const knocks: string[] = [];
+    for (let i = 0; i < 40 && knocks.at(-1) !== 'no answer'; i++) knocks.push(await knock());
+    // The agent's default penalties: 1 s a connection, refused past 15 s (and a few more
+    // in as the penalty drains on a slow machine).
+    expect(knocks.filter((k) => k === 'accepted').length).toBeGreaterThanOrEqual(16);
+    expect(knocks.at(-1)).toBe('no answer');
+    try {
+      expect(readFileSync('/proc/net/xt_recent/svc-penalized', 'utf8')).toContain(`src=${outside.address} `);
+      expect((await ssh(b.target, b.key, ['echo alive'])).stdout).toBe('alive\n');
+      expect(await fromHost(hostAddress, sshPort)).toMatch(/^SSH-2\.0-/);
+    } finally {
+      // The suite kills its agent outright, which leaves the entry to age out; a later
+      // namespace may get the same address.
+      appendFileSync('/proc/net/xt_recent/svc-penalized', `-${outside.address}\n`);
+    }
+  }, 120_000);
 
   it('a memory hog in A is killed inside A at its limit; B and the agent go on', async () => {
     const limit = await ssh(a.target, a.key, ['cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max']);

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { run } from './openssh.js';
+import { run, type Run } from './openssh.js';
 
 export const PUBLIC_ADDRESS = '1.2.3.4';
 export const METADATA_ADDRESS = '169.254.169.254';
@@ -20,6 +20,10 @@ export const DISCARD_PORT = 9;
 export interface OutsideNetwork {
   /** Body of GET / on either address. */
   body: string;
+  /** The address the namespace's own connections to the host come from. */
+  address: string;
+  /** Runs a command inside the namespace: a client out on the internet. */
+  exec(command: string[]): Promise<Run>;
   close(): Promise<void>;
 }
 
@@ -66,5 +70,5 @@ export async function startOutsideNetwork(): Promise<OutsideNetwork> {
     await close();
     throw err;
   }
-  return { body, close };
+  return { body, address: `10.254.${octet}.2`, exec: (command) => run('ip', ['netns', 'exec', ns, ...command]), close };
 }
