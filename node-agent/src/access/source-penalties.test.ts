@@ -13,9 +13,9 @@ function box(policy: Partial<PenaltyPolicy<Kind>> = {}) {
 describe('SourcePenalties', () => {
   it('admits a source until its penalty exceeds min, then refuses it until the penalty drains', () => {
     const { penalties, advance } = box();
-    for (let i = 0; i < 15; i++) expect(penalties.penalize('203.0.113.7', 'noauth')).toBe(false);
+    for (let i = 0; i < 15; i++) expect(penalties.penalize('203.0.113.7', 'noauth')).toBe(0);
     expect(penalties.refusedFor('203.0.113.7')).toBe(0);
-    expect(penalties.penalize('203.0.113.7', 'noauth')).toBe(true);
+    expect(penalties.penalize('203.0.113.7', 'noauth')).toBe(16_000);
     expect(penalties.refusedFor('203.0.113.7')).toBe(16_000);
     advance(15_999);
     expect(penalties.refusedFor('203.0.113.7')).toBe(1);
@@ -37,8 +37,10 @@ describe('SourcePenalties', () => {
     const { penalties } = box();
     for (let i = 0; i < 3; i++) penalties.penalize('203.0.113.7', 'authfail');
     expect(penalties.refusedFor('203.0.113.7')).toBe(0);
-    penalties.penalize('203.0.113.7', 'authfail');
+    expect(penalties.penalize('203.0.113.7', 'authfail')).toBe(20_000);
     expect(penalties.refusedFor('203.0.113.7')).toBe(20_000);
+    // Already refused: a further ending lengthens it but starts nothing.
+    expect(penalties.penalize('203.0.113.7', 'authfail')).toBe(0);
   });
 
   it('caps the penalty at max', () => {
@@ -59,7 +61,7 @@ describe('SourcePenalties', () => {
   it('never penalizes an exempt address or network', () => {
     const { penalties } = box({ exempt: ['198.51.100.0/24', '2001:db8:9::/48', '192.0.2.1'] });
     for (const address of ['198.51.100.200', '::ffff:198.51.100.3', '2001:db8:9:1::1', '192.0.2.1']) {
-      for (let i = 0; i < 10; i++) expect(penalties.penalize(address, 'authfail')).toBe(false);
+      for (let i = 0; i < 10; i++) expect(penalties.penalize(address, 'authfail')).toBe(0);
       expect(penalties.refusedFor(address)).toBe(0);
     }
     for (let i = 0; i < 4; i++) penalties.penalize('192.0.2.2', 'authfail');

@@ -63,10 +63,10 @@ export class SourcePenalties<Kind extends string> {
     return penalty.active ? left : 0;
   }
 
-  /** A connection from `address` ended as `kind`; true when this starts its refusal. */
-  penalize(address: string, kind: Kind): boolean {
+  /** A connection from `address` ended as `kind`; when this starts its refusal, the ms it lasts, else 0. */
+  penalize(address: string, kind: Kind): number {
     const ms = this.policy.durations[kind];
-    if (ms <= 0 || this.isExempt(address)) return false;
+    if (ms <= 0 || this.isExempt(address)) return 0;
     const network = clientNetwork(address);
     const now = this.now();
     let penalty = this.penalties.get(network);
@@ -81,9 +81,9 @@ export class SourcePenalties<Kind extends string> {
       penalty = { expiresAt: now + Math.min(ms, this.policy.maxMs), active: false };
       this.penalties.set(network, penalty);
     }
-    if (penalty.active || penalty.expiresAt - now <= this.policy.minMs) return false;
+    if (penalty.active || penalty.expiresAt - now <= this.policy.minMs) return 0;
     penalty.active = true;
-    return true;
+    return penalty.expiresAt - now;
   }
 
   private isExempt(address: string): boolean {

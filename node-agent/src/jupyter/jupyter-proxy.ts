@@ -243,8 +243,8 @@ export class JupyterProxy {
   private penalize(req: IncomingMessage, gate: { status: number }): void {
     if (gate.status !== 401 && gate.status !== 404) return;
     const source = req.socket.remoteAddress ?? 'unknown';
-    if (!this.penalties?.penalize(source, 'refused')) return;
-    const refusedFor = this.penalties.refusedFor(source);
+    const refusedFor = this.penalties?.penalize(source, 'refused') ?? 0;
+    if (refusedFor === 0) return;
     this.options.kernelDrop?.drop(source, refusedFor);
     this.options.log.warn(
       { ip: source, refused_for_s: Math.ceil(refusedFor / 1000) },

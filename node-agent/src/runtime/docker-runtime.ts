@@ -156,7 +156,7 @@ export class DockerRuntime implements TaskRuntime {
     await this.ensureImage(spec.image, onProgress);
     this.imageUsed?.(spec.image);
     await this.ensureNetwork(spec);
-    const { networkMbps } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind);
+    const { networkMbps, memoryBytes } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind, spec.gpuUuids.length);
     let container: Docker.Container;
     try {
       if (networkMbps > 0) await this.shapeBridge(spec, networkMbps);
@@ -173,7 +173,6 @@ export class DockerRuntime implements TaskRuntime {
       if (missing) throw await this.discardUnstarted(container.id, spec, new RuntimeError('start_failed', missing, false));
     }
     if (spec.kind === 'instance' && host.socketLimits) {
-      const { memoryBytes } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind);
       try {
         await limitSocketMemory(container.id, memoryBytes);
       } catch (err) {

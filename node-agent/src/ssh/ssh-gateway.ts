@@ -163,8 +163,9 @@ export class SshGateway {
   /** A connection that made the agent work and left without logging in costs its source. */
   private penalize(source: string, ending: ConnectionEnding): void {
     const kind = sshPenaltyOf(ending);
-    if (kind === undefined || !this.penalties?.penalize(source, kind)) return;
-    const refusedFor = this.penalties.refusedFor(source);
+    if (kind === undefined) return;
+    const refusedFor = this.penalties?.penalize(source, kind) ?? 0;
+    if (refusedFor === 0) return;
     this.options.kernelDrop?.drop(source, refusedFor);
     this.options.log.warn(
       { ip: source, last: kind, refused_for_s: Math.ceil(refusedFor / 1000) },
