@@ -278,7 +278,7 @@ export const agentSettings = {
     'SVC_TASK_DISK_BANDWIDTH_MB_PER_GPU',
     Type.Integer({ minimum: 0, maximum: 1_000_000 }),
     500,
-    "MB/s (10^6 bytes) an instance may read, and as many write, on the disk holding Docker's data, per GPU it has (an instance without GPUs counts one): the kernel throttles the rest, so one tenant cannot take the disk every other tenant, image pull and log shares. Under cgroup v1 buffered writes escape it (the kernel flushes them outside the container's group); cgroup v2 holds them too. 0: not limited.",
+    "MB/s (10^6 bytes) an instance may read, and as many write, on the disk holding Docker's data, per GPU it has (an instance without GPUs counts one): the kernel throttles the rest, so one tenant cannot take the disk every other tenant, image pull and log shares. Under cgroup v1 writes the kernel flushes in the background escape it (they are not charged to the container); cgroup v2 holds them too. 0: not limited.",
   ),
   taskDiskIopsPerGpu: setting(
     'SVC_TASK_DISK_IOPS_PER_GPU',
@@ -526,21 +526,12 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
   if (settings.jupyterPort !== 0 && settings.jupyterPort + settings.jupyterPortCount - 1 > 65535) {
     throw new ConfigError(`SVC_JUPYTER_PORT ${settings.jupyterPort} plus SVC_JUPYTER_PORT_COUNT ${settings.jupyterPortCount} ports runs past port 65535`);
   }
-  const instanceAllowCidrList = settings.instanceAllowCidrs
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
+  const instanceAllowCidrList = commaList(settings.instanceAllowCidrs);
   for (const cidr of instanceAllowCidrList) {
     const problem = cidrProblem(cidr);
     if (problem) throw new ConfigError(`SVC_INSTANCE_ALLOW_CIDRS: ${problem}`);
   }
-  const ignoredXidSet = new Set(
-    settings.ignoredXids
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean)
-      .map(Number),
-  );
+  const ignoredXidSet = new Set(commaList(settings.ignoredXids).map(Number));
   return {
     ...settings,
     nodeName: settings.hostname || hostname(),
@@ -562,16 +553,21 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
   };
 }
 
+/** The items of a comma-separated setting, trimmed, empty ones left out. */
+function commaList(text: string): string[] {
+  return text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
 /** A penalty setting and its exempt list parsed; null: off. Throws ConfigError naming the setting. */
 function penaltiesOf<Kind extends string>(
   setting: { name: string; text: string },
   exemptSetting: { name: string; text: string },
   defaults: Omit<PenaltyPolicy<Kind>, 'exempt'>,
 ): PenaltyPolicy<Kind> | null {
-  const exempt = exemptSetting.text
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
+  const exempt = commaList(exemptSetting.text);
   try {
     for (const cidr of exempt) parseCidr(cidr);
   } catch (err) {
