@@ -62,8 +62,11 @@ describe('KernelDropList', () => {
   it('hands a source to the kernel again when the agent still refuses it after its entry ended', async () => {
     const list = new KernelDropList({ onError: () => undefined });
     list.drop('198.51.100.80', 100);
-    await vi.waitFor(() => expect(list.size).toBe(0), { timeout: 2_000 });
-    expect(contents(PENALIZED_LISTS.ipv4)).not.toContain('198.51.100.80');
+    // The agent forgets the entry at once and writes the kernel's file after: wait for both.
+    await vi.waitFor(() => {
+      expect(list.size).toBe(0);
+      expect(contents(PENALIZED_LISTS.ipv4)).not.toContain('198.51.100.80');
+    }, { timeout: 2_000 });
     list.keep('198.51.100.80', 60_000);
     await vi.waitFor(() => expect(contents(PENALIZED_LISTS.ipv4)).toContain('src=198.51.100.80 '));
     // Kept while its entry stands: its own time holds (a drop would have ended it in 100 ms).
