@@ -12,6 +12,7 @@ const PROGRAMS = {
   'kernel-counts': "a tenant adding to the kernel's per-user counts of epoll and inotify watches",
   'tcp-hog': 'a tenant queueing data in TCP sockets it never reads',
   'udp-hog': 'a tenant holding datagrams in UDP sockets it never reads',
+  'pipe-hog': 'a tenant taking pipe buffers, which the kernel counts per user',
 } as const;
 
 export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {

@@ -18,8 +18,8 @@ const standIn = (setting: KernelSetting, file: string, value: string): KernelSet
   return { ...setting, path };
 };
 
-const [fileMax, pidMax, ptyMax, epollWatches, inotifyInstances, inotifyWatches] = SHARED_TABLES as KernelSetting[] as [KernelSetting, KernelSetting, KernelSetting, KernelSetting, KernelSetting, KernelSetting];
-const SHARED_NAMES = ['fs.file-max', 'kernel.pid_max', 'kernel.pty.max', 'fs.epoll.max_user_watches', 'fs.inotify.max_user_instances', 'fs.inotify.max_user_watches'];
+const [fileMax, pidMax, ptyMax, epollWatches, inotifyInstances, inotifyWatches, pipePagesSoft, pipePagesHard] = SHARED_TABLES as KernelSetting[] as [KernelSetting, KernelSetting, KernelSetting, KernelSetting, KernelSetting, KernelSetting, KernelSetting, KernelSetting];
+const SHARED_NAMES = ['fs.file-max', 'kernel.pid_max', 'kernel.pty.max', 'fs.epoll.max_user_watches', 'fs.inotify.max_user_instances', 'fs.inotify.max_user_watches', 'fs.pipe-user-pages-soft', 'fs.pipe-user-pages-hard'];
 
 describe('applyKernelSettings', () => {
   it('raises a shared table below its target, leaves one at or above it alone, and says why when one cannot be read', async () => {
@@ -35,6 +35,17 @@ describe('applyKernelSettings', () => {
     ]);
     expect(readFileSync(low.path, 'utf8')).toBe('4194304');
     expect(readFileSync(high.path, 'utf8')).toBe('9223372036854775807\n');
+  });
+
+  it('turns off the per-user pipe budgets, and leaves them alone when off', async () => {
+    const soft = standIn(pipePagesSoft, 'pipe-soft', '16384');
+    const hard = standIn(pipePagesHard, 'pipe-hard', '0');
+    const outcomes = await applyKernelSettings([soft, hard]);
+    expect(outcomes.map(({ setting, ...rest }) => ({ name: setting.name, ...rest }))).toEqual([
+      { name: 'fs.pipe-user-pages-soft', changed: true, from: '16384', to: '0' },
+      { name: 'fs.pipe-user-pages-hard', changed: false, value: '0' },
+    ]);
+    expect(readFileSync(soft.path, 'utf8')).toBe('0');
   });
 
   it.each([
@@ -68,5 +79,6 @@ describe('applyKernelSettings', () => {
     expect(value(ptyMax.path)).toBe(1048576n);
     expect(value(epollWatches.path)).toBe(9223372036854775807n);
     expect([value(inotifyInstances.path), value(inotifyWatches.path)]).toEqual([2147483647n, 2147483647n]);
+    expect([value(pipePagesSoft.path), value(pipePagesHard.path)]).toEqual([0n, 0n]);
   });
 });

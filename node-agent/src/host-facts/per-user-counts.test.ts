@@ -1,11 +1,12 @@
-// The kernel's per-user counts of epoll and inotify watches are one count for every tenant
-// and the host's root (containers run as root, with no user namespaces). After the agent's
-// settings, no container that fits on this host can fill them: what a watch costs the
-// container that adds it (measured here, on the real kernel, from the container's memory)
-// times the count is more than the host's memory. At the kernel's defaults a container of
-// about 1.2 GiB filled the epoll count, and every Node process run as root on the host then
-// aborted at its next socket. The attack itself is not run: at the defaults it would take
-// the count from the suites running beside this one.
+// The kernel's per-user counts of epoll and inotify watches and of pipe buffers are one
+// count for every tenant and the host's root (containers run as root, with no user
+// namespaces). After the agent's settings, no container that fits on this host can fill the
+// watch counts: what a watch costs the container that adds it (measured here, on the real
+// kernel, from the container's memory) times the count is more than the host's memory. At
+// the kernel's defaults a container of about 1.2 GiB filled the epoll count, and every Node
+// process run as root on the host then aborted at its next socket. That attack is not run:
+// at the defaults it would take the count from the suites running beside this one. The
+// pipe attack is run: at the default budget it only slows the pipes made beside it.
 import { readFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,27 +40,35 @@ async function memoryOf(container: Docker.Container): Promise<number> {
   return usage - (detail['total_inactive_file'] ?? detail['inactive_file'] ?? 0);
 }
 
-/** Runs kernel-counts in a fresh container until it is ready; its memory and what it added. */
-async function holding(args: string[]): Promise<{ bytes: number; added: number }> {
-  const container = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['sh', '-c', 'while [ ! -x /kernel-counts ]; do sleep 0.05; done; exec /kernel-counts "$@"', 'sh', ...args], Labels: { 'svc.test': 'per-user-counts' }, HostConfig: { Memory: 1024 ** 3 } });
+type Program = 'kernel-counts' | 'pipe-hog';
+
+/** A fresh container (1 GiB) running `program` with `args`, and what it printed first. */
+async function running(program: Program, args: string[]): Promise<{ container: Docker.Container; said: string }> {
+  const container = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['sh', '-c', `while [ ! -x /${program} ]; do sleep 0.05; done; exec /${program} "$@"`, 'sh', ...args], Labels: { 'svc.test': 'per-user-counts' }, HostConfig: { Memory: 1024 ** 3 } });
   started.push(container);
   await container.start();
-  const program = readFileSync(await buildStaticProgram('kernel-counts'));
-  expect((await ContainerProcess.run(docker, container.id, ['sh', '-c', 'cat > /kernel-counts.part && chmod +x /kernel-counts.part && mv /kernel-counts.part /kernel-counts'], { stdin: program })).code).toBe(0);
+  const binary = readFileSync(await buildStaticProgram(program));
+  expect((await ContainerProcess.run(docker, container.id, ['sh', '-c', `cat > /${program}.part && chmod +x /${program}.part && mv /${program}.part /${program}`], { stdin: binary })).code).toBe(0);
   let said = '';
   for (let i = 0; i < 200 && !said.includes('\n'); i++) {
     await new Promise((r) => setTimeout(r, 100));
     said = unframeDockerLog(await container.logs({ stdout: true, stderr: true }));
   }
+  return { container, said: said.trim() };
+}
+
+/** Runs `program` until it says it is ready; its container's memory and what it added. */
+async function holding(program: Program, args: string[]): Promise<{ bytes: number; added: number }> {
+  const { container, said } = await running(program, args);
   const ready = /^ready (\d+)$/m.exec(said);
-  if (!ready) throw new Error(`kernel-counts ${args.join(' ')}: ${said || 'said nothing'}`);
+  if (!ready) throw new Error(`${program} ${args.join(' ')}: ${said || 'said nothing'}`);
   return { bytes: await memoryOf(container), added: Number(ready[1]) };
 }
 
 /** What one watch costs the container that adds it: the same instances and targets with and without the watches. */
 async function bytesPerWatch(kind: 'epoll' | 'inotify', instances: number, targets: number): Promise<number> {
-  const without = await holding([kind, String(instances), String(targets), '0']);
-  const withWatches = await holding([kind, String(instances), String(targets), '1']);
+  const without = await holding('kernel-counts', [kind, String(instances), String(targets), '0']);
+  const withWatches = await holding('kernel-counts', [kind, String(instances), String(targets), '1']);
   expect(withWatches.added).toBe(instances * targets);
   return (withWatches.bytes - without.bytes) / withWatches.added;
 }
@@ -78,5 +87,25 @@ describe('the per-user counts every tenant shares with the host', () => {
     expect(perWatch * count('fs.inotify.max_user_watches')).toBeGreaterThan(hostMemoryBytes);
     // Instances need a descriptor each, held to each process's open-file limit, and are charged too.
     expect(count('fs.inotify.max_user_instances')).toBe(2147483647);
+  }, 60_000);
+});
+
+describe('pipe buffers, which the kernel budgets per user', () => {
+  // Past the kernel's default budget (16,384 pages for all of root's pipes), every other
+  // tenant's new pipes would hold 8 KiB and could not be grown.
+  const PIPES = 100;
+
+  it("one tenant holding a hundred empty pipes of 1 MiB leaves another's pipes their full size", async () => {
+    const hog = await running('pipe-hog', ['hold', String(PIPES), '0']);
+    // A new pipe's size, and whether it can be grown to 1 MiB.
+    expect((await running('pipe-hog', ['probe'])).said).toBe('65536 ok');
+    expect(hog.said).toBe(`ready ${PIPES}`);
+  }, 60_000);
+
+  it('charges what pipes hold to the container that writes it, so its memory is the bound', async () => {
+    const empty = await holding('pipe-hog', ['hold', String(PIPES), '0']);
+    const full = await holding('pipe-hog', ['hold', String(PIPES), '1']);
+    expect(full.added).toBe(PIPES);
+    expect(full.bytes - empty.bytes).toBeGreaterThan(PIPES * 0.9 * 1024 ** 2);
   }, 60_000);
 });
