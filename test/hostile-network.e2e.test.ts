@@ -29,7 +29,7 @@ import { BUSYBOX_IMAGE, MODEL_SERVER_STANDIN_IMAGE, SLEEPER_IMAGE } from './supp
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 import { eventually, freePort, removeNodeContainers, TEST_MAX_CONNECTIONS } from './support/node-agent-process.js';
 import { keygen, knownHostsFor, sftp, ssh, sshProcess, type KeyPair, type SshTarget } from './support/openssh.js';
-import { BIG_FILE_BYTES, DISCARD_PORT, METADATA_ADDRESS, PUBLIC_ADDRESS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
+import { BIG_FILE_BYTES, DISCARD_PORT, METADATA_ADDRESS, PUBLIC_ADDRESS, SMTP_PORTS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
 
 const docker = new Docker();
 const execFileAsync = promisify(execFile);
@@ -168,6 +168,14 @@ describe('as a hostile tenant', () => {
     expect(await fromA(a.address, 8000)).toContain(`served by ${a.id}`);
     expect(await fromHost(PUBLIC_ADDRESS, 80)).toContain(outside.body);
     expect(await fromA(PUBLIC_ADDRESS, 80)).toContain(outside.body);
+  });
+
+  it("A cannot send mail straight to the internet's mail servers (SMTP, port 25), which answer the host; mail submission (587) stays open", async () => {
+    // Every instance leaves from the host's address: one tenant's spam would get it listed for all.
+    const greeting = `220 ${outside.body} ESMTP`;
+    expect(await fromHost(PUBLIC_ADDRESS, SMTP_PORTS.relay)).toContain(greeting);
+    expect(await fromA(PUBLIC_ADDRESS, SMTP_PORTS.relay)).toMatch(REFUSED);
+    expect(await fromA(PUBLIC_ADDRESS, SMTP_PORTS.submission)).toContain(greeting);
   });
 
   it('A cannot open a connection to instance B, which answers the host', async () => {

@@ -50,12 +50,12 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   const dialer = new ControlPlaneDialer(config);
   if (config.hostFirewall) {
     try {
-      await installHostFirewall(buildFirewallRules({ instanceOutbound: config.instanceOutbound, allowCidrs: config.instanceAllowCidrList, maxConnectionsPerInstance: config.taskMaxConnections }));
+      await installHostFirewall(buildFirewallRules({ instanceOutbound: config.instanceOutbound, allowCidrs: config.instanceAllowCidrList, blockedPorts: config.instanceBlockedPortList, maxConnectionsPerInstance: config.taskMaxConnections }));
     } catch (err) {
       // Running tenants without it would let them reach the host and each other: refuse to start.
       throw new ConfigError(`cannot install the host firewall (run the agent as root with iptables, or set SVC_HOST_FIREWALL=false where another firewall isolates containers): ${(err as Error).message}`);
     }
-    log.info({ instance_outbound: config.instanceOutbound, allow_cidrs: config.instanceAllowCidrList }, 'host firewall installed');
+    log.info({ instance_outbound: config.instanceOutbound, allow_cidrs: config.instanceAllowCidrList, blocked_ports: config.instanceBlockedPorts }, 'host firewall installed');
   } else {
     log.warn('SVC_HOST_FIREWALL=false: task containers can reach this host and each other unless another firewall stops them');
   }

@@ -4,7 +4,8 @@
 // both answering HTTP on port 80. Traffic from containers to it takes the same path as
 // real outbound traffic: FORWARD (DOCKER-USER first), then Docker's masquerade. For
 // bandwidth tests the public address also serves a file of BIG_FILE_BYTES at /big and
-// takes whatever is sent to its port 9 (discard).
+// takes whatever is sent to its port 9 (discard). A mail server's greeting answers on its
+// SMTP port (25) and its submission port (587).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,9 +17,10 @@ export const PUBLIC_ADDRESS = '1.2.3.4';
 export const METADATA_ADDRESS = '169.254.169.254';
 export const BIG_FILE_BYTES = 10 * 1024 * 1024;
 export const DISCARD_PORT = 9;
+export const SMTP_PORTS = { relay: 25, submission: 587 } as const;
 
 export interface OutsideNetwork {
-  /** Body of GET / on either address. */
+  /** Body of GET / on either address; also in the mail ports' greeting. */
   body: string;
   /** The address the namespace's own connections to the host come from. */
   address: string;
@@ -43,11 +45,10 @@ export async function startOutsideNetwork(): Promise<OutsideNetwork> {
   writeFileSync(join(dir, 'index.html'), body);
   writeFileSync(join(dir, 'big'), Buffer.alloc(BIG_FILE_BYTES));
   writeFileSync(join(dir, 'discard.sh'), '#!/bin/sh\ncat > /dev/null\n', { mode: 0o755 });
-  let server: ChildProcess | undefined;
-  let discard: ChildProcess | undefined;
+  writeFileSync(join(dir, 'greet.sh'), `#!/bin/sh\nprintf '220 ${body} ESMTP\\r\\n'\n`, { mode: 0o755 });
+  const servers: ChildProcess[] = [];
   const close = async (): Promise<void> => {
-    server?.kill('SIGKILL');
-    discard?.kill('SIGKILL');
+    for (const server of servers) server.kill('SIGKILL');
     for (const address of [PUBLIC_ADDRESS, METADATA_ADDRESS]) await run('ip', ['route', 'del', `${address}/32`, 'via', `10.254.${octet}.2`]);
     await run('ip', ['link', 'del', hostSide]);
     await run('ip', ['netns', 'del', ns]);
@@ -64,8 +65,10 @@ export async function startOutsideNetwork(): Promise<OutsideNetwork> {
     await must('ip', ['-n', ns, 'link', 'set', nsSide, 'up']);
     await must('ip', ['-n', ns, 'route', 'add', 'default', 'via', `10.254.${octet}.1`]);
     for (const address of [PUBLIC_ADDRESS, METADATA_ADDRESS]) await must('ip', ['route', 'replace', `${address}/32`, 'via', `10.254.${octet}.2`]);
-    server = spawn('ip', ['netns', 'exec', ns, 'busybox', 'httpd', '-f', '-p', '80', '-h', dir], { stdio: 'ignore' });
-    discard = spawn('ip', ['netns', 'exec', ns, 'busybox', 'nc', '-ll', '-p', String(DISCARD_PORT), '-e', join(dir, 'discard.sh')], { stdio: 'ignore' });
+    const inside = (command: string[]) => servers.push(spawn('ip', ['netns', 'exec', ns, ...command], { stdio: 'ignore' }));
+    inside(['busybox', 'httpd', '-f', '-p', '80', '-h', dir]);
+    inside(['busybox', 'nc', '-ll', '-p', String(DISCARD_PORT), '-e', join(dir, 'discard.sh')]);
+    for (const port of Object.values(SMTP_PORTS)) inside(['busybox', 'nc', '-ll', '-p', String(port), '-e', join(dir, 'greet.sh')]);
   } catch (err) {
     await close();
     throw err;

@@ -55,6 +55,15 @@ describe('loadAgentConfig', () => {
     expect(loadAgentConfig({})).toMatchObject({ instanceOutbound: 'internet', instanceAllowCidrList: [], reservedMemoryMib: 2048 });
   });
 
+  it('blocks SMTP by default, reads other blocked ports, and blocks none with none', () => {
+    expect(loadAgentConfig({}).instanceBlockedPortList).toEqual([{ protocol: 'tcp', from: 25, to: 25 }]);
+    expect(loadAgentConfig({ SVC_INSTANCE_BLOCKED_PORTS: 'tcp:25, udp:1900' }).instanceBlockedPortList).toEqual([
+      { protocol: 'tcp', from: 25, to: 25 },
+      { protocol: 'udp', from: 1900, to: 1900 },
+    ]);
+    expect(loadAgentConfig({ SVC_INSTANCE_BLOCKED_PORTS: 'none' }).instanceBlockedPortList).toEqual([]);
+  });
+
   it('reads the SSH penalties: words override the defaults, off turns them off, exempt addresses', () => {
     const config = loadAgentConfig({ SVC_SSH_SOURCE_PENALTIES: 'authfail:5s min:30s', SVC_SSH_PENALTY_EXEMPT: '192.0.2.10, 2001:db8::/32' });
     expect(config.sshPenalties).toEqual({
@@ -70,6 +79,8 @@ describe('loadAgentConfig', () => {
   it.each([
     ['SVC_INSTANCE_OUTBOUND', 'sometimes'],
     ['SVC_INSTANCE_ALLOW_CIDRS', '10.0.0.0/8 -j ACCEPT'],
+    ['SVC_INSTANCE_BLOCKED_PORTS', 'tcp:25 -j ACCEPT'],
+    ['SVC_INSTANCE_BLOCKED_PORTS', 'tcp:0'],
     ['SVC_TASK_PIDS_LIMIT', '1'],
     ['SVC_HOST_RESERVED_CPUS', '-1'],
     ['SVC_POOL', 'mars'],

@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { Type } from '@sinclair/typebox';
 import { ConfigError, LOG_FORMATS, loadConfig, setting, type ConfigOf } from '@svc/shared';
 import { parsePenaltyPolicy, parseCidr, type PenaltyPolicy } from '../access/source-penalties.js';
-import { cidrProblem } from '../runtime/firewall-rules.js';
+import { cidrProblem, DEFAULT_BLOCKED_PORTS, parsePortRules, type PortRule } from '../runtime/firewall-rules.js';
 import { SSH_PENALTY_DEFAULT_TEXT, SSH_PENALTY_DEFAULTS, type SshPenaltyKind } from '../ssh/ssh-penalties.js';
 import { JUPYTER_PENALTY_DEFAULT_TEXT, JUPYTER_PENALTY_DEFAULTS, type JupyterPenaltyKind } from '../jupyter/jupyter-penalties.js';
 import { isLoopbackTarget, parseControlPlaneTargets } from '../transport/address.js';
@@ -231,6 +231,12 @@ export const agentSettings = {
     Type.String(),
     '',
     'Comma-separated IPv4 addresses/CIDRs in private ranges that instances may still reach (a DNS resolver, a package mirror).',
+  ),
+  instanceBlockedPorts: setting(
+    'SVC_INSTANCE_BLOCKED_PORTS',
+    Type.String(),
+    DEFAULT_BLOCKED_PORTS,
+    "Comma-separated ports instances may not reach outside the allowed CIDRs (`tcp:25`, `udp:1900`, `tcp:6660-6669`); `none` blocks none. By default SMTP's port 25: every instance on a node leaves from the host's address, so one tenant's spam would get it listed for all of them. Mail submission (587, 465) stays open.",
   ),
   hostFirewall: setting(
     'SVC_HOST_FIREWALL',
@@ -488,6 +494,8 @@ export interface AgentConfig extends AgentSettings {
   useTls: boolean;
   /** SVC_INSTANCE_ALLOW_CIDRS as a list. */
   instanceAllowCidrList: string[];
+  /** SVC_INSTANCE_BLOCKED_PORTS parsed. */
+  instanceBlockedPortList: PortRule[];
   /** SVC_SSH_SOURCE_PENALTIES and SVC_SSH_PENALTY_EXEMPT parsed; null: off. */
   sshPenalties: PenaltyPolicy<SshPenaltyKind> | null;
   /** SVC_JUPYTER_SOURCE_PENALTIES and SVC_JUPYTER_PENALTY_EXEMPT parsed; null: off. */
@@ -531,6 +539,12 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     const problem = cidrProblem(cidr);
     if (problem) throw new ConfigError(`SVC_INSTANCE_ALLOW_CIDRS: ${problem}`);
   }
+  let instanceBlockedPortList: PortRule[];
+  try {
+    instanceBlockedPortList = settings.instanceBlockedPorts.trim() === 'none' ? [] : parsePortRules(commaList(settings.instanceBlockedPorts));
+  } catch (err) {
+    throw new ConfigError(`SVC_INSTANCE_BLOCKED_PORTS: ${(err as Error).message}`);
+  }
   const ignoredXidSet = new Set(commaList(settings.ignoredXids).map(Number));
   return {
     ...settings,
@@ -539,6 +553,7 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     simulation: simulationOf(settings.simulateGpus),
     useTls,
     instanceAllowCidrList,
+    instanceBlockedPortList,
     sshPenalties: penaltiesOf(
       { name: 'SVC_SSH_SOURCE_PENALTIES', text: settings.sshSourcePenalties },
       { name: 'SVC_SSH_PENALTY_EXEMPT', text: settings.sshPenaltyExempt },

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BLOCKED_IPV4_RANGES, FORWARD_CHAIN, INPUT_CHAIN, PENALIZED_LISTS, REFUSE_CHAIN, buildFirewallRules, cidrProblem } from './firewall-rules.js';
+import { BLOCKED_IPV4_RANGES, FORWARD_CHAIN, INPUT_CHAIN, PENALIZED_LISTS, REFUSE_CHAIN, buildFirewallRules, cidrProblem, parsePortRules } from './firewall-rules.js';
 
 /** The rules of one table of iptables-restore input. */
 const rules = (text: string, table: 'filter' | 'security' = 'filter') => {
@@ -8,8 +8,9 @@ const rules = (text: string, table: 'filter' | 'security' = 'filter') => {
   return lines.slice(start, lines.indexOf('COMMIT', start)).filter((l) => l.startsWith('-A ') && !l.startsWith(`-A ${REFUSE_CHAIN} `));
 };
 const REJECT = `-j ${REFUSE_CHAIN}`;
-const internet = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], maxConnectionsPerInstance: 16384 });
-const none = buildFirewallRules({ instanceOutbound: 'none', allowCidrs: [], maxConnectionsPerInstance: 16384 });
+const SMTP = parsePortRules(['tcp:25']);
+const internet = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], blockedPorts: SMTP, maxConnectionsPerInstance: 16384 });
+const none = buildFirewallRules({ instanceOutbound: 'none', allowCidrs: [], blockedPorts: SMTP, maxConnectionsPerInstance: 16384 });
 
 describe('buildFirewallRules', () => {
   it.each([
@@ -42,10 +43,42 @@ describe('buildFirewallRules', () => {
   });
 
   it('lets allowed CIDRs through before the private ranges are refused', () => {
-    const list = rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'], maxConnectionsPerInstance: 16384 }).ipv4);
+    const list = rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'], blockedPorts: SMTP, maxConnectionsPerInstance: 16384 }).ipv4);
     const allow = list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.2/32 -j RETURN`);
     expect(allow).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -o svcr+ ${REJECT}`));
     expect(allow).toBeLessThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.0/8 ${REJECT}`));
+  });
+
+  it('refuses the blocked ports after the allowed CIDRs (a provider relay there stays reachable) and before the private ranges', () => {
+    const list = rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'], blockedPorts: parsePortRules(['tcp:25', 'udp:1900', 'tcp:6660-6669']), maxConnectionsPerInstance: 16384 }).ipv4);
+    const blocked = [`-A ${FORWARD_CHAIN} -i svci+ -p tcp -m tcp --dport 25 ${REJECT}`, `-A ${FORWARD_CHAIN} -i svci+ -p udp -m udp --dport 1900 ${REJECT}`, `-A ${FORWARD_CHAIN} -i svci+ -p tcp -m tcp --dport 6660:6669 ${REJECT}`];
+    const first = list.indexOf(blocked[0]!);
+    expect(list.slice(first, first + 3)).toEqual(blocked);
+    expect(first).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.2/32 -j RETURN`));
+    expect(first).toBeLessThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 0.0.0.0/8 ${REJECT}`));
+    // Replicas, the provider's own, are not held to them.
+    expect(list.filter((r) => r.includes('--dport'))).toHaveLength(3);
+    // The backstop copy drops the same ports.
+    expect(rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], blockedPorts: SMTP, maxConnectionsPerInstance: 16384 }).ipv4, 'security')).toContain(`-A ${FORWARD_CHAIN} -i svci+ -p tcp -m tcp --dport 25 -j DROP`);
+  });
+
+  it.each([
+    ['tcp:25', [{ protocol: 'tcp', from: 25, to: 25 }]],
+    ['udp:1900', [{ protocol: 'udp', from: 1900, to: 1900 }]],
+    ['tcp:6660-6669', [{ protocol: 'tcp', from: 6660, to: 6669 }]],
+  ])('reads the blocked port %s', (entry, parsed) => {
+    expect(parsePortRules([entry])).toEqual(parsed);
+  });
+
+  it.each([
+    ['25', 'is not a protocol and port'],
+    ['sctp:25', 'is not a protocol and port'],
+    ['tcp:smtp', 'is not a protocol and port'],
+    ['tcp:0', 'between 1 and 65535'],
+    ['tcp:70000', 'between 1 and 65535'],
+    ['tcp:30-20', 'between 1 and 65535'],
+  ])('refuses the blocked port %s', (entry, message) => {
+    expect(() => parsePortRules([entry])).toThrow(message);
   });
 
   it('refuses all IPv6 a task starts', () => {
@@ -81,7 +114,7 @@ describe('buildFirewallRules', () => {
   });
 
   it('drops, in the security table, what the filter table refuses a task starts through the host (for while Docker re-hooks DOCKER-USER)', () => {
-    for (const policy of [internet, none, buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'], maxConnectionsPerInstance: 16384 })]) {
+    for (const policy of [internet, none, buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: ['10.0.0.2/32'], blockedPorts: SMTP, maxConnectionsPerInstance: 16384 })]) {
       const filterForward = rules(policy.ipv4).filter((r) => r.startsWith(`-A ${FORWARD_CHAIN} `) && !r.includes('connlimit'));
       expect(rules(policy.ipv4, 'security')).toEqual(filterForward.map((r) => r.replace(REJECT, '-j DROP')));
     }

@@ -57,10 +57,24 @@ export const BLOCKED_IPV4_RANGES = [
   '240.0.0.0/4',
 ] as const;
 
+/** A port or range of ports of one protocol (SVC_INSTANCE_BLOCKED_PORTS). */
+export interface PortRule {
+  protocol: 'tcp' | 'udp';
+  from: number;
+  to: number;
+}
+
 export interface FirewallPolicy {
   instanceOutbound: InstanceOutbound;
   /** Private destinations instances may still reach (SVC_INSTANCE_ALLOW_CIDRS), e.g. a DNS resolver or a package mirror. */
   allowCidrs: string[];
+  /**
+   * Ports instances may not reach past the allowed CIDRs (SVC_INSTANCE_BLOCKED_PORTS): by
+   * default SMTP's 25. Every instance on a node leaves from the host's address, so one
+   * tenant sending mail straight to the world's mail servers would get that address listed
+   * as a spam source for all of them, and the provider's abuse desk the complaints.
+   */
+  blockedPorts: PortRule[];
   /** Connections (TCP, UDP flows) one instance may hold open through the host (SVC_TASK_MAX_CONNECTIONS). */
   maxConnectionsPerInstance: number;
 }
@@ -112,6 +126,7 @@ function forwardRules(policy: FirewallPolicy, verdict: string, withCap: boolean)
     fwd(`-i ${INSTANCE} -o ${INSTANCE} ${verdict}`),
     fwd(`-i ${INSTANCE} -o ${REPLICA} ${verdict}`),
     ...policy.allowCidrs.map((cidr) => fwd(`-i ${INSTANCE} -d ${cidr} -j RETURN`)),
+    ...policy.blockedPorts.map(({ protocol, from, to }) => fwd(`-i ${INSTANCE} -p ${protocol} -m ${protocol} --dport ${from === to ? from : `${from}:${to}`} ${verdict}`)),
     ...BLOCKED_IPV4_RANGES.map((cidr) => fwd(`-i ${INSTANCE} -d ${cidr} ${verdict}`)),
     ...(policy.instanceOutbound === 'none' ? [fwd(`-i ${INSTANCE} ${verdict}`)] : []),
     // Replicas (the provider's model servers) keep outbound for weights, but reach no
@@ -173,4 +188,22 @@ export function cidrProblem(value: string): string | null {
   if (m.slice(1, 5).some((o) => Number(o) > 255)) return `"${value}" has an octet over 255`;
   if (m[5] !== undefined && Number(m[5]) > 32) return `"${value}" has a prefix length over 32`;
   return null;
+}
+
+/** SVC_INSTANCE_BLOCKED_PORTS's default: SMTP (mail submission, 587 and 465, stays open). */
+export const DEFAULT_BLOCKED_PORTS = 'tcp:25';
+
+/**
+ * SVC_INSTANCE_BLOCKED_PORTS: comma-separated `tcp:25`, `udp:1900` or `tcp:6660-6669`.
+ * Throws with the entry that is wrong.
+ */
+export function parsePortRules(entries: readonly string[]): PortRule[] {
+  return entries.map((entry) => {
+    const m = /^(tcp|udp):(\d{1,5})(?:-(\d{1,5}))?$/.exec(entry);
+    if (!m) throw new Error(`"${entry}" is not a protocol and port (tcp:25, udp:1900 or tcp:6660-6669)`);
+    const from = Number(m[2]);
+    const to = m[3] === undefined ? from : Number(m[3]);
+    if (from < 1 || to > 65535 || from > to) throw new Error(`"${entry}" is not a port or range of ports between 1 and 65535`);
+    return { protocol: m[1] as PortRule['protocol'], from, to };
+  });
 }

@@ -2,11 +2,11 @@
 // It installs the default policy, the one every agent here installs, so suites running
 // beside it see no change.
 import { describe, expect, it } from 'vitest';
-import { FORWARD_CHAIN, INPUT_CHAIN, REFUSE_CHAIN, buildFirewallRules } from './firewall-rules.js';
+import { DEFAULT_BLOCKED_PORTS, FORWARD_CHAIN, INPUT_CHAIN, REFUSE_CHAIN, buildFirewallRules, parsePortRules } from './firewall-rules.js';
 import { installHostFirewall, listChain } from './host-firewall.js';
 import { TEST_MAX_CONNECTIONS } from '../../../test/support/node-agent-process.js';
 
-const rules = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], maxConnectionsPerInstance: TEST_MAX_CONNECTIONS });
+const rules = buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], blockedPorts: parsePortRules([DEFAULT_BLOCKED_PORTS]), maxConnectionsPerInstance: TEST_MAX_CONNECTIONS });
 /** The rules of one table of iptables-restore input. */
 const expected = (text: string, table: string) => {
   const lines = text.split('\n');

@@ -20,7 +20,7 @@ import { parseAuthorizedKeys } from './authorized-keys.js';
 import { generateEd25519OpenSsh, hostKeyFrom } from './host-key.js';
 import { SshGateway } from './ssh-gateway.js';
 import { KernelDropList } from '../access/kernel-drop.js';
-import { buildFirewallRules, PENALIZED_LISTS } from '../runtime/firewall-rules.js';
+import { buildFirewallRules, DEFAULT_BLOCKED_PORTS, parsePortRules, PENALIZED_LISTS } from '../runtime/firewall-rules.js';
 import { installHostFirewall } from '../runtime/host-firewall.js';
 import { TEST_MAX_CONNECTIONS } from '../../../test/support/node-agent-process.js';
 
@@ -217,7 +217,7 @@ describe('SSH source penalties, with the kernel', () => {
     ip('-n', ns, 'addr', 'add', `${client}/30`, 'dev', `svckdn-${id}`);
     ip('-n', ns, 'link', 'set', `svckdn-${id}`, 'up');
     // The agent's firewall, as every agent here installs it: it holds the drop rule.
-    await installHostFirewall(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], maxConnectionsPerInstance: TEST_MAX_CONNECTIONS }));
+    await installHostFirewall(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], blockedPorts: parsePortRules([DEFAULT_BLOCKED_PORTS]), maxConnectionsPerInstance: TEST_MAX_CONNECTIONS }));
     // 3 s a connection, dropped past 4 s, never more than 6 s: the second knock passes the
     // threshold however slowly the knocks come.
     kernelPort = await startGateway({ SVC_SSH_SOURCE_PENALTIES: 'noauth:3s min:4s max:6s' }, { host: hostSide.address, kernelDrop });
