@@ -13,6 +13,7 @@ const PROGRAMS = {
   'tcp-hog': 'a tenant queueing data in TCP sockets it never reads',
   'udp-hog': 'a tenant holding datagrams in UDP sockets it never reads',
   'pipe-hog': 'a tenant taking pipe buffers, which the kernel counts per user',
+  'subnet-sweep': 'a tenant connecting to every address of its own subnet',
 } as const;
 
 export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {

@@ -583,6 +583,25 @@ describe('isolation and limits', () => {
     for (const t of [h, replica]) await capped.destroyTask(t.containerId, { force: true });
   }, 90_000);
 
+  it("keeps an instance from filling the host's neighbour table: nothing it sends to its subnet leaves it, but what goes to its gateway", async () => {
+    const h = await runtime.startTask(task());
+    const info = await docker.getContainer(h.containerId).inspect();
+    const network = Object.values(info.NetworkSettings.Networks)[0]!;
+    const sweep = readFileSync(await buildStaticProgram('subnet-sweep'));
+    expect((await ContainerProcess.run(docker, h.containerId, ['sh', '-c', 'cat > /tmp/subnet-sweep && chmod +x /tmp/subnet-sweep'], { stdin: sweep })).code).toBe(0);
+    const swept = await ContainerProcess.run(docker, h.containerId, ['/tmp/subnet-sweep', network.IPAddress, String(network.IPPrefixLen), '3']);
+    expect(swept.code, swept.stderr).toBe(0);
+    // Docker's pools hand out /16s: far more addresses than the kernel's 1,024 entries.
+    expect(network.IPPrefixLen).toBeLessThanOrEqual(20);
+    expect(Number(swept.stdout.trim())).toBeGreaterThan(4_000);
+    // The gateway (the way out) is still asked for: an answer from it, a refusal, makes its entry.
+    await ContainerProcess.run(docker, h.containerId, ['sh', '-c', `nc -w 2 ${network.Gateway} 1 </dev/null; true`]);
+    const { stdout } = await promisify(execFile)('nsenter', [`--target=${info.State.Pid}`, '--net', '--', 'ip', '-4', 'neigh', 'show', 'dev', 'eth0']);
+    const entries = stdout.trim().split('\n').filter(Boolean);
+    expect(entries).toEqual([expect.stringMatching(new RegExp(`^${network.Gateway.replaceAll('.', '\\.')} lladdr `))]);
+    await runtime.destroyTask(h.containerId, { force: true });
+  }, 60_000);
+
   it("throttles an instance's reads and writes on the disk holding Docker's data to its share, in bytes and in operations; a replica is not throttled", async () => {
     const disk = await diskUnder(((await docker.info()) as { DockerRootDir: string }).DockerRootDir);
     expect(disk, 'the disk under Docker\'s data root').toBeDefined();

@@ -23,7 +23,9 @@ import { commandBehindLimiter, envValue, lookUpProgram, type StatResult } from '
 import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
-import { limitDns } from './task-dns-limit.js';
+import { dnsLimitRules } from './task-dns-limit.js';
+import { filterNamespace } from './task-namespace-filter.js';
+import { ownSubnetRules, type OwnNetwork } from './task-own-subnet.js';
 import { detachPts, mountPts, ptsDir, sweepPts, unmountPts, type TaskPts } from './task-pts.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { diskUnder } from '../host-facts/block-device.js';
@@ -189,9 +191,9 @@ export class DockerRuntime implements TaskRuntime {
     if (spec.kind === 'instance' && host.pts) await detachPts(ptsDir(host.pts.root, containerName(spec))).catch(() => undefined);
     // What needs the container's network namespace, which exists once it runs. Done again
     // on a retried start: both replace what was there, so it comes out the same.
-    const inNamespace: Array<(pid: number) => Promise<void>> = [];
-    if (networkMbps > 0) inNamespace.push((pid) => shapeFromContainer(pid, networkMbps));
-    if (spec.kind === 'instance' && this.dnsQueriesPerSecond > 0) inNamespace.push((pid) => limitDns(pid, this.dnsQueriesPerSecond));
+    const inNamespace: Array<(started: Docker.ContainerInspectInfo) => Promise<void>> = [];
+    if (networkMbps > 0) inNamespace.push((started) => shapeFromContainer(started.State.Pid, networkMbps));
+    if (spec.kind === 'instance') inNamespace.push((started) => filterNamespace(started.State.Pid, this.instanceFilterRules(started)));
     if (inNamespace.length > 0) await this.setUpStarted(container, spec, inNamespace);
     return this.handleOf(await this.inspectTask(container.id));
   }
@@ -542,17 +544,24 @@ export class DockerRuntime implements TaskRuntime {
    * Sets up a started task's network namespace (what it sends shaped, its DNS queries
    * capped); one that cannot be set up does not run.
    */
-  private async setUpStarted(container: Docker.Container, spec: TaskSpec, steps: Array<(pid: number) => Promise<void>>): Promise<void> {
+  private async setUpStarted(container: Docker.Container, spec: TaskSpec, steps: Array<(started: Docker.ContainerInspectInfo) => Promise<void>>): Promise<void> {
     // A task that already exited sends nothing (and its handle says it exited).
-    const running = async () => (await container.inspect().catch(() => null))?.State;
-    const state = await running();
-    if (!state?.Running) return;
+    const running = async () => await container.inspect().catch(() => null);
+    const started = await running();
+    if (!started?.State.Running) return;
     try {
-      for (const step of steps) await step(state.Pid);
+      for (const step of steps) await step(started);
     } catch (err) {
-      if (!(await running())?.Running) return; // exited meanwhile: its namespace went with it
+      if (!(await running())?.State.Running) return; // exited meanwhile: its namespace went with it
       throw await this.discardUnstarted(container.id, spec, err);
     }
+  }
+
+  /** The filter table of a started instance's namespace: its DNS cap, and nothing to its subnet but its gateway. */
+  private instanceFilterRules(started: Docker.ContainerInspectInfo): string[] {
+    const rules = this.dnsQueriesPerSecond > 0 ? dnsLimitRules(this.dnsQueriesPerSecond) : [];
+    const network = ownNetworkOf(started);
+    return network ? [...rules, ...ownSubnetRules(network)] : rules;
   }
 
   /** A container that would not start is removed, so the failure leaves nothing behind. */
@@ -704,6 +713,13 @@ export class DockerRuntime implements TaskRuntime {
       labels: status.labels,
     };
   }
+}
+
+/** The started container's address, prefix and gateway on its one network; null without an address. */
+function ownNetworkOf(info: Docker.ContainerInspectInfo): OwnNetwork | null {
+  const [network] = Object.values(info.NetworkSettings?.Networks ?? {});
+  if (!network?.IPAddress || !network.IPPrefixLen) return null;
+  return { address: network.IPAddress, prefixLength: network.IPPrefixLen, gateway: network.Gateway || null };
 }
 
 /** Docker's `NetworkSettings.Ports` ({"8000/tcp": [{HostIp, HostPort}]}) -> TCP ports bound on the host. */

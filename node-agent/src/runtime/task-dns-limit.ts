@@ -7,7 +7,7 @@
 // network namespace, set right after it starts, which the tenant (root inside, without
 // CAP_NET_ADMIN) can read and cannot change: past it, queries are dropped on the tenant's
 // CPU before dockerd sees them. A tenant that needs more can ask a public resolver directly.
-import { execFile } from 'node:child_process';
+// The rules go into the namespace's filter table with the others (task-namespace-filter.ts).
 
 /** Docker's embedded DNS server, as every container on a user-defined network sees it. */
 export const EMBEDDED_DNS = '127.0.0.11';
@@ -15,39 +15,15 @@ export const EMBEDDED_DNS = '127.0.0.11';
 const TCP_BYTES_PER_QUERY = 64;
 
 /**
- * iptables-restore input for a container's filter table (its own, which Docker leaves
- * empty: it writes only the nat table there), dropping what goes to the embedded DNS past
- * `queriesPerSecond`, with a burst of twice that. UDP is counted in packets (one query
- * each). TCP, which can carry many queries a segment, in bytes.
+ * Rules for the OUTPUT chain of the container's filter table, dropping what goes to the
+ * embedded DNS past `queriesPerSecond`, with a burst of twice that. UDP is counted in
+ * packets (one query each). TCP, which can carry many queries a segment, in bytes.
  */
-export function dnsLimitRules(queriesPerSecond: number): string {
+export function dnsLimitRules(queriesPerSecond: number): string[] {
   const burst = queriesPerSecond * 2;
   const kib = (queries: number) => `${Math.max(1, Math.ceil((queries * TCP_BYTES_PER_QUERY) / 1024))}kb`;
   return [
-    '*filter',
-    ':INPUT ACCEPT [0:0]',
-    ':FORWARD ACCEPT [0:0]',
-    ':OUTPUT ACCEPT [0:0]',
     `-A OUTPUT -d ${EMBEDDED_DNS}/32 -p udp -m hashlimit --hashlimit-name svc-dns-udp --hashlimit-above ${queriesPerSecond}/second --hashlimit-burst ${burst} -j DROP`,
     `-A OUTPUT -d ${EMBEDDED_DNS}/32 -p tcp -m hashlimit --hashlimit-name svc-dns-tcp --hashlimit-above ${kib(queriesPerSecond)}/second --hashlimit-burst ${kib(burst)} -j DROP`,
-    'COMMIT',
-    '',
-  ].join('\n');
-}
-
-export class DnsLimitError extends Error {
-  override readonly name = 'DnsLimitError';
-}
-
-/** Sets the cap in the network namespace of the container whose process on the host is `pid` (replacing what its filter table had). */
-export function limitDns(pid: number, queriesPerSecond: number): Promise<void> {
-  if (!Number.isInteger(pid) || pid <= 0) return Promise.reject(new DnsLimitError(`cannot limit the container's DNS queries: it has no process (pid ${pid})`));
-  const command = ['nsenter', `--target=${pid}`, '--net', '--', 'iptables-restore', '-w'];
-  return new Promise((resolve, reject) => {
-    const child = execFile(command[0]!, command.slice(1), (err, _stdout, stderr) => {
-      if (!err) return resolve();
-      reject(new DnsLimitError(`${command.join(' ')} failed: ${stderr.trim() || err.message}`, { cause: err }));
-    });
-    child.stdin?.end(dnsLimitRules(queriesPerSecond));
-  });
+  ];
 }
