@@ -98,6 +98,8 @@ async function startLocalAgent() {
     SVC_AGENT_DATA_DIR: agentDataDir,
     // A laptop's `npm start` keeps the SSH gateway and Jupyter proxy to itself unless told otherwise.
     SVC_ACCESS_BIND_HOST: process.env.SVC_ACCESS_BIND_HOST ?? '127.0.0.1',
+    // Instances may use the images setup-host.sh puts in the loopback registry.
+    SVC_INSTANCE_PRIVATE_REGISTRIES: process.env.SVC_INSTANCE_PRIVATE_REGISTRIES ?? '127.0.0.1:5000',
   };
   if (!existsSync(join(agentDataDir, 'identity.json')) && !process.env.SVC_NODE_TOKEN) {
     agentEnv.SVC_NODE_TOKEN = await createNodeToken();

@@ -37,6 +37,8 @@ function startAgent(token: string): AgentProcess {
     SVC_NVML_LIBRARY: libraryPath,
     SVC_NODE_TOKEN: token,
     SVC_PULL_STALL_SECONDS: String(PULL_STALL_SECONDS),
+    // The loopback registry and the hostile ones the tests start, on any port of 127.0.0.1.
+    SVC_INSTANCE_PRIVATE_REGISTRIES: '127.0.0.1',
     ...gpuState.env(),
   });
   agents.push(a);
@@ -173,6 +175,17 @@ describe('instances on a real Docker engine', () => {
     expect(failed.failure_reason).toMatch(/pull failed/);
     const charges = (await api('GET', '/v1/billing/charges?limit=100')).body.data;
     expect(charges.filter((c: { instance_id: string }) => c.instance_id === body.id)).toEqual([]);
+  }, 60_000);
+
+  it("fails an image from a registry on the node's own network, says why, charges nothing, and never asks that registry", async () => {
+    // The loopback registry by another name: the node's own network, which only the operator's listed registries may be pulled from.
+    const image = SLEEPER_IMAGE.replace(REGISTRY, 'localhost:5000');
+    const { body } = await create({ image });
+    const failed = await waitFor(body.id, ['failed']);
+    expect(failed.failure_reason).toBe('pull failed: image registry localhost:5000 is at a loopback address (127.0.0.1): instances pull only from registries on public addresses');
+    const charges = (await api('GET', '/v1/billing/charges?limit=100')).body.data;
+    expect(charges.filter((c: { instance_id: string }) => c.instance_id === body.id)).toEqual([]);
+    await expect(docker.getImage(image).inspect()).rejects.toMatchObject({ statusCode: 404 });
   }, 60_000);
 
   it('fails an image whose command is not in it before it runs, says which, and charges nothing', async () => {

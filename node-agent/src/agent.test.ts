@@ -13,6 +13,7 @@ import { readIdentity, writeIdentity } from './identity/identity-store.js';
 import { SessionRefusedError } from './session/session-errors.js';
 import { FakeControlPlane } from './testing/fake-control-plane.js';
 import { TEST_MAX_CONNECTIONS } from '../../test/support/node-agent-process.js';
+import { REGISTRY } from '../../test/support/images.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 'agent-test');
 let fixture: FakeNvmlFixture;
@@ -48,6 +49,7 @@ async function agent(cp: FakeControlPlane, env: Record<string, string> = {}, dat
     // Only at a full disk: a CI machine's may be 90% full without that being the test.
     SVC_DISK_PRESSURE_PERCENT: '100',
     SVC_TASK_MAX_CONNECTIONS: String(TEST_MAX_CONNECTIONS),
+    SVC_INSTANCE_PRIVATE_REGISTRIES: REGISTRY,
     ...env,
   });
   const a = await startAgent(config, { log, clock: systemClock });

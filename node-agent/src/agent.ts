@@ -171,6 +171,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           admitInstance: () => diskPressure.refusal(),
           diskFull: () => diskPressure.pullRefusal(),
           dnsQueriesPerSecond: config.taskDnsQueriesPerSecond,
+          registryPolicy: { allowed: config.instancePrivateRegistryList },
           ...(config.taskMaxPtys > 0 ? { pts: { root: join(config.dataDir, 'pts'), max: config.taskMaxPtys } } : {}),
           maxImageBytes: Math.round(config.maxImageGib * GIB),
           pullDeadline: { stallMs: config.pullStallSeconds * 1000, timeoutMs: Math.round(config.pullTimeoutMinutes * 60_000) },

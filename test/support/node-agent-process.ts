@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type Docker from 'dockerode';
+import { REGISTRY } from './images.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -43,6 +44,8 @@ export function spawnAgent(env: Record<string, string>): AgentProcess {
       SVC_IMAGE_GC_LOW_PERCENT: '100',
       SVC_DISK_PRESSURE_PERCENT: '100',
       SVC_TASK_MAX_CONNECTIONS: String(TEST_MAX_CONNECTIONS),
+      // The tests' images live in the loopback registry, the operator's own here.
+      SVC_INSTANCE_PRIVATE_REGISTRIES: REGISTRY,
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -9,70 +9,11 @@
 import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
+import { classifyAddress } from '@svc/shared/address-class';
 import { ConfigError } from '@svc/shared/errors';
 import { parseCidr, type ParsedCidr } from '../orgs/ip-allowlist.js';
 
-export type AddressClass =
-  | 'public'
-  | 'unspecified'
-  | 'loopback'
-  | 'private'
-  | 'link-local'
-  | 'carrier-grade NAT'
-  | 'multicast'
-  | 'unique local'
-  | 'reserved';
-
-/** Ranges that are not the public internet, with the word an error message uses. */
-const NON_PUBLIC: Array<[string, AddressClass]> = [
-  ['0.0.0.0/8', 'unspecified'],
-  ['10.0.0.0/8', 'private'],
-  ['100.64.0.0/10', 'carrier-grade NAT'],
-  ['127.0.0.0/8', 'loopback'],
-  ['169.254.0.0/16', 'link-local'],
-  ['172.16.0.0/12', 'private'],
-  ['192.0.0.0/24', 'reserved'],
-  ['192.0.2.0/24', 'reserved'],
-  ['192.168.0.0/16', 'private'],
-  ['198.18.0.0/15', 'reserved'],
-  ['198.51.100.0/24', 'reserved'],
-  ['203.0.113.0/24', 'reserved'],
-  ['224.0.0.0/4', 'multicast'],
-  ['240.0.0.0/4', 'reserved'],
-  ['::/128', 'unspecified'],
-  ['::1/128', 'loopback'],
-  ['64:ff9b:1::/48', 'private'],
-  ['100::/64', 'reserved'],
-  ['2001:db8::/32', 'reserved'],
-  ['fc00::/7', 'unique local'],
-  ['fe80::/10', 'link-local'],
-  ['fec0::/10', 'reserved'],
-  ['ff00::/8', 'multicast'],
-];
-const NON_PUBLIC_RANGES: Array<[ParsedCidr, AddressClass]> = NON_PUBLIC.map(([cidr, cls]) => [parseCidr(cidr), cls]);
-const NAT64 = ipaddr.parseCIDR('64:ff9b::/96');
-
-/**
- * An IPv6 address that carries an IPv4 one (mapped ::ffff:a.b.c.d, NAT64 64:ff9b::/96,
- * 6to4 2002::/16) is judged by the IPv4 address it leads to.
- */
-function embeddedIpv4(addr: ipaddr.IPv6): ipaddr.IPv4 | undefined {
-  if (addr.isIPv4MappedAddress()) return addr.toIPv4Address();
-  const parts = addr.parts;
-  const tail = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
-  if (addr.match(NAT64)) return tail(parts[6]!, parts[7]!);
-  if (parts[0] === 0x2002) return tail(parts[1]!, parts[2]!);
-  return undefined;
-}
-
-export function classifyAddress(address: string): AddressClass {
-  let addr: ipaddr.IPv4 | ipaddr.IPv6 = ipaddr.parse(address);
-  if (addr.kind() === 'ipv6') addr = embeddedIpv4(addr as ipaddr.IPv6) ?? addr;
-  for (const [[range, bits], cls] of NON_PUBLIC_RANGES) {
-    if (addr.kind() === range.kind() && addr.match(range, bits)) return cls;
-  }
-  return 'public';
-}
+export { classifyAddress, type AddressClass } from '@svc/shared/address-class';
 
 export interface TargetPolicy {
   mode: 'development' | 'production';

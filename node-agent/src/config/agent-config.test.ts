@@ -55,6 +55,11 @@ describe('loadAgentConfig', () => {
     expect(loadAgentConfig({})).toMatchObject({ instanceOutbound: 'internet', instanceAllowCidrList: [], reservedMemoryMib: 2048 });
   });
 
+  it('reads the private registries instances may pull from: none by default', () => {
+    expect(loadAgentConfig({}).instancePrivateRegistryList).toEqual([]);
+    expect(loadAgentConfig({ SVC_INSTANCE_PRIVATE_REGISTRIES: '127.0.0.1:5000, Mirror.Internal, [fd00::5]:5000' }).instancePrivateRegistryList).toEqual(['127.0.0.1:5000', 'mirror.internal', '[fd00::5]:5000']);
+  });
+
   it('blocks SMTP by default, reads other blocked ports, and blocks none with none', () => {
     expect(loadAgentConfig({}).instanceBlockedPortList).toEqual([{ protocol: 'tcp', from: 25, to: 25 }]);
     expect(loadAgentConfig({ SVC_INSTANCE_BLOCKED_PORTS: 'tcp:25, udp:1900' }).instanceBlockedPortList).toEqual([
@@ -81,6 +86,8 @@ describe('loadAgentConfig', () => {
     ['SVC_INSTANCE_ALLOW_CIDRS', '10.0.0.0/8 -j ACCEPT'],
     ['SVC_INSTANCE_BLOCKED_PORTS', 'tcp:25 -j ACCEPT'],
     ['SVC_INSTANCE_BLOCKED_PORTS', 'tcp:0'],
+    ['SVC_INSTANCE_PRIVATE_REGISTRIES', 'http://127.0.0.1:5000'],
+    ['SVC_INSTANCE_PRIVATE_REGISTRIES', 'mirror.internal/team'],
     ['SVC_TASK_PIDS_LIMIT', '1'],
     ['SVC_HOST_RESERVED_CPUS', '-1'],
     ['SVC_POOL', 'mars'],

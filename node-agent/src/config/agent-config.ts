@@ -238,6 +238,12 @@ export const agentSettings = {
     DEFAULT_BLOCKED_PORTS,
     "Comma-separated ports instances may not reach outside the allowed CIDRs (`tcp:25`, `udp:1900`, `tcp:6660-6669`); `none` blocks none. By default SMTP's port 25: every instance on a node leaves from the host's address, so one tenant's spam would get it listed for all of them. Mail submission (587, 465) stays open.",
   ),
+  instancePrivateRegistries: setting(
+    'SVC_INSTANCE_PRIVATE_REGISTRIES',
+    Type.String(),
+    '',
+    "Comma-separated registries (`host` or `host:port`, as image names write them) instances may pull from although they are on loopback, private or link-local addresses, e.g. the provider's own mirror. Others on such addresses are refused: Docker pulls from the host's place in the network, and its errors, which the tenant reads, quote what answered.",
+  ),
   hostFirewall: setting(
     'SVC_HOST_FIREWALL',
     Type.Boolean(),
@@ -496,6 +502,8 @@ export interface AgentConfig extends AgentSettings {
   instanceAllowCidrList: string[];
   /** SVC_INSTANCE_BLOCKED_PORTS parsed. */
   instanceBlockedPortList: PortRule[];
+  /** SVC_INSTANCE_PRIVATE_REGISTRIES as a list, lower case. */
+  instancePrivateRegistryList: string[];
   /** SVC_SSH_SOURCE_PENALTIES and SVC_SSH_PENALTY_EXEMPT parsed; null: off. */
   sshPenalties: PenaltyPolicy<SshPenaltyKind> | null;
   /** SVC_JUPYTER_SOURCE_PENALTIES and SVC_JUPYTER_PENALTY_EXEMPT parsed; null: off. */
@@ -545,6 +553,9 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
   } catch (err) {
     throw new ConfigError(`SVC_INSTANCE_BLOCKED_PORTS: ${(err as Error).message}`);
   }
+  const instancePrivateRegistryList = commaList(settings.instancePrivateRegistries).map((entry) => entry.toLowerCase());
+  const badRegistry = instancePrivateRegistryList.find((entry) => !/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(entry));
+  if (badRegistry !== undefined) throw new ConfigError(`SVC_INSTANCE_PRIVATE_REGISTRIES: "${badRegistry}" is not a registry (host or host:port, as in 127.0.0.1:5000 or mirror.internal)`);
   const ignoredXidSet = new Set(commaList(settings.ignoredXids).map(Number));
   return {
     ...settings,
@@ -554,6 +565,7 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     useTls,
     instanceAllowCidrList,
     instanceBlockedPortList,
+    instancePrivateRegistryList,
     sshPenalties: penaltiesOf(
       { name: 'SVC_SSH_SOURCE_PENALTIES', text: settings.sshSourcePenalties },
       { name: 'SVC_SSH_PENALTY_EXEMPT', text: settings.sshPenaltyExempt },

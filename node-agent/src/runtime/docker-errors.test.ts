@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dockerMessage, isNotRunning, pullFailed, taskFailed } from './docker-errors.js';
+import { dockerMessage, isNotRunning, pullFailed, pullMessage, taskFailed } from './docker-errors.js';
 
 // Shaped like dockerode's errors: message prefixed with the HTTP code, Docker's text in json.
 const dockerError = (statusCode: number, text: string, json = true) =>
@@ -34,5 +34,23 @@ describe('docker errors', () => {
     expect(isNotRunning(dockerError(409, 'Container abc is not running'))).toBe(true);
     expect(isNotRunning(Object.assign(new Error('container already stopped'), { statusCode: 304 }))).toBe(true);
     expect(isNotRunning(dockerError(409, 'Container abc is paused, unpause the container before stop or kill'))).toBe(false);
+  });
+});
+
+describe('pullMessage', () => {
+  it.each([
+    [
+      // As Docker 20.10 reported a pull from an HTTP server on the host's loopback.
+      'error parsing HTTP 404 response body: invalid character \'<\' looking for beginning of value: "<!DOCTYPE HTML>\\n<html lang=\\"en\\">\\n<title>Error response</title>\\n</html>\\n"',
+      "error parsing HTTP 404 response body: invalid character '<' looking for beginning of value (body not shown)",
+    ],
+    ['Get "https://10.0.0.5/v2/": dial tcp 10.0.0.5:443: connect: connection refused', 'Get "https://10.0.0.5/v2/": dial tcp 10.0.0.5:443: connect: connection refused'],
+    ['manifest for 127.0.0.1:5000/svc/nothing:1 not found: manifest unknown: manifest unknown', 'manifest for 127.0.0.1:5000/svc/nothing:1 not found: manifest unknown: manifest unknown'],
+  ])('%s', (docker, passed) => {
+    expect(pullMessage(docker)).toBe(passed);
+  });
+
+  it('cuts what is left past 400 characters', () => {
+    expect(pullMessage(`unknown: ${'x'.repeat(1000)}`)).toHaveLength(401);
   });
 });

@@ -36,8 +36,22 @@ const isTransient = (err: unknown): boolean => {
 const PERMANENT_PULL_FAILURE =
   /not found|manifest unknown|unauthorized|denied|invalid reference|repository does not exist|no matching manifest/i;
 
+/** The most of Docker's text a pull failure passes on to the tenant. */
+const PULL_MESSAGE_MAX = 400;
+
+/**
+ * Docker's pull error without what the far end answered. A registry's error body is quoted
+ * whole ("error parsing HTTP 404 response body: ...: \"<html>...\""), and the far end is not
+ * always the tenant's registry: its token service may be any URL the registry names,
+ * including one on the node's own network, and the tenant reads the failure back.
+ */
+export function pullMessage(message: string): string {
+  const quiet = message.replace(/(response body: [^"]*?): "(?:[^"\\]|\\.)*"/g, '$1 (body not shown)');
+  return quiet.length > PULL_MESSAGE_MAX ? `${quiet.slice(0, PULL_MESSAGE_MAX)}…` : quiet;
+}
+
 export function pullFailed(image: string, err: unknown): RuntimeError {
-  const message = dockerMessage(err);
+  const message = pullMessage(dockerMessage(err));
   const permanent = dockerStatus(err) === 404 || PERMANENT_PULL_FAILURE.test(message);
   return new RuntimeError('pull_failed', `pull of ${image} failed: ${message}`, !permanent, { cause: err });
 }

@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { execIn, waitForLog } from '../../../test/support/docker-io.js';
 import { buildStaticProgram } from '../../../test/support/static-program.js';
 import { ContainerProcess } from '../access/container-process.js';
-import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
+import { BUSYBOX_IMAGE, dockerAvailable, REGISTRY } from '../../../test/support/images.js';
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
 import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, containerName, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
@@ -554,6 +554,20 @@ describe('isolation and limits', () => {
     } finally {
       await docker.getImage(image).remove({ force: true });
     }
+  });
+
+  it("refuses an instance's image from a registry on the node's own network, even one already on the node, unless the operator lists it; a replica's is not checked", async () => {
+    const guarded = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [] } });
+    const refused = task();
+    const err = await rejection(guarded.startTask(refused));
+    expect(err.code).toBe('pull_failed');
+    expect(err.message).toBe(`image registry ${REGISTRY} is at a loopback address (127.0.0.1): instances pull only from registries on public addresses`);
+    expect(err.recoverable).toBe(false);
+    expect(await docker.listContainers({ all: true, filters: { name: [containerName(refused)] } })).toEqual([]);
+    const replica = await guarded.startTask(task({ kind: 'replica' }));
+    const listed = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [REGISTRY] } });
+    const instance = await listed.startTask(task());
+    for (const h of [replica, instance]) await listed.destroyTask(h.containerId, { force: true });
   });
 
   it("caps the DNS queries an instance sends Docker's embedded server (dockerd itself) inside its namespace; a replica is not capped", async () => {

@@ -24,6 +24,7 @@ import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { dnsLimitRules } from './task-dns-limit.js';
+import { registryRefusal, type RegistryPolicy } from './image-registry.js';
 import { filterNamespace } from './task-namespace-filter.js';
 import { ownSubnetRules, type OwnNetwork } from './task-own-subnet.js';
 import { detachPts, mountPts, ptsDir, sweepPts, unmountPts, type TaskPts } from './task-pts.js';
@@ -87,6 +88,8 @@ export interface DockerRuntimeOptions {
   pts?: TaskPts;
   /** On cgroup v1 under cgroupfs, instances' TCP buffers count against a limit the agent sets (socket-memory.ts); default true. */
   socketLimits?: boolean;
+  /** Which registries instances' images may come from (image-registry.ts); absent: any. The agent always sets it. */
+  registryPolicy?: RegistryPolicy;
 }
 
 export const DEFAULT_DNS_QUERIES_PER_SECOND = 100;
@@ -128,6 +131,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly dnsQueriesPerSecond: number;
   private readonly pts: TaskPts | undefined;
   private readonly socketLimits: boolean;
+  private readonly registryPolicy: RegistryPolicy | undefined;
   private hostCapabilities: Promise<HostCapabilities> | null = null;
 
   constructor(options: DockerRuntimeOptions) {
@@ -144,6 +148,7 @@ export class DockerRuntime implements TaskRuntime {
     this.logLimit = options.logLimit;
     this.pts = options.pts;
     this.socketLimits = options.socketLimits ?? true;
+    this.registryPolicy = options.registryPolicy;
     this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
@@ -153,6 +158,10 @@ export class DockerRuntime implements TaskRuntime {
     // follow a redirect to a bogus host and throw outside any promise.
     if (!TASK_ID_SHAPE.test(spec.taskId) || !IMAGE_REFERENCE_SHAPE.test(spec.image)) {
       throw new RuntimeError('create_failed', `invalid task: task id "${spec.taskId}", image reference "${spec.image}"`, false);
+    }
+    if (spec.kind === 'instance' && this.registryPolicy) {
+      const refused = await registryRefusal(spec.image, this.registryPolicy);
+      if (refused) throw new RuntimeError('pull_failed', refused, false);
     }
     const host = await this.host();
     await this.ensureImage(spec.image, onProgress);

@@ -11,6 +11,7 @@ import type { InstanceAccessService } from '../access/instance-access.js';
 import { containerName } from '../runtime/container-spec.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { ImageGc, ImageUseLog, type ImageGcSettings } from '../runtime/image-gc.js';
+import type { RegistryPolicy } from '../runtime/image-registry.js';
 import type { LogLimit } from '../runtime/log-init.js';
 import type { PullDeadlineSettings } from '../runtime/pull-deadline.js';
 import type { LimitSettings } from '../runtime/task-limits.js';
@@ -60,6 +61,8 @@ export class AgentTasks {
       dnsQueriesPerSecond?: number;
       /** Instances' own capped /dev/pts (SVC_TASK_MAX_PTYS); absent: Docker's. */
       pts?: TaskPts;
+      /** Which registries instances' images may come from (SVC_INSTANCE_PRIVATE_REGISTRIES); absent: any. */
+      registryPolicy?: RegistryPolicy;
     } = {},
   ) {
     this.access = options.access;
@@ -77,6 +80,7 @@ export class AgentTasks {
       ...(options.diskFull ? { diskFull: options.diskFull } : {}),
       ...(options.dnsQueriesPerSecond !== undefined ? { dnsQueriesPerSecond: options.dnsQueriesPerSecond } : {}),
       ...(options.pts ? { pts: options.pts } : {}),
+      ...(options.registryPolicy ? { registryPolicy: options.registryPolicy } : {}),
     });
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {

@@ -1,0 +1,67 @@
+// Which registries a tenant's image may come from. Docker pulls on the host, from the
+// host's place in the network: an instance naming `127.0.0.1:9100/x`, `10.0.0.5/x`, or a name
+// that resolves to such an address, has dockerd connect into the provider's own network
+// (the node's loopback services, its private network, the metadata service at
+// 169.254.169.254), and the pull's error, which the tenant reads back as the instance's
+// failure_reason, quotes what answered (measured: an HTTP server on the host's loopback had
+// its whole 404 page quoted). It would also hand the tenant any image the provider keeps
+// in a registry of its own. So an instance's image comes from a registry on public
+// addresses only, unless the operator lists it (SVC_INSTANCE_PRIVATE_REGISTRIES), checked
+// whether or not the image is already on the node. Replicas, whose images the provider
+// chooses, are not checked. A name is resolved here and again by dockerd, so a registry
+// that answers DNS differently the second time gets through (as with any check before a
+// connection someone else makes); what its error can quote is cut (docker-errors.ts).
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { classifyAddress } from '@svc/shared/address-class';
+
+/** Docker Hub, where an image without a registry comes from. */
+export const DEFAULT_REGISTRY = 'docker.io';
+
+/**
+ * The registry an image reference names, as written (`host` or `host:port`, lower case), by
+ * Docker's rule: the first path component is a registry when it holds a dot or a colon, is
+ * `localhost`, or has capitals (which a repository name may not); otherwise Docker Hub.
+ */
+export function registryOf(image: string): string {
+  const slash = image.indexOf('/');
+  if (slash < 0) return DEFAULT_REGISTRY;
+  const first = image.slice(0, slash);
+  const isRegistry = /[.:]/.test(first) || first === 'localhost' || first !== first.toLowerCase();
+  return isRegistry ? first.toLowerCase() : DEFAULT_REGISTRY;
+}
+
+/** The registry's host, without its port and an IPv6 address's brackets. */
+export function registryHost(registry: string): string {
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(registry);
+  if (bracketed) return bracketed[1]!;
+  return registry.replace(/:\d+$/, '');
+}
+
+export interface RegistryPolicy {
+  /** Registries (`host` for any port, or `host:port`) instances may pull from although they are not public. */
+  allowed: readonly string[];
+  /** The addresses a host name resolves to (empty when it resolves to nothing). */
+  resolve?: (host: string) => Promise<string[]>;
+}
+
+const resolveAll = async (host: string): Promise<string[]> => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+
+/** Why an instance may not use `image`, or null when it may (a name that does not resolve is left to Docker's own error). */
+export async function registryRefusal(image: string, policy: RegistryPolicy): Promise<string | null> {
+  const registry = registryOf(image);
+  if (registry === DEFAULT_REGISTRY) return null;
+  const host = registryHost(registry);
+  if (policy.allowed.some((entry) => entry.toLowerCase() === registry || entry.toLowerCase() === host)) return null;
+  let addresses: string[];
+  if (isIP(host)) addresses = [host];
+  else if (host === 'localhost') addresses = ['127.0.0.1'];
+  else addresses = await (policy.resolve ?? resolveAll)(host).catch(() => []);
+  for (const address of addresses) {
+    const kind = classifyAddress(address);
+    if (kind !== 'public') {
+      return `image registry ${registry} is at a ${kind} address (${address}): instances pull only from registries on public addresses`;
+    }
+  }
+  return null;
+}
