@@ -56,6 +56,13 @@ describe('buildContainerSpec', () => {
     }
   });
 
+  it("turns off, over an instance's image, what the NVIDIA runtime would give it of the host's shared devices; a replica's image is the provider's", () => {
+    const instance = buildContainerSpec(task, host('n', true));
+    expect(instance.Env).toEqual(expect.arrayContaining(['NVIDIA_MOFED=disabled', 'NVIDIA_NVSWITCH=disabled', 'NVIDIA_GDS=disabled', 'NVIDIA_GDRCOPY=disabled', 'NVIDIA_IMEX_CHANNELS=void']));
+    const replica = buildContainerSpec({ ...task, kind: 'replica' }, host('n', true));
+    expect(replica.Env?.filter((e) => /^NVIDIA_(MOFED|NVSWITCH|GDS|GDRCOPY|IMEX_CHANNELS)=/.test(e))).toEqual([]);
+  });
+
   it('gives a task no GPU it was not given, whatever its image says (CUDA images set NVIDIA_VISIBLE_DEVICES=all)', () => {
     for (const [name, spec] of [
       ['no NVIDIA runtime', buildContainerSpec(task, host('n', false))],

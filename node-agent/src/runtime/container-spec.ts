@@ -86,6 +86,16 @@ export const LOG_CONFIG = { Type: 'json-file', Config: { 'max-size': '10m', 'max
 /** Positive: under memory pressure the kernel kills tenant processes (instances first) before the agent or Docker. */
 export const OOM_SCORE_ADJ = { instance: 800, replica: 500 } as const;
 
+/**
+ * Written over a tenant's image: the NVIDIA runtime reads these from the container's
+ * environment, the image's included, and would hand the container devices every tenant of
+ * the host shares. `enabled` gives it the host's InfiniBand devices (NVIDIA_MOFED, raw RDMA
+ * on the provider's fabric), its NVSwitches (NVIDIA_NVSWITCH), GPUDirect Storage and
+ * GDRCopy; a channel list gives it IMEX channels (memory shared across a multi-node NVLink
+ * domain). `void` is the runtime's word for none.
+ */
+export const SHARED_DEVICES_OFF = ['NVIDIA_MOFED=disabled', 'NVIDIA_NVSWITCH=disabled', 'NVIDIA_GDS=disabled', 'NVIDIA_GDRCOPY=disabled', 'NVIDIA_IMEX_CHANNELS=void'] as const;
+
 export const containerName = (task: Pick<TaskSpec, 'kind' | 'taskId'>): string => `svc-${task.kind}-${task.taskId}`;
 
 /** `image`: the image's own command, which an instance behind the log limiter needs. */
@@ -107,6 +117,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
   // `void` is the runtime's word for none at all.
   const gpus = host.nvidiaRuntime && task.gpuUuids.length > 0;
   env.push(`NVIDIA_VISIBLE_DEVICES=${gpus ? task.gpuUuids.join(',') : 'void'}`);
+  if (task.kind === 'instance') env.push(...SHARED_DEVICES_OFF);
 
   const port = task.publish ? `${task.publish.containerPort}/tcp` : undefined;
   const limits = containerLimits(task.resources, host.capacity, host.limits, task.kind, task.gpuUuids.length);

@@ -14,7 +14,7 @@ import { buildStaticProgram } from '../../../test/support/static-program.js';
 import { ContainerProcess } from '../access/container-process.js';
 import { BUSYBOX_IMAGE, dockerAvailable, REGISTRY } from '../../../test/support/images.js';
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
-import { LABEL_INSTANCE, LABEL_NODE, buildContainerSpec, containerName, type HostCapabilities, type TaskSpec } from './container-spec.js';
+import { LABEL_INSTANCE, LABEL_NODE, SHARED_DEVICES_OFF, buildContainerSpec, containerName, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
 import { DiskPressureWatch } from '../host-facts/disk-pressure.js';
 import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
@@ -524,14 +524,15 @@ describe('isolation and limits', () => {
     await limited.destroyTask(h.containerId, { force: true });
   });
 
-  it("takes from a tenant's image none of what would reach past its container: its HEALTHCHECK, its GPU variable, the agent's labels", async () => {
+  it("takes from a tenant's image none of what would reach past its container: its HEALTHCHECK, its GPU variables, the agent's labels", async () => {
     // As a tenant would publish it: a health check every millisecond (each one an exec the
-    // host's dockerd, containerd and runc pay for), CUDA's NVIDIA_VISIBLE_DEVICES=all, and
-    // the label the agent reads SSH keys from.
+    // host's dockerd, containerd and runc pay for), CUDA's NVIDIA_VISIBLE_DEVICES=all, the
+    // NVIDIA runtime's switches for the host's InfiniBand devices and IMEX channels, and the
+    // label the agent reads SSH keys from.
     const builder = await docker.createContainer({
       Image: BUSYBOX_IMAGE,
       Cmd: ['sleep', '3600'],
-      Env: ['NVIDIA_VISIBLE_DEVICES=all'],
+      Env: ['NVIDIA_VISIBLE_DEVICES=all', 'NVIDIA_MOFED=enabled', 'NVIDIA_NVSWITCH=enabled', 'NVIDIA_IMEX_CHANNELS=all'],
       Labels: { 'svc.ssh-authorized-keys': 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHDpfDFWSHS8IylBDI2oXSZVN23M9Ir3nEtApaYA88Wp author', 'svc.test': 'image-builder' },
       Healthcheck: { Test: ['CMD', 'true'], Interval: 1_000_000 },
     });
@@ -548,7 +549,8 @@ describe('isolation and limits', () => {
       const info = await docker.getContainer(h.containerId).inspect();
       expect(info.Config.Healthcheck?.Test).toEqual(['NONE']); // Docker keeps the image's interval beside it, unused
       expect(info.State.Health).toBeUndefined();
-      expect(info.Config.Env.filter((e) => e.startsWith('NVIDIA_VISIBLE_DEVICES='))).toEqual(['NVIDIA_VISIBLE_DEVICES=void']);
+      // Docker merges the image's variables under the container's: each is there once, as the agent wrote it.
+      expect(info.Config.Env.filter((e) => e.startsWith('NVIDIA_')).sort()).toEqual(['NVIDIA_VISIBLE_DEVICES=void', ...SHARED_DEVICES_OFF].sort());
       expect(info.Config.Labels['svc.ssh-authorized-keys']).toBe('');
       await runtime.destroyTask(h.containerId, { force: true });
     } finally {
