@@ -550,8 +550,8 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   /**
-   * Sets up a started task's network namespace (what it sends shaped, its DNS queries
-   * capped); one that cannot be set up does not run.
+   * Sets up a started task's network namespace (what it sends shaped; an instance's DNS
+   * queries capped and its subnet refused); one that cannot be set up does not run.
    */
   private async setUpStarted(container: Docker.Container, spec: TaskSpec, steps: Array<(started: Docker.ContainerInspectInfo) => Promise<void>>): Promise<void> {
     // A task that already exited sends nothing (and its handle says it exited).

@@ -42,6 +42,7 @@ describe('registryRefusal', () => {
     ['10.0.0.5/team/app', 'image registry 10.0.0.5 is at a private address (10.0.0.5)'],
     ['169.254.169.254/latest/app', 'image registry 169.254.169.254 is at a link-local address (169.254.169.254)'],
     ['[::1]:5000/app', 'image registry [::1]:5000 is at a loopback address (::1)'],
+    ['[::ffff:127.0.0.1]:5000/app', 'image registry [::ffff:127.0.0.1]:5000 is at a loopback address (::ffff:127.0.0.1)'],
     ['internal.example.com/team/app:1', 'image registry internal.example.com is at a private address (10.1.2.3)'],
     ['metadata.example.com/app', 'image registry metadata.example.com is at a link-local address (169.254.169.254)'],
   ])('refuses %s', async (image, why) => {
