@@ -1,5 +1,5 @@
 // Everything shared, in one import. Modules svcctl loads import the light parts by subpath
-// instead (@svc/shared/errors, /clock, /ids, /xid-catalog, /address-class): the whole package brings the
+// instead (@svc/shared/errors, /clock, /ids, /xid-catalog, /address-class, /ssh-key): the whole package brings the
 // config schema library and the logger, which would double the CLI's start-up time.
 export * from './errors.js';
 export * from './clock.js';
@@ -9,3 +9,4 @@ export * from './config.js';
 export * from './xid-catalog.js';
 export * from './client-network.js';
 export * from './address-class.js';
+export * from './ssh-key.js';

@@ -49,6 +49,10 @@ describe('sshPublicKeyProblem', () => {
 
   it('refuses short RSA keys, mismatched blobs, junk and unknown types', () => {
     expect(sshPublicKeyProblem(opensshLine('rsa', 1024))).toMatch(/at least 2048 bits/);
+    // A key anyone can make up (no private key needed to send it signatures), each costing milliseconds to check.
+    const field = (b: Buffer) => Buffer.concat([Buffer.from([0, 0, b.length >> 8, b.length & 0xff]), b]);
+    const costly = Buffer.concat([field(Buffer.from('ssh-rsa')), field(Buffer.alloc(384, 0x5b)), field(Buffer.alloc(384, 0x5b))]);
+    expect(sshPublicKeyProblem(`ssh-rsa ${costly.toString('base64')}`)).toMatch(/public exponent must be odd, at least 3 and at most 32 bits .*this one has 3071 bits$/);
     const ed = opensshLine('ed25519').split(' ')[1]!;
     expect(sshPublicKeyProblem(`ssh-rsa ${ed}`)).toMatch(/does not hold a ssh-rsa key/);
     expect(sshPublicKeyProblem('ssh-ed25519 !!!')).toMatch(/base64/);

@@ -1,5 +1,6 @@
 // Pure checks of instance inputs that JSON Schema cannot express: OCI image references,
 // OpenSSH public keys and labels. Each returns a problem string, or undefined when fine.
+import { readSshStrings, rsaKeyProblem } from '@svc/shared/ssh-key';
 
 // distribution/reference grammar: [host[:port]/]path[:tag][@digest]; path lowercase.
 const DOMAIN_COMPONENT = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
@@ -31,22 +32,6 @@ const SSH_KEY_TYPES = new Set([
   'sk-ssh-ed25519@openssh.com',
   'sk-ecdsa-sha2-nistp256@openssh.com',
 ]);
-const MIN_RSA_BITS = 2048;
-
-/** Reads the SSH wire-format strings (uint32 length + bytes) at the start of a key blob. */
-function readSshStrings(blob: Buffer, count: number): Buffer[] | undefined {
-  const out: Buffer[] = [];
-  let offset = 0;
-  for (let i = 0; i < count; i++) {
-    if (offset + 4 > blob.length) return undefined;
-    const length = blob.readUInt32BE(offset);
-    offset += 4;
-    if (offset + length > blob.length) return undefined;
-    out.push(blob.subarray(offset, offset + length));
-    offset += length;
-  }
-  return out;
-}
 
 /** An OpenSSH `authorized_keys` line: `<type> <base64 blob> [comment]`, blob matching its type. */
 export function sshPublicKeyProblem(line: string): string | undefined {
@@ -58,12 +43,7 @@ export function sshPublicKeyProblem(line: string): string | undefined {
   const blob = Buffer.from(data, 'base64');
   const fields = readSshStrings(blob, type === 'ssh-rsa' ? 3 : 1);
   if (!fields || fields[0]!.toString('latin1') !== type) return `the key data does not hold a ${type} key`;
-  if (type === 'ssh-rsa') {
-    const modulus = fields[2]!;
-    const bits = (modulus.length - (modulus[0] === 0 ? 1 : 0)) * 8;
-    if (bits < MIN_RSA_BITS) return `RSA keys must have at least ${MIN_RSA_BITS} bits; this one has ${bits}`;
-  }
-  return undefined;
+  return type === 'ssh-rsa' ? rsaKeyProblem(fields[1]!, fields[2]!) : undefined;
 }
 
 export const MAX_LABELS = 64;

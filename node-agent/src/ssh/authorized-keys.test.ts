@@ -48,4 +48,17 @@ describe('authorized keys', () => {
     expect(publicKeyAccepted(keys, { blob })).toBeUndefined();
     expect(publicKeyAccepted(keys, { blob, signature: other.priv.sign(data), signedData: data })).toBeUndefined();
   });
+
+  it('leaves out an RSA key whose exponent would make each signature cost the gateway milliseconds, so no signature is ever checked with it', () => {
+    // Any numbers will do: whoever sends signatures for it needs no private key.
+    const field = (b: Buffer) => Buffer.concat([Buffer.from([0, 0, b.length >> 8, b.length & 0xff]), b]);
+    const big = (bytes: number) => Buffer.concat([Buffer.from([0, 0xc3]), Buffer.alloc(bytes - 2, 0x5b), Buffer.from([0x01])]);
+    const blob = Buffer.concat([field(Buffer.from('ssh-rsa')), field(big(384)), field(big(384))]);
+    const parsed = parseAuthorizedKeys([ed.line, `ssh-rsa ${blob.toString('base64')} costly`]);
+    expect(parsed.keys.map((k) => k.type)).toEqual(['ssh-ed25519']);
+    expect(parsed.unusable).toEqual([expect.stringMatching(/^ssh-rsa: an RSA key's public exponent must be odd, at least 3 and at most 32 bits .*this one has \d+ bits$/)]);
+    const data = Buffer.from('session id and userauth request');
+    expect(publicKeyAccepted(parsed.keys, { blob })).toBeUndefined();
+    expect(publicKeyAccepted(parsed.keys, { blob, signature: Buffer.alloc(384, 1), signedData: data, hashAlgo: 'sha256' })).toBeUndefined();
+  });
 });

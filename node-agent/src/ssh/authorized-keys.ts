@@ -2,6 +2,7 @@
 // OpenSSH line each (`ssh-ed25519 AAAA... comment`). A presented key matches when its
 // wire blob equals an authorized one's; the signature is checked with that key.
 import { timingSafeEqual } from 'node:crypto';
+import { rsaBlobProblem } from '@svc/shared/ssh-key';
 import ssh2, { type ParsedKey } from 'ssh2';
 import { fingerprintOf } from './host-key.js';
 
@@ -33,6 +34,12 @@ export function parseAuthorizedKeys(lines: readonly string[]): ParsedAuthorizedK
       continue;
     }
     const blob = parsed.getPublicSSH();
+    // A key the control plane would refuse now (given to an older one): checking its signatures could cost the gateway's thread milliseconds each.
+    const problem = rsaBlobProblem(blob);
+    if (problem) {
+      unusable.push(`${type}: ${problem}`);
+      continue;
+    }
     keys.push({ type: parsed.type, blob, fingerprint: fingerprintOf(blob), key: parsed });
   }
   return { keys, unusable };
