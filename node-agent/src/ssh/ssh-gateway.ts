@@ -41,6 +41,15 @@ const { Server } = ssh2;
  * clients, which refuse curve25519; group 14 costs 0.5 ms).
  */
 export const GATEWAY_KEX = ['curve25519-sha256', 'curve25519-sha256@libssh.org', 'ecdh-sha2-nistp256', 'diffie-hellman-group14-sha256'] as const;
+/**
+ * The most a client may send before it has logged in. A login is a few KiB: the key
+ * exchange, and at most SVC_SSH_MAX_AUTH_TRIES keys of up to 16,384 bits with their
+ * signatures. Everything received is decrypted on the gateway's one thread, and until a
+ * login nothing else holds a connection back: measured, one client sending
+ * SSH_MSG_IGNORE packets over loopback before logging in pushed 1 GB a second through and
+ * kept the gateway at more than a core for as long as it went on.
+ */
+export const PRE_LOGIN_BYTES = 256 * 1024;
 // And no compression: ssh2 inflates each packet whole, with no limit on what comes out, and
 // `zlib` starts right after the key exchange, before any login. Measured: 20 packets of
 // 30 KB, each 30 MiB of zeros compressed, cost the gateway's thread 540 ms and 118 MiB,
@@ -136,13 +145,13 @@ export class SshGateway {
       return;
     }
     const ticket = admission.ticket;
-    const ending: ConnectionEnding = { loggedIn: false, failedLogins: 0, timedOut: false };
+    const ending: ConnectionEnding = { loggedIn: false, failedLogins: 0, graceExceeded: false };
     const key = `${source}|${socket.remotePort}`;
     this.tickets.set(key, { ticket, ending });
     this.sockets.add(socket);
     const deadline = setTimeout(() => {
       if (ticket.instanceId !== undefined) return;
-      ending.timedOut = true;
+      ending.graceExceeded = true;
       this.options.log.info({ ip: source, timeout_ms: limits.handshakeTimeoutMs }, 'SSH connection closed: no login in time');
       socket.destroy();
     }, limits.handshakeTimeoutMs);
@@ -156,6 +165,17 @@ export class SshGateway {
       this.sockets.delete(socket);
     });
     socket.on('error', () => undefined);
+    // Ends the connection at the chunk that goes past, whatever ssh2 makes of it.
+    let beforeLogin = 0;
+    const countBeforeLogin = (chunk: Buffer): void => {
+      if (ticket.instanceId !== undefined) return void socket.off('data', countBeforeLogin);
+      beforeLogin += chunk.length;
+      if (beforeLogin <= PRE_LOGIN_BYTES) return;
+      ending.graceExceeded = true;
+      this.options.log.info({ ip: source, bytes: beforeLogin }, 'SSH connection closed: sent more than a login takes');
+      socket.destroy();
+    };
+    socket.on('data', countBeforeLogin);
     this.server.injectSocket(new ThrottledSocket(socket, () => this.throttleOf(ticket.instanceId)) as unknown as Socket);
   }
 

@@ -4,11 +4,11 @@ import { SSH_PENALTY_DEFAULTS, SSH_PENALTY_DEFAULT_TEXT, sshPenaltyOf } from './
 
 describe('sshPenaltyOf', () => {
   it.each([
-    [{ loggedIn: true, failedLogins: 3, timedOut: false }, undefined],
-    [{ loggedIn: false, failedLogins: 0, timedOut: false }, 'noauth'],
-    [{ loggedIn: false, failedLogins: 2, timedOut: false }, 'authfail'],
-    [{ loggedIn: false, failedLogins: 2, timedOut: true }, 'grace-exceeded'],
-    [{ loggedIn: false, failedLogins: 0, timedOut: true }, 'grace-exceeded'],
+    [{ loggedIn: true, failedLogins: 3, graceExceeded: false }, undefined],
+    [{ loggedIn: false, failedLogins: 0, graceExceeded: false }, 'noauth'],
+    [{ loggedIn: false, failedLogins: 2, graceExceeded: false }, 'authfail'],
+    [{ loggedIn: false, failedLogins: 2, graceExceeded: true }, 'grace-exceeded'],
+    [{ loggedIn: false, failedLogins: 0, graceExceeded: true }, 'grace-exceeded'],
   ])('%j -> %s', (ending, kind) => expect(sshPenaltyOf(ending)).toBe(kind));
 
   it('the documented default text is the default policy', () => {

@@ -22,13 +22,16 @@ export interface ConnectionEnding {
   loggedIn: boolean;
   /** Login attempts refused (the `none` probe not counted). */
   failedLogins: number;
-  /** Closed by the gateway for not logging in within SVC_SSH_HANDSHAKE_TIMEOUT_MS. */
-  timedOut: boolean;
+  /**
+   * Closed by the gateway before a login: none within SVC_SSH_HANDSHAKE_TIMEOUT_MS, or more
+   * sent than a login takes (PRE_LOGIN_BYTES).
+   */
+  graceExceeded: boolean;
 }
 
 /** The penalty a connection's ending earns; undefined for one that logged in. */
 export function sshPenaltyOf(ending: ConnectionEnding): SshPenaltyKind | undefined {
   if (ending.loggedIn) return undefined;
-  if (ending.timedOut) return 'grace-exceeded';
+  if (ending.graceExceeded) return 'grace-exceeded';
   return ending.failedLogins > 0 ? 'authfail' : 'noauth';
 }
