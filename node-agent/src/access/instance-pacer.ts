@@ -6,6 +6,9 @@
 //   dockerd, containerd and runc the host's CPU (measured: about 40 ms of host CPU per exec
 //   of `true`, 0.1 ms of it charged to the container). Unpaced, a tenant opening sessions
 //   or listing a directory in a loop kept host cores busy for free.
+// - SSH logins: each is a key exchange and a signature check on the agent's one thread
+//   (measured: about 3 ms a login through ssh2, client setup included); unpaced, a tenant
+//   logging in and out in a loop from a few machines could keep that thread busy.
 // - requests through its Jupyter port: each costs the agent's one thread (measured: 378 us a
 //   request; one client with 32 connections, against a tenant's own fast server on the
 //   Jupyter port, kept the agent at 95% of a core, which every tenant's SSH and Jupyter and
@@ -15,9 +18,10 @@ import { TokenBucket } from './token-bucket.js';
 /**
  * What each kind of call counts for: starting a process costs runc a process of its own
  * on top of the engine's work (about 40 ms of host CPU for `true`, against a few for an
- * archive call that stats or streams a path).
+ * archive call that stats or streams a path). A login is the agent's own work: at the
+ * default rate, 10 a second, 40 at once (an Ansible run's forks).
  */
-export const ENGINE_CALL_COST = { archive: 1, exec: 8 } as const;
+export const ENGINE_CALL_COST = { archive: 1, exec: 8, login: 4 } as const;
 export type EngineCallKind = keyof typeof ENGINE_CALL_COST;
 
 /** Seconds of its rate an instance may use at once. */

@@ -24,7 +24,7 @@ import { ConnectionBook, type ConnectionTicket } from './connection-book.js';
 import { forwardTarget } from './session-request.js';
 import { handleSession, type SessionHandle, type SessionLimits } from './ssh-session.js';
 import { ThrottledSocket, type Throttle } from '../access/throttled-socket.js';
-import { LinkBudget } from '../access/token-bucket.js';
+import { LinkBudget, TokenBucket } from '../access/token-bucket.js';
 import { RefusalLog } from '../access/refusal-log.js';
 import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
 import type { KernelDropList } from '../access/kernel-drop.js';
@@ -41,6 +41,10 @@ const { Server } = ssh2;
  * clients, which refuse curve25519; group 14 costs 0.5 ms).
  */
 export const GATEWAY_KEX = ['curve25519-sha256', 'curve25519-sha256@libssh.org', 'ecdh-sha2-nistp256', 'diffie-hellman-group14-sha256'] as const;
+/** Key re-exchanges a connection may ask for: one every 2 s on average, 10 at once. */
+export const REKEYS_PER_SECOND = 0.5;
+export const REKEY_BURST = 10;
+
 /**
  * The most a client may send before it has logged in. A login is a few KiB: the key
  * exchange, and at most SVC_SSH_MAX_AUTH_TRIES keys of up to 16,384 bits with their
@@ -234,6 +238,8 @@ export class SshGateway {
     const { ticket, ending } = admitted;
     this.connections.add(client);
     let entry: AccessEntry | undefined;
+    let closed = false;
+    client.once('close', () => (closed = true));
 
     client.on('authentication', (ctx) => {
       // `none` is how clients ask which methods there are; sshd does not count it either.
@@ -267,8 +273,25 @@ export class SshGateway {
         }
         entry = found.entry;
         log.info({ instance: entry.instanceId, ip, key_fingerprint: key.fingerprint }, 'SSH login');
+        // Paced with the instance's other work on the agent (access/instance-pacer.ts): a
+        // client logging in and out in a loop waits for its answer.
+        void this.pace(entry.instanceId, 'login').then(() => {
+          if (!closed) ctx.accept();
+        });
+        return;
       }
       ctx.accept();
+    });
+
+    // A client may ask for a new key exchange whenever it likes, and each costs the agent's
+    // thread what a login's does (measured: a logged-in ssh2 client re-keying in a loop had
+    // about 900 done a second, one core's worth). Real clients re-key once per gigabyte or
+    // so (OpenSSH's RekeyLimit), so a connection that asks more often is closed.
+    const rekeys = new TokenBucket(REKEYS_PER_SECOND, REKEY_BURST);
+    client.on('rekey', () => {
+      if (rekeys.take(1) === 0) return;
+      log.info({ ip, instance: entry?.instanceId }, 'SSH connection closed: it asked for new keys too often');
+      client.end();
     });
 
     client.on('ready', () => {
