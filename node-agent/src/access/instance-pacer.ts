@@ -1,11 +1,12 @@
 // How often one instance may make the node agent do work that costs the host's CPU outside
 // the instance's quota, paced per instance: past the rate, calls wait their turn (as the
 // log limiter makes a command's writes wait), so clients slow down and none is refused.
-// - Docker engine calls of its SSH and SFTP: each session's process is a Docker exec, and
-//   each SFTP stat, listing, upload or download an exec or an archive call; each costs
-//   dockerd, containerd and runc the host's CPU (measured: about 40 ms of host CPU per exec
-//   of `true`, 0.1 ms of it charged to the container). Unpaced, a tenant opening sessions
-//   or listing a directory in a loop kept host cores busy for free.
+// - Docker engine calls of its SSH and SFTP: each session's process is a Docker exec, each
+//   terminal resize an engine call, and each SFTP stat, listing, upload or download an
+//   exec or an archive call; each costs dockerd, containerd and runc the host's CPU
+//   (measured: about 40 ms of host CPU per exec of `true`, 0.1 ms of it charged to the
+//   container; 0.6 ms a resize). Unpaced, a tenant opening sessions or listing a directory
+//   in a loop kept host cores busy for free.
 // - SSH logins: each is a key exchange and a signature check on the agent's one thread
 //   (measured: about 3 ms a login through ssh2, client setup included); unpaced, a tenant
 //   logging in and out in a loop from a few machines could keep that thread busy.
@@ -21,7 +22,7 @@ import { TokenBucket } from './token-bucket.js';
  * archive call that stats or streams a path). A login is the agent's own work: at the
  * default rate, 10 a second, 40 at once (an Ansible run's forks).
  */
-export const ENGINE_CALL_COST = { archive: 1, exec: 8, login: 4 } as const;
+export const ENGINE_CALL_COST = { archive: 1, resize: 1, exec: 8, login: 4 } as const;
 export type EngineCallKind = keyof typeof ENGINE_CALL_COST;
 
 /** Seconds of its rate an instance may use at once. */

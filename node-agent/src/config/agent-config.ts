@@ -400,7 +400,7 @@ export const agentSettings = {
     'SVC_SSH_ENGINE_CALLS_PER_SECOND',
     Type.Integer({ minimum: 0, maximum: 100_000 }),
     40,
-    "Docker engine calls a second one instance's SSH and SFTP may make, four seconds' worth at once: a stat, listing, upload or download counts 1, a login 4 (a key exchange on the agent's thread), starting a process (each session, each SFTP remove, rename or chmod) 8. Each call costs dockerd, containerd and runc the host's CPU outside the instance's quota (about 40 ms a process); past the rate calls wait, none is refused. 0: unpaced.",
+    "Docker engine calls a second one instance's SSH and SFTP may make, four seconds' worth at once: a stat, listing, upload, download or terminal resize counts 1, a login 4 (a key exchange on the agent's thread), starting a process (each session, each SFTP remove, rename or chmod) 8. Each call costs dockerd, containerd and runc the host's CPU outside the instance's quota (about 40 ms a process); past the rate calls wait, none is refused. 0: unpaced.",
   ),
   sshMaxConnectionsPerSource: setting(
     'SVC_SSH_MAX_CONNECTIONS_PER_SOURCE',

@@ -1,0 +1,109 @@
+// A terminal's window changes through the SSH gateway, against a real container: each
+// resize is a Docker engine call, so a client sending them without end gets the latest
+// size applied, in the instance's pace, and not one engine call per message. The engine
+// calls are counted where dockerode makes them; the engine answers for real.
+import Docker from 'dockerode';
+import ssh2, { type ClientChannel } from 'ssh2';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '@svc/shared';
+import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
+import { AccessRegistry } from '../access/access-registry.js';
+import { sshLimitsOf } from '../access/start-access.js';
+import { loadAgentConfig } from '../config/agent-config.js';
+import { ensureBusybox } from '../runtime/docker-test-images.js';
+import { parseAuthorizedKeys } from './authorized-keys.js';
+import { generateEd25519OpenSsh, hostKeyFrom } from './host-key.js';
+import { SshGateway } from './ssh-gateway.js';
+
+const docker = new Docker();
+const user = generateEd25519OpenSsh();
+let resizeCalls = 0;
+let container: Docker.Container;
+let gateway: SshGateway;
+let port: number;
+
+beforeAll(async () => {
+  if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
+  await ensureBusybox(docker);
+  container = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['sleep', '600'], Labels: { 'svc.test': 'ssh-gateway-terminal' } });
+  await container.start();
+  // Counted on their way to the engine.
+  const modem = docker.modem as unknown as { dial(options: { path?: string }, callback: unknown): unknown };
+  const dial = modem.dial.bind(modem);
+  modem.dial = (options, callback) => {
+    if (/^\/exec\/[^/]+\/resize/.test(options.path ?? '')) resizeCalls++;
+    return dial(options, callback);
+  };
+  const registry = new AccessRegistry();
+  registry.register({
+    instanceId: 'inst_terminal',
+    containerId: container.id,
+    containerIp: null,
+    keys: parseAuthorizedKeys([`ssh-ed25519 ${user.publicBlob.toString('base64')}`]).keys,
+    home: '/root',
+    jupyterToken: 'unused',
+    jupyter: null,
+    jupyterUnavailableReason: null,
+    networkMbps: null,
+  });
+  gateway = new SshGateway({
+    registry,
+    docker,
+    hostKey: hostKeyFrom(generateEd25519OpenSsh().privateKey, 'test'),
+    log: createLogger('silent', 'ssh-gateway-test'),
+    host: '127.0.0.1',
+    port: 0,
+    limits: { ...sshLimitsOf(loadAgentConfig({})), penalties: null },
+  });
+  port = await gateway.listen();
+}, 60_000);
+
+afterAll(async () => {
+  await gateway?.close();
+  await container?.remove({ force: true }).catch(() => undefined);
+});
+
+/** Reads the shell's output until `pattern` shows up. */
+function waitFor(stream: ClientChannel, pattern: RegExp): Promise<RegExpExecArray> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const timer = setTimeout(() => reject(new Error(`no ${pattern} in ${JSON.stringify(text.slice(-500))}`)), 20_000);
+    const onData = (chunk: Buffer): void => {
+      text += chunk.toString('utf8');
+      const match = pattern.exec(text);
+      if (!match) return;
+      clearTimeout(timer);
+      stream.off('data', onData);
+      resolve(match);
+    };
+    stream.on('data', onData);
+  });
+}
+
+describe('SSH gateway terminals', () => {
+  it('applies the latest of a flood of window changes, in a handful of engine calls', async () => {
+    const client = new ssh2.Client();
+    await new Promise<void>((resolve, reject) => {
+      client.on('ready', () => resolve());
+      client.on('error', reject);
+      client.connect({ host: '127.0.0.1', port, username: 'inst_terminal', privateKey: user.privateKey });
+    });
+    const shell = await new Promise<ClientChannel>((resolve, reject) => client.shell({ rows: 24, cols: 80, term: 'xterm' }, (err, stream) => (err ? reject(err) : resolve(stream))));
+    shell.write('echo up\n');
+    await waitFor(shell, /^up\r?$/m);
+    const before = resizeCalls;
+    for (let i = 1; i <= 300; i++) shell.setWindow(20 + (i % 40), 100 + (i % 50), 0, 0);
+    shell.setWindow(33, 111, 0, 0);
+    // The last size wins, once the calls in flight and its turn are through.
+    let size: RegExpExecArray | undefined;
+    for (let attempt = 0; attempt < 20 && size?.[0] !== '33 111'; attempt++) {
+      shell.write('stty size\n');
+      size = await waitFor(shell, /^\d+ \d+(?=\r?$)/m);
+      if (size[0] !== '33 111') await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(size?.[0]).toBe('33 111');
+    expect(resizeCalls - before).toBeGreaterThan(0);
+    expect(resizeCalls - before).toBeLessThan(20);
+    client.end();
+  }, 60_000);
+});
