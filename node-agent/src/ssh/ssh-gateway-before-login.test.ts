@@ -7,15 +7,10 @@
 import { execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
-import Docker from 'dockerode';
 import ssh2 from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '@svc/shared';
-import { AccessRegistry } from '../access/access-registry.js';
-import { sshLimitsOf } from '../access/start-access.js';
-import { loadAgentConfig } from '../config/agent-config.js';
-import { generateEd25519OpenSsh, hostKeyFrom } from './host-key.js';
-import { PRE_LOGIN_BYTES, SshGateway } from './ssh-gateway.js';
+import { PRE_LOGIN_BYTES, type SshGateway } from './ssh-gateway.js';
+import { startTestGateway } from './test-gateway.js';
 
 // ssh2 has no call that sends SSH_MSG_IGNORE with a payload of one's choosing; its own packet writer does.
 const { sendPacket } = createRequire(import.meta.url)('ssh2/lib/protocol/utils.js') as { sendPacket(protocol: unknown, packet: Buffer): void };
@@ -24,17 +19,7 @@ let gateway: SshGateway;
 let port: number;
 
 beforeAll(async () => {
-  gateway = new SshGateway({
-    registry: new AccessRegistry(),
-    docker: new Docker(),
-    hostKey: hostKeyFrom(generateEd25519OpenSsh().privateKey, 'test'),
-    log: createLogger('silent', 'ssh-gateway-test'),
-    host: '127.0.0.1',
-    port: 0,
-    // Every refused exchange is a connection without a login: no penalty gets in the way here.
-    limits: { ...sshLimitsOf(loadAgentConfig({})), penalties: null },
-  });
-  port = await gateway.listen();
+  ({ gateway, port } = await startTestGateway());
 });
 
 afterAll(async () => {

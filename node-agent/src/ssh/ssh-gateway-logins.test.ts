@@ -2,46 +2,19 @@
 // logins are paced with the instance's other work on the agent, and a connection that asks
 // for new keys in a loop is closed. ssh2's own client, against a gateway whose registry
 // holds one instance (no container is needed to log in).
-import Docker from 'dockerode';
 import ssh2 from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '@svc/shared';
-import { AccessRegistry } from '../access/access-registry.js';
-import { sshLimitsOf } from '../access/start-access.js';
-import { loadAgentConfig } from '../config/agent-config.js';
-import { parseAuthorizedKeys } from './authorized-keys.js';
-import { generateEd25519OpenSsh, hostKeyFrom } from './host-key.js';
-import { REKEY_BURST, SshGateway } from './ssh-gateway.js';
+import { REKEY_BURST, type SshGateway } from './ssh-gateway.js';
+import { startTestGateway } from './test-gateway.js';
 
 // One engine call a second, four at once: a login counts 4, so one login at once and the next after 4 s.
 const CALLS_PER_SECOND = 1;
-const user = generateEd25519OpenSsh();
 let gateway: SshGateway;
 let port: number;
+let user: { privateKey: string };
 
 beforeAll(async () => {
-  const registry = new AccessRegistry();
-  registry.register({
-    instanceId: 'inst_logins',
-    containerId: 'none',
-    containerIp: null,
-    keys: parseAuthorizedKeys([`ssh-ed25519 ${user.publicBlob.toString('base64')}`]).keys,
-    home: '/root',
-    jupyterToken: 'unused',
-    jupyter: null,
-    jupyterUnavailableReason: null,
-    networkMbps: null,
-  });
-  gateway = new SshGateway({
-    registry,
-    docker: new Docker(),
-    hostKey: hostKeyFrom(generateEd25519OpenSsh().privateKey, 'test'),
-    log: createLogger('silent', 'ssh-gateway-test'),
-    host: '127.0.0.1',
-    port: 0,
-    limits: { ...sshLimitsOf(loadAgentConfig({})), penalties: null, engineCallsPerSecond: CALLS_PER_SECOND },
-  });
-  port = await gateway.listen();
+  ({ gateway, port, user } = await startTestGateway({ instance: { instanceId: 'inst_logins', containerId: 'none' }, limits: { engineCallsPerSecond: CALLS_PER_SECOND } }));
 });
 
 afterAll(async () => {

@@ -5,22 +5,17 @@
 import Docker from 'dockerode';
 import ssh2, { type ClientChannel } from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '@svc/shared';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
-import { AccessRegistry } from '../access/access-registry.js';
-import { sshLimitsOf } from '../access/start-access.js';
-import { loadAgentConfig } from '../config/agent-config.js';
 import { ensureBusybox } from '../runtime/docker-test-images.js';
-import { parseAuthorizedKeys } from './authorized-keys.js';
-import { generateEd25519OpenSsh, hostKeyFrom } from './host-key.js';
-import { SshGateway } from './ssh-gateway.js';
+import type { SshGateway } from './ssh-gateway.js';
+import { startTestGateway } from './test-gateway.js';
 
 const docker = new Docker();
-const user = generateEd25519OpenSsh();
 let resizeCalls = 0;
 let container: Docker.Container;
 let gateway: SshGateway;
 let port: number;
+let user: { privateKey: string };
 
 beforeAll(async () => {
   if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
@@ -34,28 +29,7 @@ beforeAll(async () => {
     if (/^\/exec\/[^/]+\/resize/.test(options.path ?? '')) resizeCalls++;
     return dial(options, callback);
   };
-  const registry = new AccessRegistry();
-  registry.register({
-    instanceId: 'inst_terminal',
-    containerId: container.id,
-    containerIp: null,
-    keys: parseAuthorizedKeys([`ssh-ed25519 ${user.publicBlob.toString('base64')}`]).keys,
-    home: '/root',
-    jupyterToken: 'unused',
-    jupyter: null,
-    jupyterUnavailableReason: null,
-    networkMbps: null,
-  });
-  gateway = new SshGateway({
-    registry,
-    docker,
-    hostKey: hostKeyFrom(generateEd25519OpenSsh().privateKey, 'test'),
-    log: createLogger('silent', 'ssh-gateway-test'),
-    host: '127.0.0.1',
-    port: 0,
-    limits: { ...sshLimitsOf(loadAgentConfig({})), penalties: null },
-  });
-  port = await gateway.listen();
+  ({ gateway, port, user } = await startTestGateway({ instance: { instanceId: 'inst_terminal', containerId: container.id }, docker }));
 }, 60_000);
 
 afterAll(async () => {

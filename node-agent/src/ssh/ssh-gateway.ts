@@ -276,7 +276,11 @@ export class SshGateway {
         // Paced with the instance's other work on the agent (access/instance-pacer.ts): a
         // client logging in and out in a loop waits for its answer.
         void this.pace(entry.instanceId, 'login').then(() => {
-          if (!closed) ctx.accept();
+          try {
+            if (!closed) ctx.accept();
+          } catch (err) {
+            log.debug({ err, ip }, 'SSH login answered after the connection went');
+          }
         });
         return;
       }
