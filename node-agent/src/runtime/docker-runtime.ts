@@ -4,6 +4,7 @@
 // only ever lists, re-adopts or sweeps containers carrying that label. Each task's
 // container runs alone on a network of its own (task-network.ts), made before the
 // container and removed after it.
+import { existsSync } from 'node:fs';
 import Docker from 'dockerode';
 import { LABEL_NODE, buildContainerSpec, containerName, taskFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import {
@@ -561,7 +562,10 @@ export class DockerRuntime implements TaskRuntime {
     try {
       for (const step of steps) await step(started);
     } catch (err) {
-      if (!(await running())?.State.Running) return; // exited meanwhile: its namespace went with it
+      // Exited meanwhile: its namespace went with it. Docker can still say it runs a moment
+      // after its process is gone (seen: a command that exits at once, `nsenter: cannot
+      // open /proc/<pid>/ns/net`), so the process itself is asked first.
+      if (!existsSync(`/proc/${started.State.Pid}`) || !(await running())?.State.Running) return;
       throw await this.discardUnstarted(container.id, spec, err);
     }
   }
