@@ -15,8 +15,11 @@ export type AddressClass =
   | 'unique local'
   | 'reserved';
 
-/** Ranges that are not the public internet, with the word an error message uses. */
-const NON_PUBLIC: Array<[string, AddressClass]> = [
+/**
+ * Ranges that are not the public internet, with the word an error message uses. The node
+ * agent's host firewall refuses the IPv4 ones to instances (runtime/firewall-rules.ts).
+ */
+export const NON_PUBLIC: ReadonlyArray<readonly [cidr: string, kind: AddressClass]> = [
   ['0.0.0.0/8', 'unspecified'],
   ['10.0.0.0/8', 'private'],
   ['100.64.0.0/10', 'carrier-grade NAT'],

@@ -1,7 +1,8 @@
 import type { LookupAddress } from 'node:dns';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '@svc/shared';
-import { buildTargetPolicy, classifyAddress, refusedUrl, type Resolver } from './target-policy.js';
+import { classifyAddress } from '@svc/shared/address-class';
+import { buildTargetPolicy, refusedUrl, type Resolver } from './target-policy.js';
 
 const resolver =
   (table: Record<string, string[]>): Resolver =>

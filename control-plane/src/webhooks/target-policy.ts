@@ -13,8 +13,6 @@ import { classifyAddress } from '@svc/shared/address-class';
 import { ConfigError } from '@svc/shared/errors';
 import { parseCidr, type ParsedCidr } from '../orgs/ip-allowlist.js';
 
-export { classifyAddress, type AddressClass } from '@svc/shared/address-class';
-
 export interface TargetPolicy {
   mode: 'development' | 'production';
   /** Operator exceptions: CIDRs and host names that may be private. */

@@ -18,6 +18,7 @@
 // 169.254.169.254 got through 4 times while 20 networks were made). So the forward rules
 // are written twice: refusing in the filter table (DOCKER-USER), and dropping in the
 // security table's FORWARD, which runs after filter's and which Docker never touches.
+import { NON_PUBLIC } from '@svc/shared/address-class';
 import { INSTANCE_BRIDGE_PREFIX, REPLICA_BRIDGE_PREFIX, type InstanceOutbound } from './task-network.js';
 
 /** Jumped to from DOCKER-USER, which Docker runs first in FORWARD (also for DNAT-ed published ports); and, dropping, from the security table's FORWARD. */
@@ -36,26 +37,13 @@ export const PENALIZED_LISTS = { ipv4: 'svc-penalized', ipv6: 'svc-penalized6' }
 export const PENALIZED_MAX_SECONDS = 600;
 
 /**
- * Destinations no instance may reach even with outbound internet: this-network, private
- * (RFC 1918), carrier-grade NAT, loopback, link-local (cloud metadata 169.254.169.254),
- * IETF protocol assignments, documentation ranges, benchmarking, multicast and reserved.
+ * Destinations no instance may reach even with outbound internet: the IPv4 ranges that are
+ * not the public internet, as webhooks and image registries are judged too: this-network,
+ * private (RFC 1918), carrier-grade NAT, loopback, link-local (cloud metadata
+ * 169.254.169.254), IETF protocol assignments, documentation ranges, benchmarking,
+ * multicast and reserved.
  */
-export const BLOCKED_IPV4_RANGES = [
-  '0.0.0.0/8',
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '127.0.0.0/8',
-  '169.254.0.0/16',
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.0.2.0/24',
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '198.51.100.0/24',
-  '203.0.113.0/24',
-  '224.0.0.0/4',
-  '240.0.0.0/4',
-] as const;
+export const BLOCKED_IPV4_RANGES: readonly string[] = NON_PUBLIC.map(([cidr]) => cidr).filter((cidr) => cidr.includes('.'));
 
 /** A port or range of ports of one protocol (SVC_INSTANCE_BLOCKED_PORTS). */
 export interface PortRule {
