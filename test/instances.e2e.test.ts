@@ -182,7 +182,7 @@ describe('instances on a real Docker engine', () => {
     const image = SLEEPER_IMAGE.replace(REGISTRY, 'localhost:5000');
     const { body } = await create({ image });
     const failed = await waitFor(body.id, ['failed']);
-    expect(failed.failure_reason).toBe('pull failed: image registry localhost:5000 is at a loopback address (127.0.0.1): instances pull only from registries on public addresses');
+    expect(failed.failure_reason).toBe('pull failed: image registry localhost:5000 resolves to a loopback address: instances pull only from registries on public addresses');
     const charges = (await api('GET', '/v1/billing/charges?limit=100')).body.data;
     expect(charges.filter((c: { instance_id: string }) => c.instance_id === body.id)).toEqual([]);
     await expect(docker.getImage(image).inspect()).rejects.toMatchObject({ statusCode: 404 });

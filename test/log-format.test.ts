@@ -66,6 +66,7 @@ async function agent(terminal: boolean, format?: string): Promise<string> {
       SVC_NVML_LIBRARY: join(dir, 'no-nvml.so'),
       SVC_SSH_PORT: '0',
       SVC_JUPYTER_PORT: '0',
+      SVC_PULL_PROXY_PORT: '0',
       SVC_ACCESS_BIND_HOST: '127.0.0.1',
       SVC_LOG_LEVEL: 'info',
       ...(format ? { SVC_LOG_FORMAT: format } : {}),

@@ -1,6 +1,9 @@
 // The agent against a fake control plane: a real gRPC server in this process, the real
 // agent session, and the fake libnvidia-ml built from C (loaded through koffi).
+import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
+import { connect } from 'node:net';
+import { Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -35,7 +38,7 @@ async function plane(options: ConstructorParameters<typeof FakeControlPlane>[0] 
   return p;
 }
 
-async function agent(cp: FakeControlPlane, env: Record<string, string> = {}, dataDir = mkdtempSync(join(tmpdir(), 'agent-'))) {
+async function agent(cp: FakeControlPlane, env: Record<string, string> = {}, dataDir = mkdtempSync(join(tmpdir(), 'agent-')), logger = log) {
   const config = loadAgentConfig({
     SVC_CONTROL_PLANE: cp.address,
     SVC_NODE_TOKEN: 'good-token',
@@ -45,6 +48,7 @@ async function agent(cp: FakeControlPlane, env: Record<string, string> = {}, dat
     SVC_POOL: 'eu',
     SVC_SSH_PORT: '0',
     SVC_JUPYTER_PORT: '0',
+    SVC_PULL_PROXY_PORT: '0',
     SVC_ACCESS_BIND_HOST: '127.0.0.1',
     // Only at a full disk: a CI machine's may be 90% full without that being the test.
     SVC_DISK_PRESSURE_PERCENT: '100',
@@ -52,7 +56,7 @@ async function agent(cp: FakeControlPlane, env: Record<string, string> = {}, dat
     SVC_INSTANCE_PRIVATE_REGISTRIES: REGISTRY,
     ...env,
   });
-  const a = await startAgent(config, { log, clock: systemClock });
+  const a = await startAgent(config, { log: logger, clock: systemClock });
   running.push(a);
   return { agent: a, dataDir };
 }
@@ -237,6 +241,33 @@ describe('node agent session', () => {
     const { agent: a } = await agent(cp, { SVC_TASK_LOG_BYTES_PER_SECOND: '0' });
     await cp.waitFor(() => cp.sessions.length === 1, 5_000, 'session');
     await a.stop();
+  });
+
+  it("runs the pull proxy while it runs, and says at start when dockerd does not pull through it", async () => {
+    const cp = await plane();
+    const lines: Array<{ msg: string; pull_proxy?: string }> = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(JSON.parse(chunk.toString()));
+        done();
+      },
+    });
+    // The tests' dockerd has no proxy set.
+    const { agent: a } = await agent(cp, {}, undefined, createLogger('info', 'agent-test', sink, 'json'));
+    const warning = lines.find((l) => l.msg.includes("HTTP_PROXY and HTTPS_PROXY are not the agent's pull proxy"));
+    expect(warning?.pull_proxy).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const port = Number(new URL(warning!.pull_proxy!).port);
+
+    const socket = connect(port, '127.0.0.1');
+    socket.write('CONNECT 169.254.169.254:80 HTTP/1.1\r\nHost: 169.254.169.254:80\r\n\r\n');
+    const [answer] = (await once(socket, 'data')) as [Buffer];
+    expect(answer.toString().split('\r\n')[0]).toBe('HTTP/1.1 403 Refused by the node: 169.254.169.254 is not on a public address (link-local)');
+    socket.destroy();
+
+    await a.stop();
+    const closed = connect(port, '127.0.0.1');
+    const [err] = (await once(closed, 'error')) as [NodeJS.ErrnoException];
+    expect(err.code).toBe('ECONNREFUSED');
   });
 
   it('closes the stream on stop', async () => {

@@ -16,6 +16,7 @@ import type { AgentConfig } from './config/agent-config.js';
 import { GpuHealthFile } from './health/health-file.js';
 import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
+import { dockerdProxyProblems, startPullProxy, type DockerdProxyInfo, type PullProxy } from './runtime/pull-proxy.js';
 import { buildLogInit, type LogLimit } from './runtime/log-init.js';
 import { GIB, MIB } from './runtime/task-limits.js';
 import { cgroupVersion } from './host-facts/cgroup-version.js';
@@ -99,10 +100,19 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   }
 
   const docker = new Docker();
+  let pullProxy: PullProxy;
   let access: RunningAccess;
+  try {
+    pullProxy = await startPullProxy({ port: config.pullProxyPort, policy: { allowed: config.instancePrivateRegistryList }, log });
+  } catch (err) {
+    await nvml.close();
+    throw new ConfigError(`${(err as Error).message} (SVC_PULL_PROXY_PORT)`);
+  }
+  await warnUnlessPullsUseTheProxy(docker, pullProxy, log);
   try {
     access = await startAccess(config, { docker, log });
   } catch (err) {
+    await pullProxy.close();
     await nvml.close();
     throw err;
   }
@@ -126,6 +136,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   } catch (err) {
     // A corrupt health file: release what is open, let the caller report it.
     await access.close();
+    await pullProxy.close();
     await nvml.close();
     throw err;
   }
@@ -228,6 +239,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       tasks?.detach();
       diskPressure.stop();
       await access.close();
+      await pullProxy.close();
       await nvml.close();
     })();
     return stopped;
@@ -236,3 +248,23 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   done.catch(() => stop());
   return { nvml, done, stop };
 }
+
+/** A start does not wait on a dockerd that does not answer: the sessions report that engine's state. */
+const DOCKER_INFO_TIMEOUT_MS = 10_000;
+
+/** Says at every start when dockerd fetches images around the pull proxy (pull-proxy.ts). */
+async function warnUnlessPullsUseTheProxy(docker: Docker, proxy: PullProxy, log: Logger): Promise<void> {
+  let info: DockerdProxyInfo;
+  try {
+    // dockerode takes the signal although its types do not say so.
+    const withSignal = docker.info.bind(docker) as unknown as (opts: { abortSignal: AbortSignal }) => Promise<DockerdProxyInfo>;
+    info = await withSignal({ abortSignal: AbortSignal.timeout(DOCKER_INFO_TIMEOUT_MS) });
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'could not ask dockerd whether it fetches images through the pull proxy');
+    return;
+  }
+  const problems = dockerdProxyProblems(info, proxy.port);
+  if (problems.length === 0) log.info({ pull_proxy: proxy.url }, 'dockerd fetches images through the pull proxy');
+  for (const problem of problems) log.warn({ pull_proxy: proxy.url }, problem);
+}
+

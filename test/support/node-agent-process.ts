@@ -39,6 +39,7 @@ export function spawnAgent(env: Record<string, string>): AgentProcess {
       SVC_LOG_LEVEL: 'info',
       SVC_SSH_PORT: '0',
       SVC_JUPYTER_PORT: '0',
+      SVC_PULL_PROXY_PORT: '0',
       SVC_ACCESS_BIND_HOST: '127.0.0.1',
       SVC_IMAGE_GC_HIGH_PERCENT: '100',
       SVC_IMAGE_GC_LOW_PERCENT: '100',

@@ -244,6 +244,12 @@ export const agentSettings = {
     '',
     "Comma-separated registries (`host` or `host:port`, as image names write them) instances may pull from although they are on loopback, private or link-local addresses, e.g. the provider's own mirror. Others on such addresses are refused: Docker pulls from the host's place in the network, and its errors, which the tenant reads, quote what answered.",
   ),
+  pullProxyPort: setting(
+    'SVC_PULL_PROXY_PORT',
+    Type.Integer({ minimum: 0, maximum: 65535 }),
+    3129,
+    "Port on 127.0.0.1 of the proxy dockerd fetches images through (set HTTP_PROXY and HTTPS_PROXY in dockerd's environment to http://127.0.0.1:<port>): every connection a pull makes, to a registry, its token service or a redirected download, must go to a public address or a registry in SVC_INSTANCE_PRIVATE_REGISTRIES. The agent warns at start when dockerd does not use it. 0 picks a free port.",
+  ),
   hostFirewall: setting(
     'SVC_HOST_FIREWALL',
     Type.Boolean(),

@@ -563,7 +563,7 @@ describe('isolation and limits', () => {
     const refused = task();
     const err = await rejection(guarded.startTask(refused));
     expect(err.code).toBe('pull_failed');
-    expect(err.message).toBe(`image registry ${REGISTRY} is at a loopback address (127.0.0.1): instances pull only from registries on public addresses`);
+    expect(err.message).toBe(`image registry ${REGISTRY} is at a loopback address: instances pull only from registries on public addresses`);
     expect(err.recoverable).toBe(false);
     expect(await docker.listContainers({ all: true, filters: { name: [containerName(refused)] } })).toEqual([]);
     const replica = await guarded.startTask(task({ kind: 'replica' }));

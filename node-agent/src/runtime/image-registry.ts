@@ -10,10 +10,11 @@
 // whether or not the image is already on the node. Replicas, whose images the provider
 // chooses, are not checked. A name is resolved here and again by dockerd, so a registry
 // that answers DNS differently the second time gets through (as with any check before a
-// connection someone else makes); what its error can quote is cut (docker-errors.ts).
+// connection someone else makes); what its error can quote is cut (docker-errors.ts). The
+// pull proxy (pull-proxy.ts) checks again, at each connection dockerd makes.
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { classifyAddress } from '@svc/shared/address-class';
+import { classifyAddress, type AddressClass } from '@svc/shared/address-class';
 
 /** Docker Hub, where an image without a registry comes from. */
 export const DEFAULT_REGISTRY = 'docker.io';
@@ -47,21 +48,34 @@ export interface RegistryPolicy {
 
 const resolveAll = async (host: string): Promise<string[]> => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 
-/** Why an instance may not use `image`, or null when it may (a name that does not resolve is left to Docker's own error). */
+/** The addresses `host` stands for: itself when it is one, else what it resolves to (empty when nothing). */
+export async function addressesOf(host: string, policy: RegistryPolicy): Promise<string[]> {
+  if (isIP(host)) return [host];
+  if (host === 'localhost') return ['127.0.0.1'];
+  return (policy.resolve ?? resolveAll)(host).catch(() => []);
+}
+
+/** The kind of the first address that is not on the public internet, or null when all are. */
+export function nonPublicKind(addresses: readonly string[]): AddressClass | null {
+  for (const address of addresses) {
+    const kind = classifyAddress(address);
+    if (kind !== 'public') return kind;
+  }
+  return null;
+}
+
+/**
+ * Why an instance may not use `image`, or null when it may (a name that does not resolve is
+ * left to Docker's own error). A name is not told what it resolved to: the tenant reads
+ * this, and the provider's private names are none of its business.
+ */
 export async function registryRefusal(image: string, policy: RegistryPolicy): Promise<string | null> {
   const registry = registryOf(image);
   if (registry === DEFAULT_REGISTRY) return null;
   const host = registryHost(registry);
   if (policy.allowed.some((entry) => entry.toLowerCase() === registry || entry.toLowerCase() === host)) return null;
-  let addresses: string[];
-  if (isIP(host)) addresses = [host];
-  else if (host === 'localhost') addresses = ['127.0.0.1'];
-  else addresses = await (policy.resolve ?? resolveAll)(host).catch(() => []);
-  for (const address of addresses) {
-    const kind = classifyAddress(address);
-    if (kind !== 'public') {
-      return `image registry ${registry} is at a ${kind} address (${address}): instances pull only from registries on public addresses`;
-    }
-  }
-  return null;
+  const kind = nonPublicKind(await addressesOf(host, policy));
+  if (kind === null) return null;
+  const where = isIP(host) ? `is at a ${kind} address` : `resolves to a ${kind} address`;
+  return `image registry ${registry} ${where}: instances pull only from registries on public addresses`;
 }

@@ -13,6 +13,7 @@ export function protocolOnlyAgentEnv(env: Record<string, string>): Record<string
     SVC_HOST_FIREWALL: 'false',
     SVC_SSH_PORT: '0',
     SVC_JUPYTER_PORT: '0',
+    SVC_PULL_PROXY_PORT: '0',
     SVC_ACCESS_BIND_HOST: '127.0.0.1',
     // Only at a full disk: a CI machine's may be 90% full without that being the test.
     SVC_DISK_PRESSURE_PERCENT: '100',
