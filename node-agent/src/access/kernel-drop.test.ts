@@ -19,6 +19,14 @@ describe('entryOf and listOf', () => {
     expect(entryOf(address)).toBe(entry);
     expect(listOf(entryOf(address))).toBe(list);
   });
+
+  it.each([
+    ['2001:db8:1:2:3:4:5:6', '2001:db8:1::', PENALIZED_LISTS.ipv6Site],
+    ['203.0.113.9', '203.0.113.9', PENALIZED_LISTS.ipv4],
+  ])('the site of %s', (address, entry, list) => {
+    expect(entryOf(address, true)).toBe(entry);
+    expect(listOf(entryOf(address, true), true)).toBe(list);
+  });
 });
 
 // A chain of the test's own whose rules name the lists, so the kernel makes their files.
@@ -27,9 +35,9 @@ const rule = (tool: string, list: string) => execFileSync(tool, ['-w', '-A', CHA
 const contents = (list: string) => readFileSync(`/proc/net/xt_recent/${list}`, 'utf8');
 
 beforeAll(() => {
-  for (const [tool, list] of [['iptables', PENALIZED_LISTS.ipv4], ['ip6tables', PENALIZED_LISTS.ipv6]] as const) {
+  for (const [tool, lists] of [['iptables', [PENALIZED_LISTS.ipv4]], ['ip6tables', [PENALIZED_LISTS.ipv6, PENALIZED_LISTS.ipv6Site]]] as const) {
     execFileSync(tool, ['-w', '-N', CHAIN]);
-    rule(tool, list);
+    for (const list of lists) rule(tool, list);
   }
 });
 
@@ -44,8 +52,8 @@ describe('KernelDropList', () => {
   it('puts a source in the kernel list for its penalty and takes it out after', async () => {
     const errors: Error[] = [];
     const list = new KernelDropList({ onError: (err) => errors.push(err) });
-    list.drop('198.51.100.77', 300);
-    list.drop('2001:db8:77:1::9', 300);
+    list.drop('198.51.100.77', { ms: 300, site: false });
+    list.drop('2001:db8:77:1::9', { ms: 300, site: false });
     await vi.waitFor(() => {
       expect(contents(PENALIZED_LISTS.ipv4)).toContain('src=198.51.100.77 ');
       expect(contents(PENALIZED_LISTS.ipv6)).toContain('src=2001:0db8:0077:0001:0000:0000:0000:0000 ');
@@ -59,18 +67,35 @@ describe('KernelDropList', () => {
     expect(errors).toEqual([]);
   });
 
+  it("drops an IPv6 site as a whole in the site list, apart from its networks' entries", async () => {
+    const list = new KernelDropList({ onError: (err) => expect.fail(err.message) });
+    list.drop('2001:db8:79:1::9', { ms: 60_000, site: false });
+    list.drop('2001:db8:79:2::9', { ms: 60_000, site: true });
+    await vi.waitFor(() => {
+      expect(contents(PENALIZED_LISTS.ipv6)).toContain('src=2001:0db8:0079:0001:0000:0000:0000:0000 ');
+      expect(contents(PENALIZED_LISTS.ipv6Site)).toContain('src=2001:0db8:0079:0000:0000:0000:0000:0000 ');
+    });
+    expect(list.size).toBe(2);
+    // Kept while its entry stands, from any network of the site.
+    list.keep('2001:db8:79:ffff::1', { ms: 100, site: true });
+    expect(list.size).toBe(2);
+    await list.close();
+    expect(contents(PENALIZED_LISTS.ipv6)).not.toContain('2001:0db8:0079');
+    expect(contents(PENALIZED_LISTS.ipv6Site)).not.toContain('2001:0db8:0079');
+  });
+
   it('hands a source to the kernel again when the agent still refuses it after its entry ended', async () => {
     const list = new KernelDropList({ onError: () => undefined });
-    list.drop('198.51.100.80', 100);
+    list.drop('198.51.100.80', { ms: 100, site: false });
     // The agent forgets the entry at once and writes the kernel's file after: wait for both.
     await vi.waitFor(() => {
       expect(list.size).toBe(0);
       expect(contents(PENALIZED_LISTS.ipv4)).not.toContain('198.51.100.80');
     }, { timeout: 2_000 });
-    list.keep('198.51.100.80', 60_000);
+    list.keep('198.51.100.80', { ms: 60_000, site: false });
     await vi.waitFor(() => expect(contents(PENALIZED_LISTS.ipv4)).toContain('src=198.51.100.80 '));
     // Kept while its entry stands: its own time holds (a drop would have ended it in 100 ms).
-    list.keep('198.51.100.80', 100);
+    list.keep('198.51.100.80', { ms: 100, site: false });
     await new Promise((r) => setTimeout(r, 300));
     expect(list.size).toBe(1);
     expect(contents(PENALIZED_LISTS.ipv4)).toContain('src=198.51.100.80 ');
@@ -79,8 +104,8 @@ describe('KernelDropList', () => {
 
   it('leaves loopback to the agent, and takes everything out when closed', async () => {
     const list = new KernelDropList({ onError: () => undefined });
-    list.drop('127.0.0.9', 60_000);
-    list.drop('198.51.100.78', 60_000);
+    list.drop('127.0.0.9', { ms: 60_000, site: false });
+    list.drop('198.51.100.78', { ms: 60_000, site: false });
     expect(list.size).toBe(1);
     await vi.waitFor(() => expect(contents(PENALIZED_LISTS.ipv4)).toContain('src=198.51.100.78 '));
     expect(contents(PENALIZED_LISTS.ipv4)).not.toContain('127.0.0.9');
@@ -91,7 +116,7 @@ describe('KernelDropList', () => {
   it('says when the kernel has no such list (no host firewall): the agent goes on refusing by itself', async () => {
     const errors: Error[] = [];
     const list = new KernelDropList({ procDir: '/nonexistent', onError: (err) => errors.push(err) });
-    list.drop('198.51.100.79', 60_000);
+    list.drop('198.51.100.79', { ms: 60_000, site: false });
     await vi.waitFor(() => expect(errors.map((e) => (e as NodeJS.ErrnoException).code)).toEqual(['ENOENT']));
     await list.close();
   });

@@ -7,9 +7,11 @@
 // (an IPv6 client: its /64), which drains in real time. Once a network's penalty exceeds
 // `min`, its new connections are closed at once, before any cryptography or parsing,
 // until the penalty has drained; it never exceeds `max`. A client that logs in, or fails
-// now and then, never accumulates enough to be refused.
+// now and then, never accumulates enough to be refused. An IPv6 client's site (its /48)
+// adds up its networks' penalties and is refused as a whole past SITE_SHARE times `min`,
+// draining SITE_SHARE times as fast.
 import { BlockList, isIP } from 'node:net';
-import { clientNetwork } from '@svc/shared';
+import { clientNetwork, clientSite, SITE_SHARE } from '@svc/shared';
 
 export interface PenaltyPolicy<Kind extends string> {
   /** Milliseconds of penalty each kind of ending adds. */
@@ -25,65 +27,124 @@ export interface PenaltyPolicy<Kind extends string> {
 }
 
 interface Penalty {
-  expiresAt: number;
-  /** Exceeded `min` at some point: refused until it expires. */
+  /** Milliseconds of penalty left as of `at`. */
+  level: number;
+  at: number;
+  /** Exceeded the threshold at some point: refused until it drains. */
   active: boolean;
 }
 
-export class SourcePenalties<Kind extends string> {
-  /** By source network, oldest first (Map order), so overflow forgets the oldest. */
+/** A refusal: how many more milliseconds it lasts, and whether it is the whole site's. */
+export interface Refusal {
+  ms: number;
+  /** The source's site (an IPv6 /48) is refused, not only its network. */
+  site: boolean;
+}
+
+interface BookLimits {
+  /** Refused once its penalty exceeds this. */
+  minMs: number;
+  /** Penalties accumulate up to this. */
+  maxMs: number;
+  maxSources: number;
+  /** Milliseconds of penalty that drain each millisecond. */
+  drainRate: number;
+}
+
+/** Penalties by key, each refused once past `minMs` until it has drained. */
+class PenaltyBook {
+  /** Oldest first (Map order), so overflow forgets the oldest. */
   private readonly penalties = new Map<string, Penalty>();
+
+  constructor(
+    private readonly limits: BookLimits,
+    private readonly now: () => number,
+  ) {}
+
+  get size(): number {
+    return this.penalties.size;
+  }
+
+  refusedFor(key: string): number {
+    const penalty = this.current(key);
+    return penalty?.active ? Math.ceil(penalty.level / this.limits.drainRate) : 0;
+  }
+
+  /** Adds `ms`; when this starts the key's refusal, the ms it lasts, else 0. */
+  add(key: string, ms: number): number {
+    let penalty = this.current(key);
+    if (!penalty) {
+      if (this.penalties.size >= this.limits.maxSources) this.penalties.delete(this.penalties.keys().next().value!);
+      penalty = { level: 0, at: this.now(), active: false };
+      this.penalties.set(key, penalty);
+    }
+    penalty.level = Math.min(penalty.level + ms, this.limits.maxMs);
+    if (penalty.active || penalty.level <= this.limits.minMs) return 0;
+    penalty.active = true;
+    return Math.ceil(penalty.level / this.limits.drainRate);
+  }
+
+  /** The key's penalty drained to now; a drained one is forgotten. */
+  private current(key: string): Penalty | undefined {
+    const penalty = this.penalties.get(key);
+    if (!penalty) return undefined;
+    const now = this.now();
+    penalty.level -= (now - penalty.at) * this.limits.drainRate;
+    penalty.at = now;
+    if (penalty.level > 0) return penalty;
+    this.penalties.delete(key);
+    return undefined;
+  }
+}
+
+export class SourcePenalties<Kind extends string> {
+  private readonly networks: PenaltyBook;
+  /**
+   * IPv6 sites (/48s), each the sum of its networks' penalties, with SITE_SHARE clients'
+   * allowance: refused past SITE_SHARE times `min`, draining SITE_SHARE times as fast. A
+   * party with a /48 has 65,536 /64s and would otherwise be refused network by network,
+   * never as a whole; a site is refused only when its networks together fail faster than
+   * SITE_SHARE clients could go on failing unrefused, so a scanner or two among a hosting
+   * provider's customers who share a /48 shut out nobody. An IPv4 source's site is itself.
+   */
+  private readonly sites: PenaltyBook;
   private readonly exempt = new BlockList();
 
   constructor(
     private readonly policy: PenaltyPolicy<Kind>,
-    private readonly now: () => number = Date.now,
+    now: () => number = Date.now,
   ) {
     for (const cidr of policy.exempt) {
       const { address, prefix, family } = parseCidr(cidr);
       this.exempt.addSubnet(address, prefix, family);
     }
+    this.networks = new PenaltyBook({ ...policy, drainRate: 1 }, now);
+    this.sites = new PenaltyBook({ minMs: policy.minMs * SITE_SHARE, maxMs: policy.maxMs * SITE_SHARE, maxSources: policy.maxSources, drainRate: SITE_SHARE }, now);
   }
 
   /** Networks with a penalty (drained ones included until next looked at). */
   get size(): number {
-    return this.penalties.size;
+    return this.networks.size;
   }
 
-  /** How many more milliseconds connections from `address` are refused; 0: admitted. */
-  refusedFor(address: string): number {
-    const network = clientNetwork(address);
-    const penalty = this.penalties.get(network);
-    if (!penalty) return 0;
-    const left = penalty.expiresAt - this.now();
-    if (left <= 0) {
-      this.penalties.delete(network);
-      return 0;
-    }
-    return penalty.active ? left : 0;
+  /** How long connections from `address` are still refused, and why; null: admitted. */
+  refusedFor(address: string): Refusal | null {
+    const site = siteOf(address);
+    const siteMs = site === undefined ? 0 : this.sites.refusedFor(site);
+    if (siteMs > 0) return { ms: siteMs, site: true };
+    const ms = this.networks.refusedFor(clientNetwork(address));
+    return ms > 0 ? { ms, site: false } : null;
   }
 
-  /** A connection from `address` ended as `kind`; when this starts its refusal, the ms it lasts, else 0. */
-  penalize(address: string, kind: Kind): number {
+  /** A connection from `address` ended as `kind`; the refusal this starts (the site's first), or null. */
+  penalize(address: string, kind: Kind): Refusal | null {
     const ms = this.policy.durations[kind];
-    if (ms <= 0 || this.isExempt(address)) return 0;
-    const network = clientNetwork(address);
-    const now = this.now();
-    let penalty = this.penalties.get(network);
-    if (penalty && penalty.expiresAt <= now) {
-      this.penalties.delete(network);
-      penalty = undefined;
-    }
-    if (penalty) {
-      penalty.expiresAt = Math.min(penalty.expiresAt + ms, now + this.policy.maxMs);
-    } else {
-      if (this.penalties.size >= this.policy.maxSources) this.penalties.delete(this.penalties.keys().next().value!);
-      penalty = { expiresAt: now + Math.min(ms, this.policy.maxMs), active: false };
-      this.penalties.set(network, penalty);
-    }
-    if (penalty.active || penalty.expiresAt - now <= this.policy.minMs) return 0;
-    penalty.active = true;
-    return penalty.expiresAt - now;
+    if (ms <= 0 || this.isExempt(address)) return null;
+    const network = this.networks.add(clientNetwork(address), ms);
+    const site = siteOf(address);
+    const siteMs = site === undefined ? 0 : this.sites.add(site, ms);
+    if (siteMs > 0) return { ms: siteMs, site: true };
+    return network > 0 ? { ms: network, site: false } : null;
   }
 
   private isExempt(address: string): boolean {
@@ -92,6 +153,17 @@ export class SourcePenalties<Kind extends string> {
     const family = isIP(address);
     return family !== 0 && this.exempt.check(address, family === 4 ? 'ipv4' : 'ipv6');
   }
+}
+
+/** Whose penalty a refusal is, for the log: the source's own or its whole site's. */
+export function penaltyHolder(refusal: Refusal): string {
+  return refusal.site ? 'its site (an IPv6 /48)' : 'source';
+}
+
+/** An IPv6 source's site (its /48); undefined for IPv4, whose site is its network. */
+function siteOf(address: string): string | undefined {
+  const site = clientSite(address);
+  return site.endsWith('/48') ? site : undefined;
 }
 
 /** `a.b.c.d/n`, `x:y::/n` or a bare address; throws with what is wrong. */

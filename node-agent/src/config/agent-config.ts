@@ -206,7 +206,7 @@ export const agentSettings = {
     'SVC_JUPYTER_SOURCE_PENALTIES',
     Type.String({ minLength: 1 }),
     JUPYTER_PENALTY_DEFAULT_TEXT,
-    "Penalties for Jupyter requests refused for want of the instance's token or for a path no instance serves (401, 404), in SVC_SSH_SOURCE_PENALTIES's syntax: each adds its time to its source (an IPv6 source: its /64), draining in real time; while a source's penalty exceeds min, its connections to every Jupyter port are closed at once, before a byte is read. Words given override the defaults; off: no penalties. Behind a TLS proxy that hides its clients, exempt the proxy (SVC_JUPYTER_PENALTY_EXEMPT).",
+    "Penalties for Jupyter requests refused for want of the instance's token or for a path no instance serves (401, 404), in SVC_SSH_SOURCE_PENALTIES's syntax: each adds its time to its source (an IPv6 source: its /64, and its /48, refused past four times min and draining four times as fast), draining in real time; while a source's penalty exceeds min, its connections to every Jupyter port are closed at once, before a byte is read. Words given override the defaults; off: no penalties. Behind a TLS proxy that hides its clients, exempt the proxy (SVC_JUPYTER_PENALTY_EXEMPT).",
   ),
   jupyterPenaltyExempt: setting(
     'SVC_JUPYTER_PENALTY_EXEMPT',
@@ -436,7 +436,7 @@ export const agentSettings = {
     'SVC_SSH_SOURCE_PENALTIES',
     Type.String({ minLength: 1 }),
     SSH_PENALTY_DEFAULT_TEXT,
-    "Penalties for SSH connections that end without logging in, as OpenSSH's PerSourcePenalties: each adds its time to its source (an IPv6 source: its /64), which drains in real time; while a source's penalty exceeds min, its connections are closed at once, before the key exchange (about 1 ms of the agent's CPU each, measured, which a client can ask for without doing any work itself). noauth: left without trying to log in; authfail: left after failed logins; grace-exceeded: closed at SVC_SSH_HANDSHAKE_TIMEOUT_MS. Words given override the defaults; off: no penalties.",
+    "Penalties for SSH connections that end without logging in, as OpenSSH's PerSourcePenalties: each adds its time to its source (an IPv6 source: its /64, and its /48, refused past four times min and draining four times as fast), which drains in real time; while a source's penalty exceeds min, its connections are closed at once, before the key exchange (about 1 ms of the agent's CPU each, measured, which a client can ask for without doing any work itself). noauth: left without trying to log in; authfail: left after failed logins; grace-exceeded: closed at SVC_SSH_HANDSHAKE_TIMEOUT_MS. Words given override the defaults; off: no penalties.",
   ),
   sshPenaltyExempt: setting(
     'SVC_SSH_PENALTY_EXEMPT',

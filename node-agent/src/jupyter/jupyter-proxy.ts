@@ -30,7 +30,7 @@ import { jupyterOrigin, portOrder, type JupyterPortRange } from './jupyter-origi
 import { JupyterPortMemory } from './port-memory.js';
 import { JupyterConnectionCaps, type JupyterConnectionLimits } from './connection-caps.js';
 import { RefusalLog } from '../access/refusal-log.js';
-import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
+import { penaltyHolder, SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
 import type { JupyterPenaltyKind } from './jupyter-penalties.js';
 import type { KernelDropList } from '../access/kernel-drop.js';
 
@@ -207,9 +207,9 @@ export class JupyterProxy {
   private admit(instanceId: string, socket: Socket, server: Server): void {
     const source = socket.remoteAddress ?? 'unknown';
     // A penalized source is closed before a byte is read: no parse, no answer.
-    const penalized = this.penalties?.refusedFor(source) ?? 0;
-    if (penalized > 0) {
-      this.refusals.note(source, `penalized ${Math.ceil(penalized / 1000)} s more for refused requests (SVC_JUPYTER_SOURCE_PENALTIES)`, 'Jupyter connection refused');
+    const penalized = this.penalties?.refusedFor(source);
+    if (penalized) {
+      this.refusals.note(source, `${penaltyHolder(penalized)} penalized ${Math.ceil(penalized.ms / 1000)} s more for refused requests (SVC_JUPYTER_SOURCE_PENALTIES)`, 'Jupyter connection refused');
       this.options.kernelDrop?.keep(source, penalized);
       socket.destroy();
       return;
@@ -243,11 +243,11 @@ export class JupyterProxy {
   private penalize(req: IncomingMessage, gate: { status: number }): void {
     if (gate.status !== 401 && gate.status !== 404) return;
     const source = req.socket.remoteAddress ?? 'unknown';
-    const refusedFor = this.penalties?.penalize(source, 'refused') ?? 0;
-    if (refusedFor === 0) return;
+    const refusedFor = this.penalties?.penalize(source, 'refused');
+    if (!refusedFor) return;
     this.options.kernelDrop?.drop(source, refusedFor);
     this.options.log.warn(
-      { ip: source, refused_for_s: Math.ceil(refusedFor / 1000) },
+      { ip: source, refused_for_s: Math.ceil(refusedFor.ms / 1000), site: refusedFor.site },
       'Jupyter source penalized: its connections are refused until the penalty drains (SVC_JUPYTER_SOURCE_PENALTIES)',
     );
   }

@@ -90,6 +90,7 @@ describe('buildFirewallRules', () => {
       `-A ${FORWARD_CHAIN} -i svcr+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
       `-A ${FORWARD_CHAIN} -i svcr+ ${REJECT}`,
       `-A ${INPUT_CHAIN} ! -i lo -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m recent --rcheck --seconds 600 --reap --name svc-penalized6 --mask ffff:ffff:ffff:ffff:: --rsource -j DROP`,
+      `-A ${INPUT_CHAIN} ! -i lo -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m recent --rcheck --seconds 600 --reap --name svc-penalized6-site --mask ffff:ffff:ffff:: --rsource -j DROP`,
       `-A ${INPUT_CHAIN} -i svci+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
       `-A ${INPUT_CHAIN} -i svci+ ${REJECT}`,
       `-A ${INPUT_CHAIN} -i svcr+ -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
@@ -104,6 +105,8 @@ describe('buildFirewallRules', () => {
     );
     // An IPv6 source is its /64, as the penalties count it.
     expect(rules(internet.ipv6).filter((r) => r.startsWith(`-A ${INPUT_CHAIN} `))[0]).toContain(`--name ${PENALIZED_LISTS.ipv6} --mask ffff:ffff:ffff:ffff:: `);
+    // ...or, when its whole site is refused, the site's /48.
+    expect(rules(internet.ipv6).filter((r) => r.startsWith(`-A ${INPUT_CHAIN} `))[1]).toContain(`--name ${PENALIZED_LISTS.ipv6Site} --mask ffff:ffff:ffff:: `);
   });
 
   it('refuses TCP with a reset (not rate-limited, unlike ICMP errors) and the rest with ICMP', () => {

@@ -30,9 +30,9 @@ export const REFUSE_CHAIN = 'SVC-ISOLATION-REFUSE';
 /**
  * The kernel's lists (xt_recent) of sources the agent penalized (access/kernel-drop.ts):
  * their new TCP connections to this host are dropped before the agent accepts them. An
- * IPv6 source is a /64, as the penalties count it.
+ * IPv6 source is a /64, as the penalties count it, or its whole /48 (its site) in a list of its own.
  */
-export const PENALIZED_LISTS = { ipv4: 'svc-penalized', ipv6: 'svc-penalized6' } as const;
+export const PENALIZED_LISTS = { ipv4: 'svc-penalized', ipv6: 'svc-penalized6', ipv6Site: 'svc-penalized6-site' } as const;
 /** The longest an entry drops its source: one the agent could not take out (it stopped) ages out. */
 export const PENALIZED_MAX_SECONDS = 600;
 
@@ -160,7 +160,10 @@ export function buildFirewallRules(policy: FirewallPolicy): FirewallRules {
   const backstop: FirewallHook = { table: 'security', from: 'FORWARD', to: FORWARD_CHAIN };
   return {
     ipv4: restore([...forwardRules(policy, REFUSE, true), penalized(PENALIZED_LISTS.ipv4, '255.255.255.255'), ...input], forwardRules(policy, DROP, false)),
-    ipv6: restore([...forwardRulesV6(REFUSE), penalized(PENALIZED_LISTS.ipv6, 'ffff:ffff:ffff:ffff::'), ...input], forwardRulesV6(DROP)),
+    ipv6: restore(
+      [...forwardRulesV6(REFUSE), penalized(PENALIZED_LISTS.ipv6, 'ffff:ffff:ffff:ffff::'), penalized(PENALIZED_LISTS.ipv6Site, 'ffff:ffff:ffff::'), ...input],
+      forwardRulesV6(DROP),
+    ),
     hooks: {
       ipv4: [{ table: 'filter', from: 'DOCKER-USER', to: FORWARD_CHAIN }, { table: 'filter', from: 'INPUT', to: INPUT_CHAIN }, backstop],
       // Docker makes no IPv6 chains for networks without IPv6: hook into FORWARD itself.

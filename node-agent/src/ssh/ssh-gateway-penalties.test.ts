@@ -80,7 +80,7 @@ afterAll(async () => {
  * (whose server half costs the agent about 1 ms) and leaves. Resolves with whether the
  * gateway answered with its banner, or closed the connection without one.
  */
-function exchangeAndLeave(from: string, gatewayPort = port): Promise<'served' | 'refused'> {
+function exchangeAndLeave(from: string, gatewayPort = port, host = '127.0.0.1'): Promise<'served' | 'refused'> {
   return new Promise((resolve, reject) => {
     const client = new ssh2.Client();
     let served = false;
@@ -93,7 +93,7 @@ function exchangeAndLeave(from: string, gatewayPort = port): Promise<'served' | 
       // Closed before the key exchange: 'close' follows and says refused.
       if (served) reject(err);
     });
-    client.connect({ host: '127.0.0.1', port: gatewayPort, localAddress: from, username: 'nobody', hostVerifier: () => true, readyTimeout: 5_000 });
+    client.connect({ host, port: gatewayPort, localAddress: from, username: 'nobody', hostVerifier: () => true, readyTimeout: 5_000 });
   });
 }
 
@@ -194,6 +194,41 @@ describe('SSH source penalties', () => {
     // At most max (4 s) later it is served again.
     await new Promise((r) => setTimeout(r, 4_100));
     expect(await exchangeAndLeave('127.0.0.8', shortPort)).toBe('served');
+  });
+});
+
+describe('SSH source penalties, by IPv6 site', () => {
+  // Addresses on loopback from several /64s of one /48 (one party with a tunnel broker's
+  // /48 has 65,536 of them), one from another /48, and the gateway's own.
+  const site = (n: number) => `2001:db8:5:${n}::1`;
+  const otherSite = '2001:db8:6:1::1';
+  const gatewayAddress = '2001:db8:ff::1';
+  const addresses = [...Array.from({ length: 14 }, (_, i) => site(i + 1)), otherSite, gatewayAddress];
+  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
+  let sitePort: number;
+
+  beforeAll(async () => {
+    for (const address of addresses) ip('-6', 'addr', 'replace', `${address}/128`, 'dev', 'lo', 'nodad');
+    // Each connection that leaves adds 20 s; a network is refused past 30 s, its site
+    // past 120 s (SITE_SHARE = 4), which drains 4 s a second.
+    sitePort = await startGateway({ SVC_SSH_SOURCE_PENALTIES: 'noauth:20s authfail:20s min:30s max:10m' }, { host: gatewayAddress });
+  });
+
+  afterAll(() => {
+    for (const address of addresses) ip('-6', 'addr', 'del', `${address}/128`, 'dev', 'lo');
+  });
+
+  it('a /48 whose /64s each leave once is refused as a whole once together they pass four times the threshold; another /48 is not', async () => {
+    const knocks: string[] = [];
+    // Each /64 once (20 s, under a network's 30 s). Six (120 s) cannot pass the site's 120 s;
+    // the seventh does unless the knocks took over 5 s, the ninth unless over 15 s.
+    for (let n = 1; n <= 12 && knocks.at(-1) !== 'refused'; n++) knocks.push(await exchangeAndLeave(site(n), sitePort, gatewayAddress));
+    expect(knocks.slice(0, 7)).toEqual(Array(7).fill('served'));
+    expect(knocks.length).toBeLessThanOrEqual(10);
+    expect(knocks.at(-1)).toBe('refused');
+    // A /64 of that site never seen before is refused before the key exchange; another site is served.
+    expect(await exchangeAndLeave(site(14), sitePort, gatewayAddress)).toBe('refused');
+    expect(await exchangeAndLeave(otherSite, sitePort, gatewayAddress)).toBe('served');
   });
 });
 

@@ -26,7 +26,7 @@ import { handleSession, type SessionHandle, type SessionLimits } from './ssh-ses
 import { ThrottledSocket, type Throttle } from '../access/throttled-socket.js';
 import { LinkBudget, TokenBucket } from '../access/token-bucket.js';
 import { RefusalLog } from '../access/refusal-log.js';
-import { SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
+import { penaltyHolder, SourcePenalties, type PenaltyPolicy } from '../access/source-penalties.js';
 import type { KernelDropList } from '../access/kernel-drop.js';
 import { sshPenaltyOf, type ConnectionEnding, type SshPenaltyKind } from './ssh-penalties.js';
 
@@ -130,9 +130,9 @@ export class SshGateway {
     const { limits } = this.options;
     const source = socket.remoteAddress ?? 'unknown';
     // A penalized source is refused before ssh2 sees the socket: no banner, no key exchange.
-    const penalized = this.penalties?.refusedFor(source) ?? 0;
-    if (penalized > 0) {
-      this.refusals.note(source, `penalized ${Math.ceil(penalized / 1000)} s more for connections that ended without logging in (SVC_SSH_SOURCE_PENALTIES)`, 'SSH connection refused');
+    const penalized = this.penalties?.refusedFor(source);
+    if (penalized) {
+      this.refusals.note(source, `${penaltyHolder(penalized)} penalized ${Math.ceil(penalized.ms / 1000)} s more for connections that ended without logging in (SVC_SSH_SOURCE_PENALTIES)`, 'SSH connection refused');
       this.options.kernelDrop?.keep(source, penalized);
       socket.destroy();
       return;
@@ -203,11 +203,11 @@ export class SshGateway {
   private penalize(source: string, ending: ConnectionEnding): void {
     const kind = sshPenaltyOf(ending);
     if (kind === undefined) return;
-    const refusedFor = this.penalties?.penalize(source, kind) ?? 0;
-    if (refusedFor === 0) return;
+    const refusedFor = this.penalties?.penalize(source, kind);
+    if (!refusedFor) return;
     this.options.kernelDrop?.drop(source, refusedFor);
     this.options.log.warn(
-      { ip: source, last: kind, refused_for_s: Math.ceil(refusedFor / 1000) },
+      { ip: source, last: kind, refused_for_s: Math.ceil(refusedFor.ms / 1000), site: refusedFor.site },
       'SSH source penalized: its connections are refused until the penalty drains (SVC_SSH_SOURCE_PENALTIES)',
     );
   }
