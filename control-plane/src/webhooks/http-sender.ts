@@ -8,7 +8,7 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { AttemptOutcome } from './retry-schedule.js';
-import { refusedAddress, systemResolver, urlHost, type Resolver, type TargetPolicy } from './target-policy.js';
+import { refusedAddress, urlHost, webhookResolver, type Resolver, type TargetPolicy } from './target-policy.js';
 
 export interface AttemptRequest {
   url: string;
@@ -31,7 +31,7 @@ export class BlockedTargetError extends Error {
  * connection when any address it resolves to fails the policy (DNS rebinding: the name
  * pointed somewhere public when the subscription was made).
  */
-export function guardedLookup(policy: TargetPolicy, resolve: Resolver = systemResolver): LookupFunction {
+export function guardedLookup(policy: TargetPolicy, resolve: Resolver = webhookResolver(policy)): LookupFunction {
   return (hostname, options, callback) => {
     const host = hostname.toLowerCase();
     resolve(host).then(
@@ -59,7 +59,7 @@ function describeError(err: NodeJS.ErrnoException): string {
   return err.code ? `${err.code}: ${err.message}` : err.message;
 }
 
-export function httpSender(policy: TargetPolicy, now: () => number = Date.now, resolve: Resolver = systemResolver): AttemptSender {
+export function httpSender(policy: TargetPolicy, now: () => number = Date.now, resolve: Resolver = webhookResolver(policy)): AttemptSender {
   const lookup = guardedLookup(policy, resolve);
   return (request) =>
     new Promise<AttemptOutcome>((resolve, reject) => {

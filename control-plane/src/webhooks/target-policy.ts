@@ -11,6 +11,7 @@ import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import { classifyAddress } from '@svc/shared/address-class';
 import { ConfigError } from '@svc/shared/errors';
+import { resolveTenantName } from '@svc/shared/tenant-dns';
 import { parseCidr, type ParsedCidr } from '../orgs/ip-allowlist.js';
 
 export interface TargetPolicy {
@@ -63,7 +64,14 @@ export function refusedAddress(host: string, address: string, policy: TargetPoli
 /** Every address a host name resolves to; injectable so tests can play a rebinding DNS. */
 export type Resolver = (host: string) => Promise<LookupAddress[]>;
 
-export const systemResolver: Resolver = (host) => lookup(host, { all: true, verbatim: true });
+/**
+ * How the sender resolves: a tenant's host by DNS queries of its own (@svc/shared/tenant-dns,
+ * so a name whose servers never answer holds nobody else's lookups), a host the operator
+ * allowed as the machine resolves it (its hosts file included).
+ */
+export function webhookResolver(policy: TargetPolicy): Resolver {
+  return (host) => (policy.allowedHosts.has(host) ? lookup(host, { all: true, verbatim: true }) : resolveTenantName(host));
+}
 
 /**
  * Why a subscription may not use `raw`, or null. Resolves the host (every address)

@@ -7,7 +7,7 @@ import { newId } from '@svc/shared/ids';
 import type { Store } from '../store/store.js';
 import { ALL_EVENT_TYPES, EVENT_TYPES } from './event-types.js';
 import { generateSecret } from './signing.js';
-import { refusedUrl, systemResolver, type Resolver, type TargetPolicy } from './target-policy.js';
+import { refusedUrl, webhookResolver, type Resolver, type TargetPolicy } from './target-policy.js';
 import type { DeliveryHistory, DeliveryRecord, WebhookSubscriptionRecord } from './webhook-store.js';
 
 /** Webhook subscriptions one organization may hold (Stripe allows 16 endpoints). */
@@ -56,7 +56,7 @@ export class WebhookService {
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly policy: TargetPolicy,
-    private readonly resolve: Resolver = systemResolver,
+    private readonly resolve: Resolver = webhookResolver(policy),
   ) {}
 
   async create(input: CreateWebhookInput): Promise<CreatedWebhook> {

@@ -15,6 +15,7 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { classifyAddress, type AddressClass } from '@svc/shared/address-class';
+import { resolveTenantName } from '@svc/shared/tenant-dns';
 
 /** Docker Hub, where an image without a registry comes from. */
 export const DEFAULT_REGISTRY = 'docker.io';
@@ -46,13 +47,20 @@ export interface RegistryPolicy {
   resolve?: (host: string) => Promise<string[]>;
 }
 
-const resolveAll = async (host: string): Promise<string[]> => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+/** A name a tenant chose: by DNS queries of the agent's own, not the host's queue (@svc/shared/tenant-dns). */
+const resolveTenantAddresses = async (host: string): Promise<string[]> => (await resolveTenantName(host)).map((a) => a.address);
 
-/** The addresses `host` stands for: itself when it is one, else what it resolves to (empty when nothing). */
-export async function addressesOf(host: string, policy: RegistryPolicy): Promise<string[]> {
+/** A name the operator listed, resolved as the host resolves it (its hosts file included). */
+const resolveListedName = async (host: string): Promise<string[]> => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+
+/**
+ * The addresses `host` stands for: itself when it is one, else what it resolves to (empty
+ * when nothing). `listed`: a registry the operator named, trusted to resolve promptly.
+ */
+export async function addressesOf(host: string, policy: RegistryPolicy, listed = false): Promise<string[]> {
   if (isIP(host)) return [host];
   if (host === 'localhost') return ['127.0.0.1'];
-  return (policy.resolve ?? resolveAll)(host).catch(() => []);
+  return (policy.resolve ?? (listed ? resolveListedName : resolveTenantAddresses))(host).catch(() => []);
 }
 
 /** The kind of the first address that is not on the public internet, or null when all are. */

@@ -51,7 +51,7 @@ export async function checkDestination(host: string, port: number, policy: Regis
   const name = host.toLowerCase();
   const withPort = isIPv6(name) ? `[${name}]:${port}` : `${name}:${port}`;
   const listed = policy.allowed.some((entry) => entry === name || entry === withPort || entry === `[${name}]`);
-  const addresses = await addressesOf(name, policy);
+  const addresses = await addressesOf(name, policy, listed);
   if (addresses.length === 0) return { refused: `${host} does not resolve`, status: 502 };
   if (!listed) {
     const kind = nonPublicKind(addresses);
