@@ -174,7 +174,7 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
     expect(util(idle)).toMatchObject({ instance: '', org: '' });
     // Exactly one GPU of the eight is busy, in every series.
     expect(all.filter((s) => s.labels.instance === running.id)).toHaveLength(all.filter((s) => s.labels.UUID === running.gpuUuid).length);
-    expect(all.filter((s) => s.labels.instance !== '' && s.labels.instance !== running.id)).toEqual([]);
+    expect(all.filter((s) => s.labels.UUID !== undefined && s.labels.instance !== '' && s.labels.instance !== running.id)).toEqual([]);
   });
 
   it('DCGM_FI_DEV_XID_ERRORS is the last XID a GPU reported', async () => {
@@ -195,10 +195,10 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
     const remarks = `${result.stdout}${result.stderr}`.split('\n').filter((l) => l.trim() !== '');
     // dcgm-exporter's names and labels are what dashboards query; promtool's style lint
     // (lower-case "_total" on counters, snake_case labels) is knowingly not followed.
-    // svc_gpu_healthy shares the labels so that it joins with the DCGM series.
+    // svc_gpu_healthy and svc_node_isolation_warning share the labels so that they join with the DCGM series.
     const allowed = [
       /^DCGM_FI_DEV_ECC_[SD]BE_VOL_TOTAL counter metrics should have "_total" suffix$/,
-      /^(DCGM_FI_DEV_\w+|svc_gpu_healthy) label names should be written in 'snake_case' not 'camelCase'$/,
+      /^(DCGM_FI_DEV_\w+|svc_gpu_healthy|svc_node_isolation_warning) label names should be written in 'snake_case' not 'camelCase'$/,
     ];
     for (const remark of remarks) expect(allowed.some((a) => a.test(remark.trim())), remark).toBe(true);
   });
@@ -207,9 +207,17 @@ describe("operators' GPU metrics (dcgm-exporter names and labels)", () => {
     const alerts = new URL('../control-plane/alerts/', import.meta.url).pathname;
     const check = spawnSync('promtool', ['check', 'rules', 'gpu-alerts.yml'], { cwd: alerts, encoding: 'utf8', timeout: 60_000 });
     expect(check.status, check.stdout + check.stderr).toBe(0);
-    expect(check.stdout).toContain('SUCCESS: 4 rules found');
+    expect(check.stdout).toContain('SUCCESS: 5 rules found');
     const tests = spawnSync('promtool', ['test', 'rules', 'gpu-alerts.test.yml'], { cwd: alerts, encoding: 'utf8', timeout: 60_000 });
     expect(tests.status, tests.stdout + tests.stderr).toBe(0);
+  });
+
+  it("svc_node_isolation_warning names what the node's agent reported: here, dockerd pulls around its pull proxy", async () => {
+    // This machine's dockerd has no proxy set (scripts/setup-host.sh), so the agent says so.
+    const all = samples(await scrape()).filter((s) => s.name === 'svc_node_isolation_warning');
+    expect(all).toContainEqual({ name: 'svc_node_isolation_warning', labels: { Hostname: HOSTNAME, node: nodeId, pool: 'na', warning: 'pulls_bypass_proxy' }, value: 1 });
+    // Not on the public port: where isolation is weaker is the operator's to know.
+    expect(await (await fetch(`${cp.baseUrl}/metrics`)).text()).not.toContain('isolation');
   });
 
   it('svc_gpu_healthy, which GpuUnhealthy reads, is 0 for a GPU the agent took out of service', async () => {

@@ -457,6 +457,7 @@ describe('svcctl nodes', () => {
     const { identity, session } = await connectedNode(plane);
     session.send({ telemetry: { sampled_at_ms: Date.now(), gpus: [gpuSample(0), gpuSample(1)] } });
     session.send({ health_event: { gpu_uuid: gpuSample(1).uuid, gpu_index: 1, kind: 'XID', xid: 79, healthy: false, message: 'XID 79', at_ms: 0 } });
+    session.send({ host_facts: { hostname: 'gpu-host-1', isolation_warnings: ['pulls_bypass_proxy', 'no_log_limit'] } });
     session.send({ heartbeat: { seq: 1, sent_at_ms: 0 } });
     await session.next((m) => m.body === 'ack');
     await plane.gateway.registry.flush();
@@ -471,6 +472,9 @@ describe('svcctl nodes', () => {
       [false, 'XID 79'],
     ]);
     expect(shown.timeline.map((e: { kind: string }) => e.kind)).toEqual(['xid', 'node_up']);
+    // What the agent said weakens isolation on its host, for the operator to see per node.
+    expect(shown.host_facts.isolation_warnings).toEqual(['pulls_bypass_proxy', 'no_log_limit']);
+    expect((await run('nodes', 'show', identity.node_id)).stdout).toMatch(/^Isolation pulls_bypass_proxy, no_log_limit$/m);
 
     const table = (await run('nodes', 'list')).stdout;
     expect(table).toContain(identity.node_id);

@@ -237,9 +237,11 @@ describe('node agent session', () => {
       else process.env.CC = cc;
     }
     expect(cp.enrollments).toEqual([]);
-    // Turned off, it starts (and says what that costs, in its log).
+    // Turned off, it starts (and says what that costs, in its log and to the control plane).
     const { agent: a } = await agent(cp, { SVC_TASK_LOG_BYTES_PER_SECOND: '0' });
     await cp.waitFor(() => cp.sessions.length === 1, 5_000, 'session');
+    const facts = await cp.waitFor(() => cp.messagesOf('host_facts')[0], 5_000, 'host facts');
+    expect(facts.isolation_warnings).toContain('no_log_limit');
     await a.stop();
   });
 
@@ -257,6 +259,11 @@ describe('node agent session', () => {
     const warning = lines.find((l) => l.msg.includes("HTTP_PROXY and HTTPS_PROXY are not the agent's pull proxy"));
     expect(warning?.pull_proxy).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const port = Number(new URL(warning!.pull_proxy!).port);
+    // The control plane hears it too, with the host facts.
+    const facts = await cp.waitFor(() => cp.messagesOf('host_facts')[0], 5_000, 'host facts');
+    expect(facts.isolation_warnings).toContain('pulls_bypass_proxy');
+    expect(facts.isolation_warnings).not.toContain('no_host_firewall');
+    expect(facts.isolation_warnings).not.toContain('no_log_limit');
 
     const socket = connect(port, '127.0.0.1');
     socket.write('CONNECT 169.254.169.254:80 HTTP/1.1\r\nHost: 169.254.169.254:80\r\n\r\n');

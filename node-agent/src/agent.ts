@@ -20,6 +20,7 @@ import { dockerdProxyProblems, startPullProxy, type DockerdProxyInfo, type PullP
 import { buildLogInit, type LogLimit } from './runtime/log-init.js';
 import { GIB, MIB } from './runtime/task-limits.js';
 import { cgroupVersion } from './host-facts/cgroup-version.js';
+import type { IsolationWarning } from './host-facts/isolation-warnings.js';
 import { applyKernelSettings, corePatternGoesToTheHost, kernelSettingsFor } from './host-facts/kernel-settings.js';
 import { DiskPressureWatch, dockerDiskFacts } from './host-facts/disk-pressure.js';
 import { dockerRootDir } from './runtime/disk-usage.js';
@@ -47,6 +48,8 @@ export interface RunningAgent {
 
 export async function startAgent(config: AgentConfig, deps: { log: Logger; clock: Clock }): Promise<RunningAgent> {
   const { log, clock } = deps;
+  // Reported with the host facts, so the control plane shows what the log says here.
+  const isolationWarnings: IsolationWarning[] = [];
   // Reads the TLS files: a missing one fails here, before anything is opened.
   const dialer = new ControlPlaneDialer(config);
   if (config.hostFirewall) {
@@ -58,6 +61,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     }
     log.info({ instance_outbound: config.instanceOutbound, allow_cidrs: config.instanceAllowCidrList, blocked_ports: config.instanceBlockedPorts }, 'host firewall installed');
   } else {
+    isolationWarnings.push('no_host_firewall');
     log.warn('SVC_HOST_FIREWALL=false: task containers can reach this host and each other unless another firewall stops them');
   }
   for (const outcome of await applyKernelSettings(kernelSettingsFor(config))) {
@@ -66,11 +70,13 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     else if ('error' in outcome) log.warn({ sysctl: name, err: outcome.error }, failedMessage);
   }
   if ((await cgroupVersion()) === 1) {
+    isolationWarnings.push('cgroup_v1');
     log.warn(
       "this host runs cgroup v1, which charges no container for the writes the kernel flushes in the background: one instance can write past its disk bandwidth through the page cache (docs/security.md); run tenants on cgroup v2",
     );
   }
   if (!config.containerCoreDumps && (await corePatternGoesToTheHost())) {
+    isolationWarnings.push('core_dumps_to_host');
     log.warn("SVC_CONTAINER_CORE_DUMPS=false and this host's core_pattern hands dumps to a program: every crash in a container runs it on the host's CPU, outside the container's quota");
   }
   let logLimit: LogLimit | undefined;
@@ -81,6 +87,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
       throw new ConfigError(`${(err as Error).message}; or set SVC_TASK_LOG_BYTES_PER_SECOND=0 to run instances without it`);
     }
   } else {
+    isolationWarnings.push('no_log_limit');
     log.warn("SVC_TASK_LOG_BYTES_PER_SECOND=0: Docker copies whatever an instance prints, on the host's CPU");
   }
   let libraryPath = config.nvmlLibrary || undefined;
@@ -108,7 +115,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     await nvml.close();
     throw new ConfigError(`${(err as Error).message} (SVC_PULL_PROXY_PORT)`);
   }
-  await warnUnlessPullsUseTheProxy(docker, pullProxy, log);
+  if (!(await warnUnlessPullsUseTheProxy(docker, pullProxy, log))) isolationWarnings.push('pulls_bypass_proxy');
   try {
     access = await startAccess(config, { docker, log });
   } catch (err) {
@@ -215,6 +222,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
               ...(await collectHostFacts({ nvml, hostname: config.nodeName, agentVersion: AGENT_VERSION, log })),
               ...access.service.hostFacts(),
               ...dockerDiskFacts(await diskPressure.current()),
+              isolation_warnings: isolationWarnings,
             }),
             onHostFactsChange: (listener) => diskPressure.onChange(listener),
           },
@@ -252,8 +260,8 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
 /** A start does not wait on a dockerd that does not answer: the sessions report that engine's state. */
 const DOCKER_INFO_TIMEOUT_MS = 10_000;
 
-/** Says at every start when dockerd fetches images around the pull proxy (pull-proxy.ts). */
-async function warnUnlessPullsUseTheProxy(docker: Docker, proxy: PullProxy, log: Logger): Promise<void> {
+/** Says at every start when dockerd fetches images around the pull proxy (pull-proxy.ts); true when it does not. */
+async function warnUnlessPullsUseTheProxy(docker: Docker, proxy: PullProxy, log: Logger): Promise<boolean> {
   let info: DockerdProxyInfo;
   try {
     // dockerode takes the signal although its types do not say so.
@@ -261,10 +269,11 @@ async function warnUnlessPullsUseTheProxy(docker: Docker, proxy: PullProxy, log:
     info = await withSignal({ abortSignal: AbortSignal.timeout(DOCKER_INFO_TIMEOUT_MS) });
   } catch (err) {
     log.warn({ err: (err as Error).message }, 'could not ask dockerd whether it fetches images through the pull proxy');
-    return;
+    return false;
   }
   const problems = dockerdProxyProblems(info, proxy.port);
   if (problems.length === 0) log.info({ pull_proxy: proxy.url }, 'dockerd fetches images through the pull proxy');
   for (const problem of problems) log.warn({ pull_proxy: proxy.url }, problem);
+  return problems.length === 0;
 }
 

@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { systemClock } from '@svc/shared/clock';
 import { parseTtlSeconds } from '../nodes/node-credentials.js';
+import { isolationWarnings } from '../nodes/node-status.js';
 import { isPool } from '../models/pools.js';
 import { formatAgo, formatGiB, shortUuid } from '../nodes/views.js';
 import type { OperatorClient } from '../operators/fleet-operations.js';
@@ -242,6 +243,7 @@ function printNodeDetail(v: DetailView, now: number, lastSeenAt: number | null):
     `NVIDIA    driver ${fact('nvidia_driver_version')}, CUDA ${fact('cuda_version')}${
       f.nvml_available === false ? ` — NVML unavailable: ${fact('nvml_unavailable_reason')}` : ''
     }`,
+    `Isolation ${isolationWarnings({ hostFacts: f }).join(', ') || (v.protocol_version >= 7 && typeof f.hostname === 'string' ? 'no warnings' : '-')}`,
     `Access    ${
       typeof f.ssh_port === 'number' && f.ssh_port > 0
         ? `ssh ${fact('public_host')}:${fact('ssh_port')} (host key ${fact('ssh_host_key_fingerprint')}), Jupyter :${fact('jupyter_port')}`

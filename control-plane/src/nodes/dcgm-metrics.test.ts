@@ -106,3 +106,19 @@ describe('dcgm-exporter metrics', () => {
     expect(util.map((l) => /node="(\w+)"/.exec(l)![1] + ':' + /gpu="(\d)"/.exec(l)![1])).toEqual(['node_1:0', 'node_2:0', 'node_2:1']);
   });
 });
+
+describe('svc_node_isolation_warning', () => {
+  it("is 1 for each warning a node's agent reports, a newer agent's code too; nothing for a node without any", async () => {
+    const text = await renderDcgmMetrics([
+      { node: { ...node, hostFacts: { isolation_warnings: ['pulls_bypass_proxy', 'cgroup_v1', 'pulls_bypass_proxy', 'from_a_newer_agent', 'Not "a" label', 7] } }, gpus: [], lastXid: new Map() },
+      { node: { id: 'node_2', hostname: 'gpu-2', pool: 'eu', hostFacts: { isolation_warnings: [] } }, gpus: [], lastXid: new Map() },
+      { node: { id: 'node_3', hostname: 'gpu-3', pool: 'eu', hostFacts: null }, gpus: [], lastXid: new Map() },
+    ]);
+    const series = text.split('\n').filter((l) => l.startsWith('svc_node_isolation_warning{'));
+    expect(series).toEqual([
+      'svc_node_isolation_warning{Hostname="gpu-1",node="node_1",pool="na",warning="pulls_bypass_proxy"} 1',
+      'svc_node_isolation_warning{Hostname="gpu-1",node="node_1",pool="na",warning="cgroup_v1"} 1',
+      'svc_node_isolation_warning{Hostname="gpu-1",node="node_1",pool="na",warning="from_a_newer_agent"} 1',
+    ]);
+  });
+});

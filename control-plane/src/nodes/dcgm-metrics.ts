@@ -2,12 +2,14 @@
 // (its etc/default-counters.csv), so dashboards built for dcgm-exporter (NVIDIA's Grafana
 // dashboard among them) read our fleet unchanged. Built from the latest telemetry the
 // control plane holds; a value the GPU does not report (NVML "not supported") is left out,
-// never exported as 0. Pure apart from prom-client's formatting.
+// never exported as 0. Pure apart from prom-client's formatting. Beside them, one series
+// per node: the isolation warnings its agent reports.
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { GpuRecord, NodeRecord } from '../store/node-store.js';
+import { isolationWarnings } from './node-status.js';
 
 export interface DcgmNodeInput {
-  node: Pick<NodeRecord, 'id' | 'hostname' | 'pool'>;
+  node: Pick<NodeRecord, 'id' | 'hostname' | 'pool'> & Partial<Pick<NodeRecord, 'hostFacts'>>;
   gpus: GpuRecord[];
   /** The last XID each GPU reported (by UUID); a GPU without one exports 0, as dcgm-exporter does. */
   lastXid: ReadonlyMap<string, number>;
@@ -108,5 +110,12 @@ export async function renderDcgmMetrics(nodes: readonly DcgmNodeInput[]): Promis
       }
     }
   }
+  // Per node, not per GPU: on this listener only, since where isolation is weaker is no
+  // one's business but the operator's (the public /metrics would point an attacker at it).
+  const warnings = new Gauge({ name: 'svc_node_isolation_warning', help: NODE_ISOLATION_HELP, labelNames: ['Hostname', 'node', 'pool', 'warning'], registers: [registry] });
+  for (const { node } of sorted) for (const warning of isolationWarnings(node)) warnings.set({ Hostname: node.hostname, node: node.id, pool: node.pool, warning }, 1);
   return registry.metrics();
 }
+
+const NODE_ISOLATION_HELP =
+  "1 for each part of a node's set-up its agent reports as keeping tenants apart less well (HostFacts.isolation_warnings): pulls_bypass_proxy, no_host_firewall, cgroup_v1, no_log_limit, core_dumps_to_host.";

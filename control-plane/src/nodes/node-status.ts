@@ -73,6 +73,17 @@ type Schedulability = Pick<NodeRecord, 'status' | 'cordoned' | 'draining'> & { h
 /** The node said the disk holding Docker's data is nearly full (HostFacts.disk_pressure, protocol 5). */
 export const hasDiskPressure = (node: Schedulability): boolean => node.hostFacts?.['disk_pressure'] === true;
 
+/**
+ * What the node's agent reports of its host's set-up as keeping tenants apart less well
+ * (HostFacts.isolation_warnings, protocol 7); a code a newer agent sends is kept when it
+ * looks like one (it becomes a label value), at most 16.
+ */
+export function isolationWarnings(node: { hostFacts?: NodeRecord['hostFacts'] | undefined }): string[] {
+  const reported = node.hostFacts?.['isolation_warnings'];
+  if (!Array.isArray(reported)) return [];
+  return [...new Set(reported.filter((w): w is string => typeof w === 'string' && /^[a-z0-9_]{1,40}$/.test(w)))].slice(0, 16);
+}
+
 /** The scheduler may place new work only on ready nodes no operator has taken out and whose disk has room. */
 export function isSchedulable(node: Schedulability): boolean {
   return node.status === 'ready' && !node.cordoned && !node.draining && !hasDiskPressure(node);
