@@ -260,7 +260,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
 /** A start does not wait on a dockerd that does not answer: the sessions report that engine's state. */
 const DOCKER_INFO_TIMEOUT_MS = 10_000;
 
-/** Says at every start when dockerd fetches images around the pull proxy (pull-proxy.ts); true when it does not. */
+/** Says at every start whether dockerd fetches images through the pull proxy (pull-proxy.ts); true when it does. */
 async function warnUnlessPullsUseTheProxy(docker: Docker, proxy: PullProxy, log: Logger): Promise<boolean> {
   let info: DockerdProxyInfo;
   try {
