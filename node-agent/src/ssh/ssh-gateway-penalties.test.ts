@@ -200,8 +200,8 @@ describe('SSH source penalties', () => {
 describe('SSH source penalties, by IPv6 site', () => {
   // Addresses on loopback from several /64s of one /48 (one party with a tunnel broker's
   // /48 has 65,536 of them), one from another /48, and the gateway's own.
-  const site = (n: number) => `2001:db8:5:${n}::1`;
-  const otherSite = '2001:db8:6:1::1';
+  const site = (n: number) => `2001:db8:a5:${n}::1`;
+  const otherSite = '2001:db8:a6:1::1';
   const gatewayAddress = '2001:db8:ff::1';
   const addresses = [...Array.from({ length: 14 }, (_, i) => site(i + 1)), otherSite, gatewayAddress];
   const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
