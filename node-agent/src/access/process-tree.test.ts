@@ -1,5 +1,8 @@
-import { describe, expect, it } from 'vitest';
-import { descendants, parentPidOf } from './process-tree.js';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it, vi } from 'vitest';
+import { descendants, parentPidOf, processEnded, stateOf } from './process-tree.js';
 
 describe('process tree', () => {
   it('reads the parent pid even when the command name has spaces and parentheses', () => {
@@ -19,5 +22,31 @@ describe('process tree', () => {
     ]);
     expect(descendants(10, parents)).toEqual([10, 11, 13, 12]);
     expect(descendants(20, parents)).toEqual([20]);
+  });
+});
+
+describe('processEnded', () => {
+  it('reads the state even when the command name has spaces and parentheses', () => {
+    expect(stateOf('42 (a (weird) name) Z 1 42 42 0 -1')).toBe('Z');
+    expect(stateOf('42 (sleep) S 1 42')).toBe('S');
+    expect(stateOf('garbage')).toBeUndefined();
+  });
+
+  it('is false for a live process, true for a zombie not yet reaped and for one gone', async () => {
+    // sh starts a child that exits at once, then becomes `sleep`, which never reaps it: a
+    // zombie for as long as the sleep lasts, with /proc/<pid> still there.
+    const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 5'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      const [line] = (await once(parent.stdout!, 'data')) as [Buffer];
+      const zombie = Number(line.toString().trim());
+      await vi.waitFor(() => expect(readFileSync(`/proc/${zombie}/stat`, 'utf8')).toMatch(/\) Z /));
+      expect(existsSync(`/proc/${zombie}`)).toBe(true);
+      expect(await processEnded(zombie)).toBe(true);
+      expect(await processEnded(parent.pid!)).toBe(false);
+    } finally {
+      parent.kill('SIGKILL');
+    }
+    await once(parent, 'exit');
+    await vi.waitFor(async () => expect(await processEnded(parent.pid!)).toBe(true));
   });
 });

@@ -12,6 +12,25 @@ export function parentPidOf(statLine: string): number | undefined {
   return Number.isInteger(ppid) ? ppid : undefined;
 }
 
+/** The state letter of a /proc/<pid>/stat line (R, S, D, Z, X, ...). */
+export function stateOf(statLine: string): string | undefined {
+  const close = statLine.lastIndexOf(')');
+  return close === -1 ? undefined : statLine.slice(close + 2, close + 3) || undefined;
+}
+
+/**
+ * Whether process `pid` has ended: gone, or a zombie its parent has not reaped yet (its
+ * namespaces already went with it, while its /proc entry stays).
+ */
+export async function processEnded(pid: number, procRoot = '/proc'): Promise<boolean> {
+  try {
+    const state = stateOf(await readFile(`${procRoot}/${pid}/stat`, 'utf8'));
+    return state === 'Z' || state === 'X';
+  } catch {
+    return true;
+  }
+}
+
 /** `root` and its descendants, children after their parents, from a pid -> parent map. */
 export function descendants(root: number, parents: ReadonlyMap<number, number>): number[] {
   const children = new Map<number, number[]>();

@@ -4,7 +4,7 @@
 // only ever lists, re-adopts or sweeps containers carrying that label. Each task's
 // container runs alone on a network of its own (task-network.ts), made before the
 // container and removed after it.
-import { existsSync } from 'node:fs';
+import { processEnded } from '../access/process-tree.js';
 import Docker from 'dockerode';
 import { LABEL_NODE, buildContainerSpec, containerName, taskFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import {
@@ -563,9 +563,9 @@ export class DockerRuntime implements TaskRuntime {
       for (const step of steps) await step(started);
     } catch (err) {
       // Exited meanwhile: its namespace went with it. Docker can still say it runs a moment
-      // after its process is gone (seen: a command that exits at once, `nsenter: cannot
-      // open /proc/<pid>/ns/net`), so the process itself is asked first.
-      if (!existsSync(`/proc/${started.State.Pid}`) || !(await running())?.State.Running) return;
+      // after its process is gone, or is a zombie not yet reaped (seen: a command that exits
+      // at once, `nsenter: cannot open /proc/<pid>/ns/net`), so the process itself is asked first.
+      if ((await processEnded(started.State.Pid)) || !(await running())?.State.Running) return;
       throw await this.discardUnstarted(container.id, spec, err);
     }
   }
