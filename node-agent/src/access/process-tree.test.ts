@@ -33,13 +33,15 @@ describe('processEnded', () => {
   });
 
   it('is false for a live process, true for a zombie not yet reaped and for one gone', async () => {
-    // sh starts a child that exits at once, then becomes `sleep`, which never reaps it: a
-    // zombie for as long as the sleep lasts, with /proc/<pid> still there.
-    const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 5'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // sh starts a child, then becomes `sleep`, which never reaps it: once the child exits
+    // (after the exec, so that sh cannot reap it first) it is a zombie for as long as the
+    // sleep lasts, with /proc/<pid> still there.
+    const parent = spawn('sh', ['-c', 'sleep 1 & echo $!; exec sleep 10'], { stdio: ['ignore', 'pipe', 'ignore'] });
     try {
       const [line] = (await once(parent.stdout!, 'data')) as [Buffer];
       const zombie = Number(line.toString().trim());
-      await vi.waitFor(() => expect(readFileSync(`/proc/${zombie}/stat`, 'utf8')).toMatch(/\) Z /));
+      expect(await processEnded(zombie)).toBe(false);
+      await vi.waitFor(() => expect(readFileSync(`/proc/${zombie}/stat`, 'utf8')).toMatch(/\) Z /), { timeout: 5_000 });
       expect(existsSync(`/proc/${zombie}`)).toBe(true);
       expect(await processEnded(zombie)).toBe(true);
       expect(await processEnded(parent.pid!)).toBe(false);
