@@ -9,7 +9,7 @@
 // retry: about 6 s). A name in the machine's hosts file (`localhost` among them) is
 // answered from it, as `getaddrinfo` would, since DNS does not know it.
 import type { LookupAddress } from 'node:dns';
-import { Resolver } from 'node:dns/promises';
+import { lookup, Resolver } from 'node:dns/promises';
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 
@@ -32,6 +32,9 @@ export async function resolveTenantName(host: string, hostsFile = '/etc/hosts'):
   // "No such name" or "no such record" says least: a timeout or a refusal is the reason to give.
   throw reasons.find((e) => e.code !== 'ENOTFOUND' && e.code !== 'ENODATA') ?? reasons[0] ?? Object.assign(new Error(`${host} has no address`), { code: 'ENOTFOUND' });
 }
+
+/** A name the operator listed, resolved as the machine resolves it (its hosts file, its resolver's order). */
+export const resolveOperatorName = (host: string): Promise<LookupAddress[]> => lookup(host, { all: true, verbatim: true });
 
 /** The addresses a hosts file gives `host` (`address name alias...` lines, `#` comments). */
 export function hostsFileAddresses(text: string, host: string): LookupAddress[] {

@@ -7,11 +7,10 @@
 // default, and a receiver on this machine (127.0.0.1) is an explicit exception.
 // Production also requires https; development allows plain http.
 import type { LookupAddress } from 'node:dns';
-import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import { classifyAddress } from '@svc/shared/address-class';
 import { ConfigError } from '@svc/shared/errors';
-import { resolveTenantName } from '@svc/shared/tenant-dns';
+import { resolveOperatorName, resolveTenantName } from '@svc/shared/tenant-dns';
 import { parseCidr, type ParsedCidr } from '../orgs/ip-allowlist.js';
 
 export interface TargetPolicy {
@@ -70,7 +69,7 @@ export type Resolver = (host: string) => Promise<LookupAddress[]>;
  * allowed as the machine resolves it (its hosts file included).
  */
 export function webhookResolver(policy: TargetPolicy): Resolver {
-  return (host) => (policy.allowedHosts.has(host) ? lookup(host, { all: true, verbatim: true }) : resolveTenantName(host));
+  return (host) => (policy.allowedHosts.has(host) ? resolveOperatorName(host) : resolveTenantName(host));
 }
 
 /**

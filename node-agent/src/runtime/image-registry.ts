@@ -12,10 +12,9 @@
 // that answers DNS differently the second time gets through (as with any check before a
 // connection someone else makes); what its error can quote is cut (docker-errors.ts). The
 // pull proxy (pull-proxy.ts) checks again, at each connection dockerd makes.
-import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { classifyAddress, type AddressClass } from '@svc/shared/address-class';
-import { resolveTenantName } from '@svc/shared/tenant-dns';
+import { resolveOperatorName, resolveTenantName } from '@svc/shared/tenant-dns';
 
 /** Docker Hub, where an image without a registry comes from. */
 export const DEFAULT_REGISTRY = 'docker.io';
@@ -47,11 +46,8 @@ export interface RegistryPolicy {
   resolve?: (host: string) => Promise<string[]>;
 }
 
-/** A name a tenant chose: by DNS queries of the agent's own, not the host's queue (@svc/shared/tenant-dns). */
-const resolveTenantAddresses = async (host: string): Promise<string[]> => (await resolveTenantName(host)).map((a) => a.address);
-
-/** A name the operator listed, resolved as the host resolves it (its hosts file included). */
-const resolveListedName = async (host: string): Promise<string[]> => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+/** A tenant's name by DNS queries of the agent's own, a listed one as the host resolves it (@svc/shared/tenant-dns). */
+const resolveAddresses = async (host: string, listed: boolean): Promise<string[]> => (await (listed ? resolveOperatorName : resolveTenantName)(host)).map((a) => a.address);
 
 /**
  * The addresses `host` stands for: itself when it is one, else what it resolves to (empty
@@ -60,7 +56,7 @@ const resolveListedName = async (host: string): Promise<string[]> => (await look
 export async function addressesOf(host: string, policy: RegistryPolicy, listed = false): Promise<string[]> {
   if (isIP(host)) return [host];
   if (host === 'localhost') return ['127.0.0.1'];
-  return (policy.resolve ?? (listed ? resolveListedName : resolveTenantAddresses))(host).catch(() => []);
+  return (policy.resolve ? policy.resolve(host) : resolveAddresses(host, listed)).catch(() => []);
 }
 
 /** The kind of the first address that is not on the public internet, or null when all are. */
