@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import ssh2 from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { commitAndPush, deleteFreshImage } from '../node-agent/src/runtime/docker-test-images.js';
 import { SLEEPER_IMAGE } from './support/images.js';
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 import { eventually } from './support/node-agent-process.js';
@@ -143,8 +144,7 @@ describe('as a hostile tenant', () => {
     const image = `127.0.0.1:5000/svc/labelled-${randomBytes(4).toString('hex')}:1`;
     const builder = await docker.createContainer({ Image: SLEEPER_IMAGE, Labels: { 'svc.test': 'hostile-ssh' } });
     try {
-      const [repo, tag] = image.split(/:(?=[^:/]+$)/) as [string, string];
-      await builder.commit({ repo, tag, changes: `LABEL "svc.ssh-authorized-keys"="${author.publicKey.trim()}" "svc.network-mbps"="1"` });
+      await commitAndPush(docker, builder, image, `LABEL "svc.ssh-authorized-keys"="${author.publicKey.trim()}" "svc.network-mbps"="1"`);
     } finally {
       await builder.remove({ force: true });
     }
@@ -162,7 +162,7 @@ describe('as a hostile tenant', () => {
       await stack.api('POST', `/v1/instances/${victim.id}/terminate`, { force: true });
       await stack.waitFor(victim.id, ['terminated']);
     } finally {
-      await docker.getImage(image).remove({ force: true }).catch(() => undefined);
+      await deleteFreshImage(docker, image);
     }
   }, 180_000);
 

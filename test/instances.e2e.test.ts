@@ -198,6 +198,22 @@ describe('instances on a real Docker engine', () => {
     expect(await containersOf(body.id)).toEqual([]);
   }, 60_000);
 
+  it("runs none of the node's images a tenant names by an ID or a prefix of one: the API refuses IDs, a prefix fails as the pull it is, unbilled", async () => {
+    // The node holds images no tenant may run (the provider's model servers); a prefix of
+    // one's ID is what Docker would have run.
+    const id = (await docker.getImage(SLEEPER_IMAGE).inspect()).Id;
+    const refused = await create({ image: id });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ type: 'invalid_request', param: 'image', message: expect.stringContaining('names an image by its ID') });
+    const { body } = await create({ image: id.slice('sha256:'.length, 'sha256:'.length + 12) });
+    const failed = await waitFor(body.id, ['failed', 'ready'], 60_000);
+    expect(failed.status).toBe('failed');
+    expect(failed.failure_reason).toMatch(/^pull failed/);
+    const charges = (await api('GET', '/v1/billing/charges?limit=100')).body.data;
+    expect(charges.filter((c: { instance_id: string }) => c.instance_id === body.id)).toEqual([]);
+    expect(await containersOf(body.id)).toEqual([]);
+  }, 90_000);
+
   it("fails an instance whose registry stops sending, unbilled, and gives its GPU back", async () => {
     const registry = await startStallingRegistry();
     try {

@@ -55,6 +55,7 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
       [{ sku: 'h100-80gb', gpus: 1, duration_hours: 0.5 }, 'duration_hours'],
       [{ sku: 'h100-80gb', gpus: 1, duration_hours: 169 }, 'duration_hours'],
       [{ sku: 'h100-80gb', gpus: 1, image: 'UPPER/case' }, 'image'],
+      [{ sku: 'h100-80gb', gpus: 1, image: `sha256:${'c'.repeat(64)}` }, 'image'],
       [{ sku: 'h100-80gb', gpus: 1, ssh_keys: ['ssh-rsa AAAAB3NzaC1yc2E'] }, 'ssh_keys[0]'],
       [{ sku: 'h100-80gb', gpus: 1, labels: { k: 7 } }, 'labels.k'],
       [{ sku: 'h100-80gb', gpus: 1, colour: 'red' }, 'colour'],

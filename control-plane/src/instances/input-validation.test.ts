@@ -17,6 +17,11 @@ describe('imageReferenceProblem', () => {
     'refuses %s',
     (ref) => expect(imageReferenceProblem(ref)).toBeDefined(),
   );
+
+  // Docker reads these as a local image's ID, whatever repository it came from.
+  it.each(['sha256:' + 'c'.repeat(64), 'sha256:cd6c', 'c'.repeat(64)])('refuses the image ID %s', (ref) =>
+    expect(imageReferenceProblem(ref)).toMatch(/names an image by its ID/),
+  );
 });
 
 /** An OpenSSH public key line built from a real key pair (JWK -> SSH wire format). */

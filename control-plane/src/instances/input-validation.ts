@@ -1,5 +1,6 @@
 // Pure checks of instance inputs that JSON Schema cannot express: OCI image references,
 // OpenSSH public keys and labels. Each returns a problem string, or undefined when fine.
+import { imageIdProblem } from '@svc/shared/image-id';
 import { readSshStrings, rsaKeyProblem } from '@svc/shared/ssh-key';
 
 // distribution/reference grammar: [host[:port]/]path[:tag][@digest]; path lowercase.
@@ -13,6 +14,8 @@ const REMAINDER = new RegExp(`^${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::${TAG
 
 export function imageReferenceProblem(ref: string): string | undefined {
   if (ref.length > 512) return 'image reference is longer than 512 characters';
+  const byId = imageIdProblem(ref);
+  if (byId) return byId;
   const invalid = `"${ref}" is not a valid OCI image reference (e.g. registry.example.com/team/image:tag)`;
   // As Docker decides: the first component is a registry host only if it has a dot or a
   // port, or is "localhost"; otherwise the whole reference is a (lowercase) path.

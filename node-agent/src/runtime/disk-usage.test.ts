@@ -4,11 +4,11 @@ import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
+import { BUSYBOX_IMAGE, dockerAvailable, REGISTRY } from '../../../test/support/images.js';
 import { LABEL_NODE, type TaskSpec } from './container-spec.js';
 import { sumFirstColumn, type DiskUsage } from './disk-usage.js';
 import { DockerRuntime } from './docker-runtime.js';
-import { ensureBusybox } from './docker-test-images.js';
+import { commitAndPush, deleteFreshImage, ensureBusybox } from './docker-test-images.js';
 import { RuntimeError } from './runtime.js';
 
 const docker = new Docker();
@@ -17,7 +17,7 @@ const nodeId = `test-disk-${run}`;
 const runtime = new DockerRuntime({ docker, nodeId });
 const MIB = 1024 ** 2;
 /** An image like busybox that declares a VOLUME, as many public images do. */
-const VOLUME_IMAGE = `svc-test-volume:${run}`;
+const VOLUME_IMAGE = `${REGISTRY}/svc/runtime-test:volume-${run}`;
 
 let seq = 0;
 const start = (script: string, image = BUSYBOX_IMAGE) => {
@@ -50,14 +50,14 @@ beforeAll(async () => {
   if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
   await ensureBusybox(docker);
   const builder = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['true'], Labels: { 'svc.test': 'image-builder' } });
-  await builder.commit({ repo: 'svc-test-volume', tag: run, changes: 'VOLUME /data' });
+  await commitAndPush(docker, builder, VOLUME_IMAGE, 'VOLUME /data');
   await builder.remove({ force: true });
 });
 
 afterAll(async () => {
   const leftovers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${nodeId}`] } });
   await Promise.all(leftovers.map((c) => runtime.destroyTask(c.Id, { force: true })));
-  await docker.getImage(VOLUME_IMAGE).remove({ force: true }).catch(() => undefined);
+  await deleteFreshImage(docker, VOLUME_IMAGE);
 });
 
 describe('the disk a container takes on the host', () => {

@@ -15,10 +15,10 @@ import { ContainerProcess } from '../access/container-process.js';
 import { BUSYBOX_IMAGE, dockerAvailable, REGISTRY } from '../../../test/support/images.js';
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
 import { LABEL_INSTANCE, LABEL_NODE, SHARED_DEVICES_OFF, buildContainerSpec, containerName, type HostCapabilities, type TaskSpec } from './container-spec.js';
-import { DockerRuntime, withDefaultTag } from './docker-runtime.js';
+import { DockerRuntime } from './docker-runtime.js';
 import { DiskPressureWatch } from '../host-facts/disk-pressure.js';
 import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
-import { deleteFreshImage, ensureBusybox, pushFreshImage, pushZeroLayerImage } from './docker-test-images.js';
+import { commitAndPush, deleteFreshImage, ensureBusybox, pushFreshImage, pushZeroLayerImage } from './docker-test-images.js';
 import { RuntimeError, type PullProgress } from './runtime.js';
 import { DEFAULT_LIMIT_SETTINGS, GIB, MIB } from './task-limits.js';
 import { diskUnder } from '../host-facts/block-device.js';
@@ -109,15 +109,6 @@ afterEach(removeLeftovers);
 afterAll(async () => {
   await removeLeftovers();
   for (const ref of freshImages) await deleteFreshImage(docker, ref);
-});
-
-describe('withDefaultTag', () => {
-  it('adds :latest only where neither a tag nor a digest is given', () => {
-    expect(withDefaultTag('busybox')).toBe('busybox:latest');
-    expect(withDefaultTag('127.0.0.1:5000/svc/busybox')).toBe('127.0.0.1:5000/svc/busybox:latest');
-    expect(withDefaultTag('127.0.0.1:5000/svc/busybox:1')).toBe('127.0.0.1:5000/svc/busybox:1');
-    expect(withDefaultTag('svc/busybox@sha256:abc')).toBe('svc/busybox@sha256:abc');
-  });
 });
 
 describe('DockerRuntime: pulls', () => {
@@ -255,6 +246,37 @@ describe('DockerRuntime: pulls', () => {
     expect(err.message).toMatch(/svc\/nope:1.*(not found|manifest unknown)/);
     const made = await docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${spec.taskId}`] } });
     expect(made).toEqual([]);
+  });
+
+  it('runs no image an instance names by its ID or a prefix of it, as Docker would read them', async () => {
+    const id = (await docker.getImage(BUSYBOX_IMAGE).inspect()).Id;
+    const hex = id.slice('sha256:'.length);
+    for (const image of [id, hex, hex.slice(0, 12)]) {
+      const spec = task({ image });
+      const err = await rejection(runtime.startTask(spec));
+      expect(err.code).toBe('pull_failed');
+      // The two ID forms are refused as such; the prefix is a repository name (docker.io/library/<prefix>), which the node cannot pull.
+      if (image !== hex.slice(0, 12)) expect(err.message).toMatch(/names an image by its ID/);
+      const made = await docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${spec.taskId}`] } });
+      expect(made).toEqual([]);
+    }
+  });
+
+  it('does not run an image tagged on the node under the name an instance gives: it pulls that name, which the registry lacks; a replica runs it', async () => {
+    const repo = `${REGISTRY}/svc/local-only-${run}`;
+    await docker.getImage(BUSYBOX_IMAGE).tag({ repo, tag: '1' });
+    try {
+      const spec = task({ image: `${repo}:1` });
+      const err = await rejection(runtime.startTask(spec));
+      expect(err.code).toBe('pull_failed');
+      expect(err.message).toMatch(/local-only.*(not found|manifest unknown)/);
+      expect(await docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${spec.taskId}`] } })).toEqual([]);
+      // The provider's own tag still serves its replicas (an image loaded on an offline node).
+      const replica = await runtime.startTask(task({ kind: 'replica', image: `${repo}:1` }));
+      expect(replica.state).toBe('running');
+    } finally {
+      await docker.getImage(`${repo}:1`).remove({ noprune: true }).catch(() => undefined);
+    }
   });
 
   it('calls an unreachable registry a recoverable pull_failed', async () => {
@@ -538,7 +560,7 @@ describe('isolation and limits', () => {
     });
     const image = `127.0.0.1:5000/svc/runtime-test:hostile-${run}`;
     try {
-      await builder.commit({ repo: image.split(':hostile')[0], tag: `hostile-${run}` });
+      await commitAndPush(docker, builder, image);
     } finally {
       await builder.remove({ force: true });
     }
@@ -554,7 +576,7 @@ describe('isolation and limits', () => {
       expect(info.Config.Labels['svc.ssh-authorized-keys']).toBe('');
       await runtime.destroyTask(h.containerId, { force: true });
     } finally {
-      await docker.getImage(image).remove({ force: true });
+      await deleteFreshImage(docker, image);
     }
   });
 

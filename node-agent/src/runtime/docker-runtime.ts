@@ -26,6 +26,8 @@ import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { dnsLimitRules } from './task-dns-limit.js';
 import { registryRefusal, type RegistryPolicy } from './image-registry.js';
+import { cameFromRepository, withDefaultTag } from './image-reference.js';
+import { imageIdProblem } from '@svc/shared/image-id';
 import { filterNamespace } from './task-namespace-filter.js';
 import { ownSubnetRules, type OwnNetwork } from './task-own-subnet.js';
 import { detachPts, mountPts, ptsDir, sweepPts, unmountPts, type TaskPts } from './task-pts.js';
@@ -106,15 +108,6 @@ const asArgs = (value: string[] | string | null | undefined): string[] => (Array
 const parseDockerTime = (value: string | undefined): Date | null =>
   !value || value.startsWith('0001-01-01') ? null : new Date(value);
 
-/**
- * `busybox` and `busybox:latest` are one pull, so they share one in-flight entry.
- * (Registry host aliases such as docker.io/library/ are not unified.)
- */
-export const withDefaultTag = (ref: string): string => {
-  const name = ref.slice(ref.lastIndexOf('/') + 1);
-  return name.includes(':') || name.includes('@') ? ref : `${ref}:latest`;
-};
-
 export class DockerRuntime implements TaskRuntime {
   readonly docker: Docker;
   readonly nodeId: string;
@@ -154,18 +147,22 @@ export class DockerRuntime implements TaskRuntime {
     this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
 
-  async startTask(spec: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
+  async startTask(given: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
     // The agent does not trust its input: an empty or spaced reference makes docker-modem
     // follow a redirect to a bogus host and throw outside any promise.
-    if (!TASK_ID_SHAPE.test(spec.taskId) || !IMAGE_REFERENCE_SHAPE.test(spec.image)) {
-      throw new RuntimeError('create_failed', `invalid task: task id "${spec.taskId}", image reference "${spec.image}"`, false);
+    if (!TASK_ID_SHAPE.test(given.taskId) || !IMAGE_REFERENCE_SHAPE.test(given.image)) {
+      throw new RuntimeError('create_failed', `invalid task: task id "${given.taskId}", image reference "${given.image}"`, false);
     }
+    const byId = imageIdProblem(given.image);
+    if (byId) throw new RuntimeError('pull_failed', byId, false);
+    // Docker never reads a tagged name as a prefix of an image's ID (image-reference.ts).
+    const spec: TaskSpec = { ...given, image: withDefaultTag(given.image) };
     if (spec.kind === 'instance' && this.registryPolicy) {
       const refused = await registryRefusal(spec.image, this.registryPolicy);
       if (refused) throw new RuntimeError('pull_failed', refused, false);
     }
     const host = await this.host();
-    await this.ensureImage(spec.image, onProgress);
+    await this.ensureImage(spec, onProgress);
     this.imageUsed?.(spec.image);
     await this.ensureNetwork(spec);
     const { networkMbps, memoryBytes } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind, spec.gpuUuids.length);
@@ -415,16 +412,24 @@ export class DockerRuntime implements TaskRuntime {
     return this.hostCapabilities;
   }
 
-  /** Pulls only when the image is missing: a present tag is used as is (no "always pull"). */
-  private async ensureImage(image: string, onProgress?: ProgressListener): Promise<void> {
+  /**
+   * Pulls only when the image is missing: a present tag is used as is (no "always pull"),
+   * for an instance only when it came from the repository the instance names. Any other
+   * image under that name (the provider's, tagged or loaded on the node) is pulled over
+   * from that repository, or the instance fails as the pull does.
+   */
+  private async ensureImage(spec: TaskSpec, onProgress?: ProgressListener): Promise<void> {
+    const { image } = spec;
     try {
-      await this.docker.getImage(image).inspect();
-      onProgress?.({ image, fraction: 1, status: 'Image is present' });
-      return;
+      const present = await this.docker.getImage(image).inspect();
+      if (spec.kind !== 'instance' || cameFromRepository(present.RepoDigests, image)) {
+        onProgress?.({ image, fraction: 1, status: 'Image is present' });
+        return;
+      }
     } catch (err) {
       if (!isNotFound(err)) throw engineError(`inspect image ${image}`, err);
     }
-    await this.pulls.pull(withDefaultTag(image), onProgress);
+    await this.pulls.pull(image, onProgress);
   }
 
   private async pullImage(image: string, onProgress: ProgressListener): Promise<void> {
@@ -496,7 +501,7 @@ export class DockerRuntime implements TaskRuntime {
       if (dockerStatus(err) === 409) return this.adoptOrReplace(spec, host, err);
       // The image vanished between our check and the create (someone removed it): once more.
       if (isNotFound(err)) {
-        await this.pulls.pull(withDefaultTag(spec.image));
+        await this.pulls.pull(spec.image);
         return this.createContainer(spec, host, true);
       }
       throw taskFailed('create_failed', `create ${containerName(spec)}`, err);

@@ -40,6 +40,18 @@ async function createFromBusybox(docker: Docker, options: Docker.ContainerCreate
 }
 
 /**
+ * Commits `builder` as `ref` (a repository in the loopback registry) and pushes it, keeping
+ * the local copy: the agent runs an instance's present image only when it came from the
+ * repository the instance names, as a pushed one did.
+ */
+export async function commitAndPush(docker: Docker, builder: Docker.Container, ref: string, changes?: string): Promise<string> {
+  const [repo, tag] = ref.split(/:(?=[^:/]+$)/) as [string, string];
+  await builder.commit({ repo, tag, ...(changes ? { changes } : {}) });
+  await follow(docker, await docker.getImage(ref).push({ authconfig: { username: '', password: '', serveraddress: REGISTRY } }));
+  return ref;
+}
+
+/**
  * Pushes `${REGISTRY}/svc/runtime-test:<tag>`: busybox plus one layer of `payloadBytes`
  * random bytes (incompressible, so the download reports real progress), then removes it
  * locally. Returns the reference.

@@ -8,7 +8,7 @@ import type { Logger } from '@svc/shared';
 import { readDataFile, writeDataFile } from '../config/data-file.js';
 import { dockerStatus, isNotFound } from './docker-errors.js';
 import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
-import { withDefaultTag } from './docker-runtime.js';
+import { withDefaultTag } from './image-reference.js';
 import { imagesToRemove, type DiskSpace, type ImageGcThresholds, type PulledImage } from './image-gc-policy.js';
 
 export interface ImageGcSettings extends ImageGcThresholds {
