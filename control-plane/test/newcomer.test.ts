@@ -78,6 +78,29 @@ describe('a newcomer', () => {
     expect(table.stdout).toContain(`…${key.slice(-4)}`);
   });
 
+  it("prints a tenant's text inert: a key name full of terminal escapes and bidirectional controls drives nothing in the operator's terminal", async () => {
+    // What a tenant's own admin key may name its keys: set the window title, clear the
+    // screen, write the clipboard (OSC 52), and reverse what follows.
+    const admin = svcctl('keys', 'create', '--admin', '--json');
+    expect(admin.code).toBe(0);
+    const name = '\u001b]0;owned\u0007\u001b[2J\u001b]52;c;Y3VybCBldmlsfHNo\u0007\u009b31m\u202eok\r\nkey_fake';
+    const res = await fetch(`${baseUrl}/v1/admin/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${JSON.parse(admin.stdout).key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name }),
+    });
+    expect(res.status).toBe(201);
+    const unsafe = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/;
+    const table = svcctl('keys', 'list');
+    expect(table.code).toBe(0);
+    expect(table.stdout).not.toMatch(unsafe);
+    expect(table.stdout).toContain('\\x1b]0;owned\\x07\\x1b[2J\\x1b]52;c;Y3VybCBldmlsfHNo\\x07\\x9b31m\\u202eok\\x0d\\x0akey_fake');
+    // JSON keeps the name as it is, in JSON's own escapes.
+    const json = svcctl('keys', 'list', '--json');
+    expect(json.stdout).not.toMatch(unsafe);
+    expect(JSON.parse(json.stdout).data.map((k: { name: string | null }) => k.name)).toContain(name);
+  });
+
   it('sets an org IP allowlist that the running server enforces within seconds', async () => {
     expect(svcctl('orgs', 'set', 'default', '--ip-allowlist', '10.0.0.0/8').code).toBe(0);
     await eventually(async () => (await fetch(`${baseUrl}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status === 403);

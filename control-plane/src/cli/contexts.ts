@@ -2,7 +2,7 @@
 // operator keys, kept in the config file (SVC_CONFIG or ~/.config/svcctl/config.json).
 import type { Command } from 'commander';
 import { addContext, configPath, readConfig, removeContext, useContext, writeConfig } from './config-file.js';
-import { printJson, printTable } from './output.js';
+import { printJson, printTable, say } from './output.js';
 
 const masked = (key: string): string => `${key.slice(0, 6)}…${key.slice(-4)}`;
 
@@ -23,7 +23,7 @@ export function registerContextCommands(program: Command): void {
       const next = addContext(readConfig(path), name, { url: opts.url, key, insecure: opts.insecure === true }, opts.use);
       writeConfig(path, next);
       const insecure = next.contexts[name]!.insecure ? ' (insecure: the key goes over plain http)' : '';
-      process.stdout.write(`Context "${name}" points at ${next.contexts[name]!.url}${insecure}${next.current === name ? ' and is current' : ''} (${path}).\n`);
+      say(`Context "${name}" points at ${next.contexts[name]!.url}${insecure}${next.current === name ? ' and is current' : ''} (${path}).\n`);
     });
 
   context
@@ -32,7 +32,7 @@ export function registerContextCommands(program: Command): void {
     .action(async (name: string) => {
       const path = configPath();
       writeConfig(path, useContext(readConfig(path), name));
-      process.stdout.write(`Current context is "${name}".\n`);
+      say(`Current context is "${name}".\n`);
     });
 
   context
@@ -52,6 +52,6 @@ export function registerContextCommands(program: Command): void {
     .action(async (name: string) => {
       const path = configPath();
       writeConfig(path, removeContext(readConfig(path), name));
-      process.stdout.write(`Removed context "${name}".\n`);
+      say(`Removed context "${name}".\n`);
     });
 }

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { INSTANCE_STATUSES, TERMINAL, type InstanceStatus } from '../instances/lifecycle.js';
 import type { OperatorClient } from '../operators/fleet-operations.js';
 import { withClient } from './context.js';
-import { agoFrom, printJson, printTable, splitList, wholeNumber } from './output.js';
+import { agoFrom, inert, printJson, printTable, say, splitList, wholeNumber } from './output.js';
 
 type InstanceView = Awaited<ReturnType<OperatorClient['showInstance']>>;
 
@@ -90,11 +90,12 @@ export function registerInstanceCommands(program: Command): void {
           const tty = process.stdout.isTTY;
           while (view.status === 'provisioning' || view.status === 'starting') {
             const line = `${view.status.padEnd(12)} ${progressBar(view.progress?.fraction ?? null, view.progress?.phase ?? view.status)}`;
-            process.stdout.write(tty ? `\r${line}` : `${line}\n`);
+            // The carriage return redraws the line in place; the line itself is made inert.
+            process.stdout.write(tty ? `\r${inert(line)}` : `${inert(line)}\n`);
             await new Promise((r) => setTimeout(r, 250));
             view = await client.showInstance(id);
           }
-          if (tty) process.stdout.write('\n');
+          if (tty) say('\n');
         }
         if (opts.json) printJson(view);
         else printInstance(view);
@@ -111,7 +112,7 @@ export function registerInstanceCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const updated = await client.terminateInstance(id, opts.force);
         if (opts.json) return printJson(updated);
-        process.stdout.write(`${id} is ${updated.status}${updated.stop_pending_delivery ? '; the server delivers the stop to the node' : ''}.\n`);
+        say(`${id} is ${updated.status}${updated.stop_pending_delivery ? '; the server delivers the stop to the node' : ''}.\n`);
       }),
     );
 }

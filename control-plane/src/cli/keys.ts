@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { DEFAULT_OVERLAP_SECONDS } from '../keys/key-service.js';
 import type { KeyKind } from '../store/records.js';
 import { withClient } from './context.js';
-import { printJson, printTable, splitList, wholeNumber } from './output.js';
+import { printJson, printTable, say, splitList, wholeNumber } from './output.js';
 
 export function registerKeyCommands(program: Command): void {
   const keys = program.command('keys').description('API keys: create, list, rotate, revoke');
@@ -27,7 +27,7 @@ export function registerKeyCommands(program: Command): void {
           name: opts.name,
         });
         if (opts.json) return printJson(created);
-        process.stdout.write(
+        say(
           `Created ${created.admin ? 'admin ' : ''}key ${created.key_id} (${created.masked}) in org ${created.org_name} with scopes: ${created.scopes.join(' ')}\n` +
             `The key is shown once; store it now:\n${created.key}\n`,
         );
@@ -60,7 +60,7 @@ export function registerKeyCommands(program: Command): void {
       await withClient(cmd, async (client) => {
         const result = await client.rotateKey(keyId, overlap);
         if (opts.json) return printJson(result);
-        process.stdout.write(`Rotated ${keyId}. The old value stops working at ${result.old_key_expires_at}.\nNew value (shown once):\n${result.key}\n`);
+        say(`Rotated ${keyId}. The old value stops working at ${result.old_key_expires_at}.\nNew value (shown once):\n${result.key}\n`);
       });
     });
 
@@ -72,7 +72,7 @@ export function registerKeyCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const result = await client.revokeKey(keyId);
         if (opts.json) return printJson(result);
-        process.stdout.write(`Revoked ${result.key_id} at ${result.revoked_at}.\n`);
+        say(`Revoked ${result.key_id} at ${result.revoked_at}.\n`);
       }),
     );
 }

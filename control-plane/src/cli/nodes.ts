@@ -10,7 +10,7 @@ import { isPool } from '../models/pools.js';
 import { formatAgo, formatGiB, shortUuid } from '../nodes/views.js';
 import type { OperatorClient } from '../operators/fleet-operations.js';
 import { withClient } from './context.js';
-import { printJson, printTable, wholeNumber } from './output.js';
+import { printJson, printTable, say, wholeNumber } from './output.js';
 
 const dash = (value: number | string | null | undefined, unit = ''): string =>
   value === null || value === undefined || value === '' ? '-' : `${value}${unit}`;
@@ -107,7 +107,7 @@ export function registerNodeCommands(program: Command): void {
         withClient(cmd, async (client) => {
           const view = await client.setNodeState(ref, name);
           if (opts.json) return printJson(view);
-          process.stdout.write(`${view.id} (${view.hostname}) is now ${view.status_label}.\n`);
+          say(`${view.id} (${view.hostname}) is now ${view.status_label}.\n`);
         }),
       );
   }
@@ -123,8 +123,8 @@ export function registerNodeCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const result = await client.forgetNode(ref);
         if (opts.json) return printJson(result);
-        process.stdout.write(`${result.id} (${result.hostname}) is forgotten; ${result.instances.length} instance(s) settled as of ${result.last_seen_at ?? 'never'}.\n`);
-        for (const i of result.instances) process.stdout.write(`  ${i.id} ${i.status}\n`);
+        say(`${result.id} (${result.hostname}) is forgotten; ${result.instances.length} instance(s) settled as of ${result.last_seen_at ?? 'never'}.\n`);
+        for (const i of result.instances) say(`  ${i.id} ${i.status}\n`);
       }),
     );
 
@@ -159,7 +159,7 @@ export function registerNodeCommands(program: Command): void {
       await withClient(cmd, async (client) => {
         const view = await client.createToken({ pool: opts.pool, ttlSeconds });
         if (opts.json) return printJson(view);
-        process.stdout.write(
+        say(
           `Created enrollment token ${view.id}${view.pool ? ` for pool ${view.pool}` : ''}, valid until ${view.expires_at}, single use.\n` +
             `The token is shown once; start the agent with:\n  SVC_NODE_TOKEN=${view.token}\n`,
         );
@@ -184,7 +184,7 @@ export function registerNodeCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const view = await client.revokeToken(id);
         if (opts.json) return printJson(view);
-        process.stdout.write(view.state === 'used' ? `${id} was already used by ${view.used_by_node}; nothing to revoke.\n` : `Revoked ${id}.\n`);
+        say(view.state === 'used' ? `${id} was already used by ${view.used_by_node}; nothing to revoke.\n` : `Revoked ${id}.\n`);
       }),
     );
 
@@ -212,7 +212,7 @@ export function registerNodeCommands(program: Command): void {
           succeeded: 'done: the agent cleared the health verdict',
           failed: `failed: ${view.error_code}: ${view.error_message}`,
         };
-        process.stdout.write(`Reset health of ${target} on ${view.node_id} (${view.id}): ${outcome[view.state]}.\n`);
+        say(`Reset health of ${target} on ${view.node_id} (${view.id}): ${outcome[view.state]}.\n`);
         if (view.state === 'failed') process.exitCode = 1;
       });
     });
@@ -251,7 +251,7 @@ function printNodeDetail(v: DetailView, now: number, lastSeenAt: number | null):
     }`,
     '',
   ];
-  process.stdout.write(`${lines.join('\n')}\n`);
+  say(`${lines.join('\n')}\n`);
   printTable(
     ['#', 'NAME', 'UUID', 'MEM USED/TOTAL GiB', 'UTIL', 'TEMP', 'POWER', 'HEALTH'],
     v.gpus.map((g) => [
@@ -265,13 +265,13 @@ function printNodeDetail(v: DetailView, now: number, lastSeenAt: number | null):
       g.healthy ? 'healthy' : `UNHEALTHY: ${g.health_reason}`,
     ]),
   );
-  process.stdout.write('\nRecent health timeline (newest first)\n');
+  say('\nRecent health timeline (newest first)\n');
   printTable(
     ['AT', 'EVENT', 'GPU', 'DETAIL'],
     v.timeline.map((e) => [e.at, e.kind, e.gpu_index === null ? '' : String(e.gpu_index), e.message]),
   );
   if (v.pending_commands.length > 0) {
-    process.stdout.write('\nCommands waiting for the agent\n');
+    say('\nCommands waiting for the agent\n');
     printTable(['COMMAND', 'KIND', 'GPU', 'STATE', 'CREATED'], v.pending_commands.map((c) => [c.id, c.kind, c.gpu_uuid ?? 'all', c.state, c.created_at]));
   }
 }

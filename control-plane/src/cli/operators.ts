@@ -4,7 +4,7 @@
 import type { Command } from 'commander';
 import { OPERATOR_SCOPES } from '../operators/operator-key.js';
 import { withClient } from './context.js';
-import { printJson, printTable, splitList, wholeNumber } from './output.js';
+import { printJson, printTable, say, splitList, wholeNumber } from './output.js';
 
 export function registerOperatorCommands(program: Command): void {
   const operators = program.command('operators').description('operator identity: operator keys and the audit trail of their changes');
@@ -20,7 +20,7 @@ export function registerOperatorCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const created = await client.createOperatorKey({ scopes: splitList(opts.scope), name: opts.name });
         if (opts.json) return printJson(created);
-        process.stdout.write(
+        say(
           `Created operator key ${created.id} (${created.masked}) with scopes: ${created.scopes.join(' ')}\n` +
             `The key is shown once; store it now:\n${created.key}\n` +
             `Use it from a laptop: svcctl context add <name> --url <control-plane URL> --key <the key>\n`,
@@ -51,7 +51,7 @@ export function registerOperatorCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const view = await client.revokeOperatorKey(id);
         if (opts.json) return printJson(view);
-        process.stdout.write(`Revoked operator key ${view.id} at ${view.revoked_at}.\n`);
+        say(`Revoked operator key ${view.id} at ${view.revoked_at}.\n`);
       }),
     );
 

@@ -14,6 +14,7 @@ import { registerOperatorCommands } from './operators.js';
 import { registerContextCommands } from './contexts.js';
 import { registerBillingCommands } from './billing.js';
 import { registerWhyCommand } from './why.js';
+import { complain } from './output.js';
 
 export function buildProgram(): Command {
   const program = new Command('svcctl')
@@ -48,11 +49,11 @@ export async function runCli(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode;
     if (err instanceof ConfigError) {
-      process.stderr.write(`svcctl: ${err.message}\n`);
+      complain(`svcctl: ${err.message}\n`);
       return 2;
     }
     const message = err instanceof ApiError || err instanceof Error ? err.message : String(err);
-    process.stderr.write(`svcctl: ${message}\n`);
+    complain(`svcctl: ${message}\n`);
     return 1;
   }
 }

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { toRfc3339 } from '@svc/shared/clock';
 import { DEFAULT_SECRET_OVERLAP_SECONDS } from '../webhooks/webhook-service.js';
 import { withClient } from './context.js';
-import { printJson, printTable, splitList, wholeNumber } from './output.js';
+import { printJson, printTable, say, splitList, wholeNumber } from './output.js';
 
 
 export function registerWebhookCommands(program: Command): void {
@@ -60,7 +60,7 @@ export function registerWebhookCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const v = await client.createWebhook({ org: opts.org, url: opts.url, eventTypes: splitList(opts.events), description: opts.description });
         if (opts.json) return printJson(v);
-        process.stdout.write(
+        say(
           `Created webhook ${v.id} for ${v.url} (${v.event_types.join(' ')}) in org ${v.org_name}.\n` +
             `Signing secret (shown once; store it now):\n${v.secret}\n`,
         );
@@ -75,7 +75,7 @@ export function registerWebhookCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const deleted = await client.deleteWebhook(webhookId);
         if (opts.json) return printJson(deleted);
-        process.stdout.write(`Deleted webhook ${deleted.id} (${deleted.url}).\n`);
+        say(`Deleted webhook ${deleted.id} (${deleted.url}).\n`);
       }),
     );
 
@@ -89,7 +89,7 @@ export function registerWebhookCommands(program: Command): void {
       await withClient(cmd, async (client) => {
         const result = await client.rotateWebhookSecret(webhookId, overlap);
         if (opts.json) return printJson(result);
-        process.stdout.write(
+        say(
           `Rotated the secret of ${webhookId}. The old secret stops signing at ${result.old_secret_expires_at}.\n` +
             `New secret (shown once):\n${result.secret}\n`,
         );
@@ -125,7 +125,7 @@ export function registerWebhookCommands(program: Command): void {
       withClient(cmd, async (client) => {
         const result = await client.redeliver(webhookId, deliveryId);
         if (opts.json) return printJson(result);
-        process.stdout.write(`Delivery ${result.id} is pending again; a running control plane sends it within a poll interval.\n`);
+        say(`Delivery ${result.id} is pending again; a running control plane sends it within a poll interval.\n`);
       }),
     );
 }

@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 import { renderWhyReport, type WhyReport } from '../incidents/why-report.js';
 import { withClient } from './context.js';
-import { printJson } from './output.js';
+import { printJson, say } from './output.js';
 
 export function registerWhyCommand(program: Command): void {
   program
@@ -15,7 +15,7 @@ export function registerWhyCommand(program: Command): void {
       withClient(cmd, async (client) => {
         const report = (await client.why(ref)) as WhyReport;
         if (opts.json) printJson(report);
-        else process.stdout.write(renderWhyReport(report));
+        else say(renderWhyReport(report));
       }),
     );
 }
