@@ -17,6 +17,7 @@ import { GpuHealthFile } from './health/health-file.js';
 import { buildFirewallRules } from './runtime/firewall-rules.js';
 import { installHostFirewall } from './runtime/host-firewall.js';
 import { dockerdProxyProblems, startPullProxy, type DockerdProxyInfo, type PullProxy } from './runtime/pull-proxy.js';
+import { ReplicaPullWindow, type RegistryPolicy } from './runtime/image-registry.js';
 import { buildLogInit, type LogLimit } from './runtime/log-init.js';
 import { GIB, MIB } from './runtime/task-limits.js';
 import { cgroupVersion } from './host-facts/cgroup-version.js';
@@ -107,10 +108,12 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
   }
 
   const docker = new Docker();
+  // One policy for the registry check and the pull proxy: a replica's pull opens the node's own registries to the proxy.
+  const registryPolicy: RegistryPolicy = { allowed: config.instancePrivateRegistryList, replicaOnly: config.replicaRegistryList, replicaPulls: new ReplicaPullWindow() };
   let pullProxy: PullProxy;
   let access: RunningAccess;
   try {
-    pullProxy = await startPullProxy({ port: config.pullProxyPort, policy: { allowed: config.instancePrivateRegistryList }, log });
+    pullProxy = await startPullProxy({ port: config.pullProxyPort, policy: registryPolicy, log });
   } catch (err) {
     await nvml.close();
     throw new ConfigError(`${(err as Error).message} (SVC_PULL_PROXY_PORT)`);
@@ -189,7 +192,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           admitInstance: () => diskPressure.refusal(),
           diskFull: () => diskPressure.pullRefusal(),
           dnsQueriesPerSecond: config.taskDnsQueriesPerSecond,
-          registryPolicy: { allowed: config.instancePrivateRegistryList },
+          registryPolicy,
           ...(config.taskMaxPtys > 0 ? { pts: { root: join(config.dataDir, 'pts'), max: config.taskMaxPtys } } : {}),
           maxImageBytes: Math.round(config.maxImageGib * GIB),
           pullDeadline: { stallMs: config.pullStallSeconds * 1000, timeoutMs: Math.round(config.pullTimeoutMinutes * 60_000) },

@@ -60,6 +60,14 @@ describe('loadAgentConfig', () => {
     expect(loadAgentConfig({ SVC_INSTANCE_PRIVATE_REGISTRIES: '127.0.0.1:5000, Mirror.Internal, [fd00::5]:5000' }).instancePrivateRegistryList).toEqual(['127.0.0.1:5000', 'mirror.internal', '[fd00::5]:5000']);
   });
 
+  it("reads the registries of the node's own images, none by default, and refuses one listed for instances too", () => {
+    expect(loadAgentConfig({}).replicaRegistryList).toEqual([]);
+    expect(loadAgentConfig({ SVC_REPLICA_REGISTRIES: 'Models.Internal:5000, 10.0.0.5' }).replicaRegistryList).toEqual(['models.internal:5000', '10.0.0.5']);
+    expect(() => loadAgentConfig({ SVC_REPLICA_REGISTRIES: 'models.internal', SVC_INSTANCE_PRIVATE_REGISTRIES: 'mirror.internal, Models.Internal' })).toThrow(
+      'models.internal is in both SVC_INSTANCE_PRIVATE_REGISTRIES and SVC_REPLICA_REGISTRIES',
+    );
+  });
+
   it('blocks SMTP by default, reads other blocked ports, and blocks none with none', () => {
     expect(loadAgentConfig({}).instanceBlockedPortList).toEqual([{ protocol: 'tcp', from: 25, to: 25 }]);
     expect(loadAgentConfig({ SVC_INSTANCE_BLOCKED_PORTS: 'tcp:25, udp:1900' }).instanceBlockedPortList).toEqual([
@@ -88,6 +96,7 @@ describe('loadAgentConfig', () => {
     ['SVC_INSTANCE_BLOCKED_PORTS', 'tcp:0'],
     ['SVC_INSTANCE_PRIVATE_REGISTRIES', 'http://127.0.0.1:5000'],
     ['SVC_INSTANCE_PRIVATE_REGISTRIES', 'mirror.internal/team'],
+    ['SVC_REPLICA_REGISTRIES', 'https://models.internal'],
     ['SVC_TASK_PIDS_LIMIT', '1'],
     ['SVC_HOST_RESERVED_CPUS', '-1'],
     ['SVC_POOL', 'mars'],

@@ -244,11 +244,17 @@ export const agentSettings = {
     '',
     "Comma-separated registries (`host` or `host:port`, as image names write them) instances may pull from although they are on loopback, private or link-local addresses, e.g. the provider's own mirror. Others on such addresses are refused: Docker pulls from the host's place in the network, and its errors, which the tenant reads, quote what answered.",
   ),
+  replicaRegistries: setting(
+    'SVC_REPLICA_REGISTRIES',
+    Type.String(),
+    '',
+    "Comma-separated registries (`host` or `host:port`, as image names write them) that hold the provider's own model-server images, on loopback, private or link-local addresses: replicas pull from them, instances may not (neither a pull nor a copy already on the node), and the pull proxy lets dockerd reach them only while a replica's pull from one is under way. List only registries of your own images: an instance naming one fails.",
+  ),
   pullProxyPort: setting(
     'SVC_PULL_PROXY_PORT',
     Type.Integer({ minimum: 0, maximum: 65535 }),
     3129,
-    "Port on 127.0.0.1 of the proxy dockerd fetches images through (set HTTP_PROXY and HTTPS_PROXY in dockerd's environment to http://127.0.0.1:<port>): every connection a pull makes, to a registry, its token service or a redirected download, must go to a public address or a registry in SVC_INSTANCE_PRIVATE_REGISTRIES. The agent warns at start when dockerd does not use it. 0 picks a free port.",
+    "Port on 127.0.0.1 of the proxy dockerd fetches images through (set HTTP_PROXY and HTTPS_PROXY in dockerd's environment to http://127.0.0.1:<port>): every connection a pull makes, to a registry, its token service or a redirected download, must go to a public address or a registry in SVC_INSTANCE_PRIVATE_REGISTRIES (or in SVC_REPLICA_REGISTRIES while a replica pulls from one). The agent warns at start when dockerd does not use it. 0 picks a free port.",
   ),
   hostFirewall: setting(
     'SVC_HOST_FIREWALL',
@@ -510,6 +516,8 @@ export interface AgentConfig extends AgentSettings {
   instanceBlockedPortList: PortRule[];
   /** SVC_INSTANCE_PRIVATE_REGISTRIES as a list, lower case. */
   instancePrivateRegistryList: string[];
+  /** SVC_REPLICA_REGISTRIES as a list, lower case. */
+  replicaRegistryList: string[];
   /** SVC_SSH_SOURCE_PENALTIES and SVC_SSH_PENALTY_EXEMPT parsed; null: off. */
   sshPenalties: PenaltyPolicy<SshPenaltyKind> | null;
   /** SVC_JUPYTER_SOURCE_PENALTIES and SVC_JUPYTER_PENALTY_EXEMPT parsed; null: off. */
@@ -559,9 +567,12 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
   } catch (err) {
     throw new ConfigError(`SVC_INSTANCE_BLOCKED_PORTS: ${(err as Error).message}`);
   }
-  const instancePrivateRegistryList = commaList(settings.instancePrivateRegistries).map((entry) => entry.toLowerCase());
-  const badRegistry = instancePrivateRegistryList.find((entry) => !/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(entry));
-  if (badRegistry !== undefined) throw new ConfigError(`SVC_INSTANCE_PRIVATE_REGISTRIES: "${badRegistry}" is not a registry (host or host:port, as in 127.0.0.1:5000 or mirror.internal)`);
+  const instancePrivateRegistryList = registryList('SVC_INSTANCE_PRIVATE_REGISTRIES', settings.instancePrivateRegistries);
+  const replicaRegistryList = registryList('SVC_REPLICA_REGISTRIES', settings.replicaRegistries);
+  const both = replicaRegistryList.find((entry) => instancePrivateRegistryList.includes(entry));
+  if (both !== undefined) {
+    throw new ConfigError(`${both} is in both SVC_INSTANCE_PRIVATE_REGISTRIES and SVC_REPLICA_REGISTRIES: a registry is open to instances, or kept for the node's own images`);
+  }
   const ignoredXidSet = new Set(commaList(settings.ignoredXids).map(Number));
   return {
     ...settings,
@@ -572,6 +583,7 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     instanceAllowCidrList,
     instanceBlockedPortList,
     instancePrivateRegistryList,
+    replicaRegistryList,
     sshPenalties: penaltiesOf(
       { name: 'SVC_SSH_SOURCE_PENALTIES', text: settings.sshSourcePenalties },
       { name: 'SVC_SSH_PENALTY_EXEMPT', text: settings.sshPenaltyExempt },
@@ -584,6 +596,14 @@ export function deriveAgentConfig(settings: AgentSettings): AgentConfig {
     ),
     controlPlanes,
   };
+}
+
+/** A comma-separated list of registries (`host` or `host:port`), lower case; throws ConfigError naming the setting. */
+function registryList(name: string, text: string): string[] {
+  const entries = commaList(text).map((entry) => entry.toLowerCase());
+  const bad = entries.find((entry) => !/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(entry));
+  if (bad !== undefined) throw new ConfigError(`${name}: "${bad}" is not a registry (host or host:port, as in 127.0.0.1:5000 or mirror.internal)`);
+  return entries;
 }
 
 /** The items of a comma-separated setting, trimmed, empty ones left out. */

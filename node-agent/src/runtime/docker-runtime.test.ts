@@ -16,6 +16,7 @@ import { BUSYBOX_IMAGE, dockerAvailable, REGISTRY } from '../../../test/support/
 import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
 import { LABEL_INSTANCE, LABEL_NODE, SHARED_DEVICES_OFF, buildContainerSpec, containerName, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import { DockerRuntime } from './docker-runtime.js';
+import { ReplicaPullWindow } from './image-registry.js';
 import { DiskPressureWatch } from '../host-facts/disk-pressure.js';
 import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
 import { commitAndPush, deleteFreshImage, ensureBusybox, pushFreshImage, pushZeroLayerImage } from './docker-test-images.js';
@@ -592,6 +593,25 @@ describe('isolation and limits', () => {
     const listed = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [REGISTRY] } });
     const instance = await listed.startTask(task());
     for (const h of [replica, instance]) await listed.destroyTask(h.containerId, { force: true });
+  });
+
+  it("keeps a registry of the node's own images from instances, even for an image already on the node, and opens it to the pull proxy only while a replica pulls from it", async () => {
+    const replicaPulls = new ReplicaPullWindow();
+    const own = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [], replicaOnly: [REGISTRY], replicaPulls } });
+    const refused = task();
+    const err = await rejection(own.startTask(refused));
+    expect(err).toMatchObject({ code: 'pull_failed', recoverable: false, message: `image registry ${REGISTRY} holds this node's own images: instances pull from other registries` });
+    expect(await docker.listContainers({ all: true, filters: { name: [containerName(refused)] } })).toEqual([]);
+
+    const image = await pushFreshImage(docker, `own-${run}`);
+    freshImages.push(image);
+    const openWhilePulling: boolean[] = [];
+    const replica = await own.startTask(task({ kind: 'replica', image }), () => openWhilePulling.push(replicaPulls.open));
+    expect(replica.state).toBe('running');
+    expect(openWhilePulling.length).toBeGreaterThan(1);
+    expect(openWhilePulling.every(Boolean)).toBe(true);
+    expect(replicaPulls.open).toBe(false);
+    await own.destroyTask(replica.containerId, { force: true });
   });
 
   it("caps the DNS queries an instance sends Docker's embedded server (dockerd itself) inside its namespace; a replica is not capped", async () => {

@@ -25,7 +25,7 @@ import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { dnsLimitRules } from './task-dns-limit.js';
-import { registryRefusal, type RegistryPolicy } from './image-registry.js';
+import { registryListed, registryOf, registryRefusal, type RegistryPolicy } from './image-registry.js';
 import { cameFromRepository, withDefaultTag } from './image-reference.js';
 import { imageIdProblem } from '@svc/shared/image-id';
 import { filterNamespace } from './task-namespace-filter.js';
@@ -429,7 +429,19 @@ export class DockerRuntime implements TaskRuntime {
     } catch (err) {
       if (!isNotFound(err)) throw engineError(`inspect image ${image}`, err);
     }
-    await this.pulls.pull(image, onProgress);
+    await this.pull(spec, onProgress);
+  }
+
+  /** A replica's pull from a registry of the node's own opens it to dockerd for as long as it runs (image-registry.ts). */
+  private async pull(spec: TaskSpec, onProgress?: ProgressListener): Promise<void> {
+    const policy = this.registryPolicy;
+    const ownRegistry = spec.kind === 'replica' && registryListed(policy?.replicaOnly, registryOf(spec.image));
+    const end = ownRegistry ? policy?.replicaPulls?.begin() : undefined;
+    try {
+      await this.pulls.pull(spec.image, onProgress);
+    } finally {
+      end?.();
+    }
   }
 
   private async pullImage(image: string, onProgress: ProgressListener): Promise<void> {
@@ -501,7 +513,7 @@ export class DockerRuntime implements TaskRuntime {
       if (dockerStatus(err) === 409) return this.adoptOrReplace(spec, host, err);
       // The image vanished between our check and the create (someone removed it): once more.
       if (isNotFound(err)) {
-        await this.pulls.pull(spec.image);
+        await this.pull(spec);
         return this.createContainer(spec, host, true);
       }
       throw taskFailed('create_failed', `create ${containerName(spec)}`, err);

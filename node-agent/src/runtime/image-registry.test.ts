@@ -60,4 +60,12 @@ describe('registryRefusal', () => {
     expect(await registryRefusal('localhost:5000/svc/busybox:1', policy(['127.0.0.1:5000']))).toContain('loopback');
     expect(await registryRefusal('internal.example.com/team/app', policy(['internal.example.com']))).toBeNull();
   });
+
+  it("refuses a registry of the node's own images, whatever its address", async () => {
+    const own = { ...policy(), replicaOnly: ['internal.example.com', 'ghcr.io'] };
+    for (const [image, registry] of [['internal.example.com/provider/vllm:1', 'internal.example.com'], ['ghcr.io/provider/vllm:1', 'ghcr.io']]) {
+      expect(await registryRefusal(image!, own)).toBe(`image registry ${registry} holds this node's own images: instances pull from other registries`);
+    }
+    expect(await registryRefusal('ghcr.io/provider/vllm:1', policy())).toBeNull();
+  });
 });

@@ -8,10 +8,12 @@
 // in a registry of its own. So an instance's image comes from a registry on public
 // addresses only, unless the operator lists it (SVC_INSTANCE_PRIVATE_REGISTRIES), checked
 // whether or not the image is already on the node. Replicas, whose images the provider
-// chooses, are not checked. A name is resolved here and again by dockerd, so a registry
-// that answers DNS differently the second time gets through (as with any check before a
-// connection someone else makes); what its error can quote is cut (docker-errors.ts). The
-// pull proxy (pull-proxy.ts) checks again, at each connection dockerd makes.
+// chooses, are not checked; registries that hold only those (SVC_REPLICA_REGISTRIES) are
+// refused to instances whatever their address. A name is resolved here and again by
+// dockerd, so a registry that answers DNS differently the second time gets through (as
+// with any check before a connection someone else makes); what its error can quote is cut
+// (docker-errors.ts). The pull proxy (pull-proxy.ts) checks again, at each connection
+// dockerd makes.
 import { isIP } from 'node:net';
 import { classifyAddress, type AddressClass } from '@svc/shared/address-class';
 import { resolveOperatorName, resolveTenantName } from '@svc/shared/tenant-dns';
@@ -42,8 +44,45 @@ export function registryHost(registry: string): string {
 export interface RegistryPolicy {
   /** Registries (`host` for any port, or `host:port`) instances may pull from although they are not public. */
   allowed: readonly string[];
+  /**
+   * Registries only the node's own images (replicas) come from (SVC_REPLICA_REGISTRIES):
+   * an instance may not name them, and the pull proxy lets dockerd reach them only while a
+   * replica's pull from one is under way (`replicaPulls`).
+   */
+  replicaOnly?: readonly string[];
+  replicaPulls?: ReplicaPullWindow;
   /** The addresses a host name resolves to (empty when it resolves to nothing). */
   resolve?: (host: string) => Promise<string[]>;
+}
+
+/**
+ * Whether a replica's pull from a replica-only registry is under way. dockerd makes every
+ * pull's connections alike, so the proxy cannot tell whose pull a connection is for: it
+ * opens those registries to dockerd only while such a pull runs.
+ */
+export class ReplicaPullWindow {
+  private pulls = 0;
+
+  /** Marks a pull as under way until the returned function is called (once). */
+  begin(): () => void {
+    this.pulls += 1;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.pulls -= 1;
+    };
+  }
+
+  get open(): boolean {
+    return this.pulls > 0;
+  }
+}
+
+/** Whether `registry` (`host` or `host:port`, lower case) is one of `entries` (each `host` for any port, or `host:port`). */
+export function registryListed(entries: readonly string[] | undefined, registry: string): boolean {
+  const host = registryHost(registry);
+  return (entries ?? []).some((entry) => entry.toLowerCase() === registry || entry.toLowerCase() === host);
 }
 
 /** A tenant's name by DNS queries of the agent's own, a listed one as the host resolves it (@svc/shared/tenant-dns). */
@@ -75,9 +114,10 @@ export function nonPublicKind(addresses: readonly string[]): AddressClass | null
  */
 export async function registryRefusal(image: string, policy: RegistryPolicy): Promise<string | null> {
   const registry = registryOf(image);
+  if (registryListed(policy.replicaOnly, registry)) return `image registry ${registry} holds this node's own images: instances pull from other registries`;
   if (registry === DEFAULT_REGISTRY) return null;
   const host = registryHost(registry);
-  if (policy.allowed.some((entry) => entry.toLowerCase() === registry || entry.toLowerCase() === host)) return null;
+  if (registryListed(policy.allowed, registry)) return null;
   const kind = nonPublicKind(await addressesOf(host, policy));
   if (kind === null) return null;
   const where = isIP(host) ? `is at a ${kind} address` : `resolves to a ${kind} address`;

@@ -12,6 +12,7 @@ import { createLogger } from '@svc/shared';
 import { BUSYBOX_IMAGE, dockerAvailable, REGISTRY } from '../../../test/support/images.js';
 import { makeTestBridge, startSecondDockerd, type SecondDockerd, type TestBridge } from '../../../test/support/second-dockerd.js';
 import { startPullProxy, type PullProxy } from './pull-proxy.js';
+import { ReplicaPullWindow } from './image-registry.js';
 
 const shared = new Docker();
 const sha256 = (data: string): string => `sha256:${createHash('sha256').update(data).digest('hex')}`;
@@ -54,6 +55,9 @@ let realmRegistry: Listening<HttpServer>;
 let redirectRegistry: Listening<HttpServer>;
 let listedForward: Listening<Server>;
 let unlistedForward: Listening<Server>;
+/** The registry of the node's own (replica) images. */
+let ownForward: Listening<Server>;
+const replicaPulls = new ReplicaPullWindow();
 let proxy: PullProxy;
 const engines: SecondDockerd[] = [];
 
@@ -109,17 +113,22 @@ beforeAll(async () => {
   );
   listedForward = await listen(forwarderToRegistry(), gateway);
   unlistedForward = await listen(forwarderToRegistry(), gateway);
+  ownForward = await listen(forwarderToRegistry(), gateway);
   proxy = await startPullProxy({
     port: 0,
     log: createLogger('silent', 'pull-proxy-test'),
-    policy: { allowed: [`${gateway}:${realmRegistry.port}`, `${gateway}:${redirectRegistry.port}`, `${gateway}:${listedForward.port}`] },
+    policy: {
+      allowed: [`${gateway}:${realmRegistry.port}`, `${gateway}:${redirectRegistry.port}`, `${gateway}:${listedForward.port}`],
+      replicaOnly: [`${gateway}:${ownForward.port}`],
+      replicaPulls,
+    },
   });
 });
 
 afterAll(async () => {
   for (const engine of engines) await engine.stop();
   await proxy?.close();
-  for (const l of [metadata, realmRegistry, redirectRegistry, listedForward, unlistedForward]) l?.server.close();
+  for (const l of [metadata, realmRegistry, redirectRegistry, listedForward, unlistedForward, ownForward]) l?.server.close();
   await bridge?.remove();
 });
 
@@ -152,6 +161,20 @@ describe('dockerd pulling through the pull proxy', () => {
 
     const refused = await pullError(docker, `${gateway}:${unlistedForward.port}/${repository}`);
     expect(refused).toContain(`Refused by the node: ${gateway} is not on a public address (reserved)`);
+  });
+
+  it("reaches a registry of the node's own images only while a replica's pull is under way", async () => {
+    const docker = await throughProxy();
+    const own = `${gateway}:${ownForward.port}/${repository}`;
+    expect(await pullError(docker, own)).toContain(`Refused by the node: ${gateway} is not on a public address (reserved)`);
+    const end = replicaPulls.begin();
+    try {
+      expect(await pullError(docker, own)).toBeNull();
+    } finally {
+      end();
+    }
+    await docker.getImage(own).remove({ force: true });
+    expect(await pullError(docker, own)).toContain('Refused by the node');
   });
 
   it("refuses the registry's token service when it is the metadata service: nothing reaches it", async () => {

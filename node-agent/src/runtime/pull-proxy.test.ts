@@ -4,6 +4,7 @@ import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '@svc/shared';
 import { checkDestination, dockerdProxyProblems, parseAuthority, startPullProxy, type PullProxy } from './pull-proxy.js';
+import { ReplicaPullWindow } from './image-registry.js';
 
 const log = createLogger('silent', 'pull-proxy-test');
 
@@ -45,6 +46,23 @@ describe('checkDestination', () => {
     expect(await checkDestination('mirror.internal', 5000, policy(['mirror.internal:5000']))).toEqual({ address: '10.9.9.9', port: 5000 });
     expect(await checkDestination('mirror.internal', 5001, policy(['mirror.internal:5000']))).toMatchObject({ status: 403 });
     expect(await checkDestination('fd00::1', 443, policy(['[fd00::1]:443']))).toEqual({ address: 'fd00::1', port: 443 });
+  });
+
+  it("lets a registry of the node's own images through only while a replica pulls from one", async () => {
+    const replicaPulls = new ReplicaPullWindow();
+    const own = { ...policy(), replicaOnly: ['models.internal'], replicaPulls };
+    names['models.internal'] = ['10.9.9.10'];
+    expect(await checkDestination('models.internal', 5000, own)).toEqual({ refused: 'models.internal is not on a public address (private)', status: 403 });
+    const first = replicaPulls.begin();
+    const second = replicaPulls.begin();
+    expect(await checkDestination('models.internal', 5000, own)).toEqual({ address: '10.9.9.10', port: 5000 });
+    // Other private destinations stay shut while the window is open.
+    expect(await checkDestination('mirror.internal', 5000, own)).toMatchObject({ status: 403 });
+    first();
+    first(); // ending twice ends once
+    expect(await checkDestination('models.internal', 5000, own)).toEqual({ address: '10.9.9.10', port: 5000 });
+    second();
+    expect(await checkDestination('models.internal', 5000, own)).toMatchObject({ status: 403 });
   });
 });
 

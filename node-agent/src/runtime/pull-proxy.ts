@@ -6,8 +6,9 @@
 // network or to the cloud metadata service, whose credentials dockerd would send on to the
 // registry as a token. Through this proxy every connection dockerd makes is checked when
 // it is made: the name is resolved here, every address it has must be public (or the
-// destination listed in SVC_INSTANCE_PRIVATE_REGISTRIES), and the connection goes to the
-// address that was checked, so a second answer from DNS changes nothing.
+// destination listed in SVC_INSTANCE_PRIVATE_REGISTRIES, or in SVC_REPLICA_REGISTRIES while
+// a replica pulls from one), and the connection goes to the address that was checked, so a
+// second answer from DNS changes nothing.
 //
 // CONNECT tunnels (HTTPS) are relayed as bytes; plain-HTTP requests (registries dockerd
 // reaches over http, token services on http URLs) are forwarded by http-proxy-3. Neither
@@ -50,7 +51,9 @@ interface Refusal {
 export async function checkDestination(host: string, port: number, policy: RegistryPolicy): Promise<Destination> {
   const name = host.toLowerCase();
   const withPort = isIPv6(name) ? `[${name}]:${port}` : `${name}:${port}`;
-  const listed = policy.allowed.some((entry) => entry === name || entry === withPort || entry === `[${name}]`);
+  const names = (entries: readonly string[] | undefined) => (entries ?? []).some((entry) => entry === name || entry === withPort || entry === `[${name}]`);
+  // A registry of the node's own images, only while a replica pulls from one (image-registry.ts).
+  const listed = names(policy.allowed) || (names(policy.replicaOnly) && policy.replicaPulls?.open === true);
   const addresses = await addressesOf(name, policy, listed);
   if (addresses.length === 0) return { refused: `${host} does not resolve`, status: 502 };
   if (!listed) {
