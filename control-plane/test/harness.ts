@@ -130,11 +130,11 @@ export async function startControlPlane(options: StartOptions & { engine?: Store
 export async function addReadyNode(
   cp: TestControlPlane<Store>,
   options: { pool?: 'na' | 'eu' | 'apac'; gpus?: number; model?: string } = {},
-): Promise<{ nodeId: string; gpuUuids: string[] }> {
+): Promise<{ nodeId: string; gpuUuids: string[]; secret: string }> {
   const { services } = cp.app;
   const pool = options.pool ?? 'na';
   const token = await services.enrollment.createToken({ pool });
-  const { node } = await services.enrollment.enroll({ token: token.value, hostname: `host-${token.record.id}`, pool, protocolVersion: PROTOCOL_VERSION });
+  const { node, secret } = await services.enrollment.enroll({ token: token.value, hostname: `host-${token.record.id}`, pool, protocolVersion: PROTOCOL_VERSION });
   await cp.store.nodes.setStatus(node.id, 'ready', null);
   const gpus = Array.from({ length: options.gpus ?? 8 }, (_, index) => ({
     uuid: `GPU-${node.id}-${index}`,
@@ -147,7 +147,7 @@ export async function addReadyNode(
     sampledAt: cp.clock.now(),
   }));
   await cp.store.nodes.flushTelemetry([{ nodeId: node.id, lastSeenAt: cp.clock.now(), gpus }]);
-  return { nodeId: node.id, gpuUuids: gpus.map((g) => g.uuid) };
+  return { nodeId: node.id, gpuUuids: gpus.map((g) => g.uuid), secret };
 }
 
 /** Asserts the spec's error envelope and returns the error object. */

@@ -4,7 +4,7 @@
 export { loadAgentProto, LOADER_OPTIONS, PROTO_PATH } from './load.js';
 
 /** Bump with every change to agent.proto and add a line to CHANGELOG.md. */
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
 /** The oldest agent protocol the control plane still accepts. */
 export const MIN_PROTOCOL_VERSION = 1;
 

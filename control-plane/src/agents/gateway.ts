@@ -147,6 +147,7 @@ export class AgentGateway {
         if (deps.onNodeConnected) deps.onNodeConnected(nodeId, running, lastContact);
         else for (const task of running) this.host.taskState(nodeId, task);
       },
+      now: () => clock.now(),
     };
     // A session silent past the deadline is left open: keepalive (both sides) already
     // closes a connection that stopped answering, and any later message on it brings the

@@ -29,9 +29,16 @@ export interface SessionHost {
   taskState(nodeId: string, state: TaskState__Output): void;
   /** The session is open; the agent runs `running` now. */
   nodeConnected(nodeId: string, running: TaskState__Output[], lastContact: number | null): void;
+  /** The control plane's clock. */
+  now(): number;
 }
 
 export const HELLO_TIMEOUT_MS = 10_000;
+/**
+ * A node's clock within this of ours is taken as it is: the difference measured includes
+ * the message's time on the wire, and billing counts whole seconds.
+ */
+export const CLOCK_TOLERANCE_MS = 1_000;
 
 type Phase = 'awaiting_hello' | 'authenticating' | 'open' | 'ended';
 
@@ -42,6 +49,8 @@ export class AgentSession {
   /** Messages that arrive while the Hello is being checked, handled in order after it. */
   private readonly early: AgentMessage__Output[] = [];
   private readonly helloTimer: NodeJS.Timeout;
+  /** Our clock less the node's, past CLOCK_TOLERANCE_MS; 0 within it or until known. */
+  private clockOffsetMs = 0;
 
   constructor(
     private readonly call: ConnectCall,
@@ -147,6 +156,7 @@ export class AgentSession {
       }
       clearTimeout(this.helloTimer);
       this.nodeId = node.id;
+      this.noteClock(hello.sent_at_ms);
       this.phase = 'open';
       this.host.attach(this);
       this.writer.send({
@@ -154,7 +164,7 @@ export class AgentSession {
       });
       this.host.log.info({ node: node.id, hostname: hello.hostname, agent_version: hello.agent_version }, 'agent session open');
       // What the agent runs right now, for the instances feature to reconcile.
-      this.host.nodeConnected(node.id, hello.running_tasks, lastContact);
+      this.host.nodeConnected(node.id, hello.running_tasks.map((task) => this.onOurClock(task)), lastContact);
       for (const message of this.early.splice(0)) this.dispatch(message);
     } catch (err) {
       if (err instanceof NodeRefusal) {
@@ -173,6 +183,7 @@ export class AgentSession {
     switch (message.body) {
       case 'heartbeat':
         registry.seen(nodeId);
+        this.noteClock(message.heartbeat!.sent_at_ms);
         this.writer.send({ ack: { heartbeat_seq: message.heartbeat!.seq } });
         return;
       case 'telemetry':
@@ -190,7 +201,7 @@ export class AgentSession {
         return;
       case 'task_state':
         registry.seen(nodeId);
-        this.host.taskState(nodeId, message.task_state!);
+        this.host.taskState(nodeId, this.onOurClock(message.task_state!));
         return;
       case 'hello':
         this.end(GATEWAY_STATUS_CODES.INVALID_ARGUMENT, 'a second Hello on an open session');
@@ -199,6 +210,33 @@ export class AgentSession {
         // A newer agent's message this control plane does not know: proof of life only.
         registry.seen(nodeId);
     }
+  }
+
+  /**
+   * How far the node's clock is from ours, from a message it stamped as it sent it (0: an
+   * older agent's Hello). Docker stamps a container's end on the node's clock, and billing
+   * ends there: a node an hour behind would have billed an hour less, one ahead up to how
+   * late it reported.
+   */
+  private noteClock(sentAtMs: number): void {
+    if (!(sentAtMs > 0)) return;
+    const difference = this.host.now() - sentAtMs;
+    const offset = Math.abs(difference) > CLOCK_TOLERANCE_MS ? difference : 0;
+    if (offset !== 0 && Math.abs(offset - this.clockOffsetMs) > CLOCK_TOLERANCE_MS) {
+      this.host.log.warn(
+        { node: this.nodeId, node_clock_behind_ms: offset },
+        "the node's clock is off from the control plane's; the times it reports are read on the control plane's clock (run NTP on the node)",
+      );
+    }
+    this.clockOffsetMs = offset;
+  }
+
+  /** A task state with the node's times moved onto our clock (0, unknown, stays 0). */
+  private onOurClock(state: TaskState__Output): TaskState__Output {
+    const offset = this.clockOffsetMs;
+    if (offset === 0) return state;
+    const shift = (ms: number): number => (ms > 0 ? ms + offset : ms);
+    return { ...state, at_ms: shift(state.at_ms), stopped_at_ms: shift(state.stopped_at_ms) };
   }
 
   /** A write the agent relies on failed: end the session so the agent reconnects and resends. */

@@ -163,6 +163,7 @@ function helloMessage(deps: SessionDeps): AgentMessage {
       hostname: deps.hostname,
       pool: deps.pool,
       running_tasks: deps.tasks.running(),
+      sent_at_ms: deps.clock.now(),
     },
   };
 }

@@ -1,0 +1,82 @@
+// A node whose clock is off from the control plane's. Docker stamps a container's end on the
+// node's clock and on-demand billing ends there, so without a common timeline a node an hour
+// behind billed nothing for an instance that ran ten minutes. Real HTTP and real gRPC: the
+// fake agent speaks the protocol with its times an hour behind.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '@svc/shared';
+import { AgentGateway } from '../src/agents/gateway.js';
+import { defaultControlPlaneConfig } from '../src/config.js';
+import { instanceGatewayHooks } from '../src/instances/gateway-hooks.js';
+import { FakeSession, gatewayClient, hello } from './fake-agent.js';
+import { addReadyNode, startControlPlane, type TestControlPlane } from './harness.js';
+
+const HOUR_MS = 3_600_000;
+const silent = { debug() {}, info() {}, warn() {}, error() {} };
+const clock = new ManualClock(Date.UTC(2026, 10, 28, 12));
+let cp: TestControlPlane;
+let gateway: AgentGateway;
+let key: string;
+
+beforeAll(async () => {
+  cp = await startControlPlane({ clock });
+  gateway = new AgentGateway({
+    config: defaultControlPlaneConfig({ dataDir: cp.dataDir, grpcPort: 0, logLevel: 'silent', nodeDeadlineMs: 10 * HOUR_MS }),
+    store: cp.store.nodes,
+    enrollment: cp.app.services.enrollment,
+    log: silent,
+    clock,
+    ...instanceGatewayHooks(cp.app.services.instances, silent),
+  });
+  cp.app.services.taskDispatcher.attach((nodeId, command) => gateway.send(nodeId, command));
+  await gateway.listen();
+  key = await cp.key({ scopes: ['compute:write', 'compute:read', 'billing:read'] });
+});
+afterAll(async () => {
+  await gateway?.close();
+  await cp?.close();
+});
+
+async function eventually<T>(read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 5000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (ok(value) || Date.now() > deadline) return value;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("a node whose clock is an hour off the control plane's", () => {
+  it.each([
+    ['behind', -HOUR_MS, 'na'],
+    ['ahead', HOUR_MS, 'eu'],
+  ] as const)('%s: an instance that ran 10 minutes and exited is billed 10 minutes', async (_how, skewMs, pool) => {
+    const nodeNow = () => clock.now() + skewMs;
+    const { nodeId, secret } = await addReadyNode(cp, { gpus: 1, pool });
+    const agent = new FakeSession(gatewayClient(`127.0.0.1:${gateway.port}`), hello(nodeId, secret, { sent_at_ms: nodeNow(), pool }));
+    try {
+      await agent.next((m) => m.body === 'welcome');
+      const created = await cp.request('POST', '/v1/instances', { key, body: { sku: 'h100-80gb', gpus: 1, pool } });
+      expect(created.status).toBe(201);
+      expect(created.body.node_id).toBe(nodeId);
+      const id = created.body.id as string;
+      const start = await agent.next((m) => m.command?.start_task?.task_id === id);
+      agent.send({ command_result: { command_id: start.command!.command_id, ok: true } });
+      agent.send({ task_state: { task_id: id, kind: 'INSTANCE', state: 'running', at_ms: nodeNow() } });
+      const ready = await eventually(async () => (await cp.request('GET', `/v1/instances/${id}`, { key })).body, (v) => v.status === 'ready');
+      expect(ready.status).toBe('ready');
+
+      clock.advance(10 * 60_000);
+      agent.send({ heartbeat: { seq: 1, sent_at_ms: nodeNow() } });
+      // The container stopped just now, as the node's Docker recorded it.
+      agent.send({ task_state: { task_id: id, kind: 'INSTANCE', state: 'exited', exit_code: 0, at_ms: nodeNow(), stopped_at_ms: nodeNow() } });
+      const ended = await eventually(async () => (await cp.request('GET', `/v1/instances/${id}`, { key })).body, (v) => v.status !== 'ready');
+      expect(ended.terminated_at).toBe(new Date(clock.now()).toISOString());
+
+      const lines = (await cp.request('GET', '/v1/billing/charges?limit=100', { key })).body.data.filter((c: { instance_id: string }) => c.instance_id === id);
+      const billed = lines.reduce((sum: number, c: { amount: number }) => sum + c.amount, 0);
+      expect(billed).toBeCloseTo(ready.price.per_hour / 6, 6);
+    } finally {
+      agent.cancel();
+    }
+  });
+});
