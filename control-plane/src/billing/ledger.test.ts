@@ -74,6 +74,21 @@ describe('money as text', () => {
         `2026-11-01T00:00:00.000Z,2026-12-01T00:00:00.000Z,"'=HYPERLINK(""x"")",0.000000005,1,2,0,1\r\n`,
     );
   });
+
+  it.each([
+    ['=1+1', "'=1+1"],
+    ['+1', "'+1"],
+    ['@SUM(A1)', "'@SUM(A1)"],
+    ["-2+3+cmd|' /C calc'!A0", "'-2+3+cmd|' /C calc'!A0"],
+    ['-1e3', "'-1e3"],
+    ['\tx', "'\tx"],
+    ['-41.832', '-41.832'],
+    ['-7', '-7'],
+    ['team-a', 'team-a'],
+  ])('a label value %j is written %j', (value, written) => {
+    const csv = rollupCsv([{ start: NOV, end: DEC, group: { 'label:team': value }, amountNanos: -5, inputTokens: 0, outputTokens: 0, gpuSeconds: 0, requests: 0, lines: 1 }], ['label:team']);
+    expect(csv.split('\r\n')[1]).toBe(`2026-11-01T00:00:00.000Z,2026-12-01T00:00:00.000Z,${written},-0.000000005,0,0,0,0`);
+  });
 });
 
 // ------------------------------------------------------------ property: ledger = rollups

@@ -172,8 +172,9 @@ export function nanosToUsdString(nanos: number): string {
 }
 
 function csvField(value: string): string {
-  // RFC 4180 quoting; a leading = + - @ is prefixed so a spreadsheet does not run it as a formula.
-  const safe = /^[=+\-@\t\r]/.test(value) && !/^-?\d/.test(value) ? `'${value}` : value;
+  // RFC 4180 quoting; a leading = + - @ is prefixed so a spreadsheet does not run it as a
+  // formula. Only a whole number keeps its minus: `-2+3+cmd|' /C calc'!A0` is a formula.
+  const safe = /^[=+\-@\t\r]/.test(value) && !/^-?\d+(\.\d+)?$/.test(value) ? `'${value}` : value;
   return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
 }
 
