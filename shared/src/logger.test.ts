@@ -55,4 +55,14 @@ describe('log format', () => {
     expect(text).not.toContain('svc_sk_live_');
     expect(text).not.toContain('whsec_x');
   });
+
+  it("pretty lines show no control character or bidirectional control a tenant's text carried, only escapes", () => {
+    const { stream, lines } = sink(true);
+    const log = createLogger('info', 'control-plane', stream, 'pretty');
+    log.warn({ reason: 'pull failed: \u001b]0;owned\u0007 \u009b2J \u202edesrever' }, 'instance failed: \u001b[2J\u009bX\u202eY');
+    const text = lines.join('');
+    const colours = /\x1b\[[0-9;]*m/g;
+    expect(text.replace(colours, '')).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+    expect(text).toContain('\\u009b2J \\u202edesrever');
+  });
 });

@@ -1,6 +1,7 @@
 // Logs through pino, with credentials redacted before anything is written: JSON lines for
 // collectors, or pino-pretty's coloured one-liners for a person at a terminal. `auto`
 // (the default of SVC_LOG_FORMAT) picks pretty when the destination is a TTY.
+import { Writable } from 'node:stream';
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import pretty from 'pino-pretty';
 
@@ -42,10 +43,29 @@ export function resolveLogFormat(format: LogFormat, destination: { isTTY?: boole
   return destination.isTTY === true ? 'pretty' : 'json';
 }
 
+/**
+ * What pino-pretty passes through to a terminal as itself: C1 controls (U+0080-U+009F, which
+ * some terminals act on as escape sequences) and Unicode's bidirectional controls, which
+ * reorder what is shown. Logs quote tenants' text (a registry's error, a webhook's URL);
+ * pino-pretty already strips C0 controls from messages and JSON-escapes them in fields.
+ */
+const TERMINAL_UNSAFE = /[\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** `destination` behind a writer that shows TERMINAL_UNSAFE characters as `\uXXXX`. */
+function inertTo(destination: NodeJS.WritableStream): NodeJS.WritableStream {
+  const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  return new Writable({
+    write(chunk: Buffer | string, _encoding, done) {
+      destination.write(String(chunk).replace(TERMINAL_UNSAFE, escape));
+      done();
+    },
+  });
+}
+
 /** pino-pretty in front of `destination`, for a person reading it. */
 function prettyStream(destination: NodeJS.WritableStream & { isTTY?: boolean }): DestinationStream {
   // sync: a line is on the terminal before the process can exit; colours only on a real TTY.
-  return pretty({ destination, sync: true, colorize: destination.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  return pretty({ destination: inertTo(destination), sync: true, colorize: destination.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
 }
 
 /** Fastify's `logger` option: pino's options, plus pino-pretty on stdout when that is the format. */
