@@ -1,7 +1,7 @@
 // What a host's set-up leaves weaker in keeping tenants apart, as codes the agent reports
 // in its host facts (HostFacts.isolation_warnings) beside the warning it logs at start, so
 // an operator with hundreds of nodes finds them from the control plane (`svcctl nodes
-// show`, the svc_nodes_isolation_warnings metric) instead of in each node's log.
+// show`, the operators' svc_node_isolation_warning series) instead of in each node's log.
 export type IsolationWarning =
   /** dockerd fetches images around the agent's pull proxy (its HTTP(S)_PROXY, or a NO_PROXY). */
   | 'pulls_bypass_proxy'
