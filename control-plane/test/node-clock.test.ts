@@ -7,6 +7,7 @@ import { ManualClock } from '@svc/shared';
 import { AgentGateway } from '../src/agents/gateway.js';
 import { defaultControlPlaneConfig } from '../src/config.js';
 import { instanceGatewayHooks } from '../src/instances/gateway-hooks.js';
+import { OperatorKeyService } from '../src/operators/operator-key-service.js';
 import { FakeSession, gatewayClient, hello } from './fake-agent.js';
 import { addReadyNode, startControlPlane, type TestControlPlane } from './harness.js';
 
@@ -16,6 +17,7 @@ const clock = new ManualClock(Date.UTC(2026, 10, 28, 12));
 let cp: TestControlPlane;
 let gateway: AgentGateway;
 let key: string;
+let operatorKey: string;
 
 beforeAll(async () => {
   cp = await startControlPlane({ clock });
@@ -30,6 +32,7 @@ beforeAll(async () => {
   cp.app.services.taskDispatcher.attach((nodeId, command) => gateway.send(nodeId, command));
   await gateway.listen();
   key = await cp.key({ scopes: ['compute:write', 'compute:read', 'billing:read'] });
+  operatorKey = (await new OperatorKeyService(cp.store.operators, clock).create({ scopes: ['operator:read'], name: 'read', createdBy: 'local' })).value;
 });
 afterAll(async () => {
   await gateway?.close();
@@ -55,6 +58,10 @@ describe("a node whose clock is an hour off the control plane's", () => {
     const agent = new FakeSession(gatewayClient(`127.0.0.1:${gateway.port}`), hello(nodeId, secret, { sent_at_ms: nodeNow(), pool }));
     try {
       await agent.next((m) => m.body === 'welcome');
+      agent.send({ host_facts: { hostname: `host-${pool}` } });
+      // What operators read: the node's clock against ours, with its host facts.
+      const facts = await eventually(async () => (await cp.request('GET', `/ops/v1/nodes/${nodeId}`, { key: operatorKey })).body?.host_facts, (f) => f?.clock_offset_ms !== undefined);
+      expect(facts.clock_offset_ms).toBe(skewMs);
       const created = await cp.request('POST', '/v1/instances', { key, body: { sku: 'h100-80gb', gpus: 1, pool } });
       expect(created.status).toBe(201);
       expect(created.body.node_id).toBe(nodeId);

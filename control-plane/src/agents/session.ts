@@ -5,7 +5,7 @@
 // commands to the agent. Every ending goes through end() or gone(), once: after either,
 // nothing is written.
 import type * as grpc from '@grpc/grpc-js';
-import { PROTOCOL_VERSION, type AgentMessage__Output, type Command, type CommandResult__Output, type ControlMessage, type Hello__Output, type TaskState__Output } from '@svc/proto';
+import { PROTOCOL_VERSION, type AgentMessage__Output, type Command, type CommandResult__Output, type ControlMessage, type Hello__Output, type HostFacts__Output, type TaskState__Output } from '@svc/proto';
 import { checkProtocolVersion, type EnrollmentService } from '../nodes/enrollment-service.js';
 import type { NodeRegistry, RegistryLogger } from '../nodes/node-registry.js';
 import { NodeRefusal } from '../nodes/refusal.js';
@@ -51,6 +51,8 @@ export class AgentSession {
   private readonly helloTimer: NodeJS.Timeout;
   /** Our clock less the node's, past CLOCK_TOLERANCE_MS; 0 within it or until known. */
   private clockOffsetMs = 0;
+  /** The agent's host facts of this session, recorded again when its clock's offset moves. */
+  private facts: HostFacts__Output | null = null;
 
   constructor(
     private readonly call: ConnectCall,
@@ -193,7 +195,8 @@ export class AgentSession {
         this.persist(registry.healthEvent(nodeId, message.health_event!), 'health event');
         return;
       case 'host_facts':
-        this.persist(registry.hostFacts(nodeId, message.host_facts!), 'host facts');
+        this.facts = message.host_facts!;
+        this.persist(registry.hostFacts(nodeId, this.facts, this.nodeClockOffsetMs()), 'host facts');
         return;
       case 'command_result':
         registry.seen(nodeId);
@@ -222,13 +225,21 @@ export class AgentSession {
     if (!(sentAtMs > 0)) return;
     const difference = this.host.now() - sentAtMs;
     const offset = Math.abs(difference) > CLOCK_TOLERANCE_MS ? difference : 0;
-    if (offset !== 0 && Math.abs(offset - this.clockOffsetMs) > CLOCK_TOLERANCE_MS) {
+    const moved = Math.abs(offset - this.clockOffsetMs) > CLOCK_TOLERANCE_MS;
+    if (offset !== 0 && moved) {
       this.host.log.warn(
         { node: this.nodeId, node_clock_behind_ms: offset },
         "the node's clock is off from the control plane's; the times it reports are read on the control plane's clock (run NTP on the node)",
       );
     }
     this.clockOffsetMs = offset;
+    // Operators see it with the host facts (svcctl nodes show, the operators' listener).
+    if (moved && this.facts && this.nodeId) this.persist(this.host.registry.hostFacts(this.nodeId, this.facts, this.nodeClockOffsetMs()), 'host facts');
+  }
+
+  /** The node's clock less ours, as operators read it: positive when the node is ahead. */
+  private nodeClockOffsetMs(): number {
+    return this.clockOffsetMs === 0 ? 0 : -this.clockOffsetMs;
   }
 
   /** A task state with the node's times moved onto our clock (0, unknown, stays 0). */

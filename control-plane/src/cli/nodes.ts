@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { systemClock } from '@svc/shared/clock';
 import { parseTtlSeconds } from '../nodes/node-credentials.js';
 import { isolationWarnings } from '../nodes/node-status.js';
+import { clockOffsetMs } from '../nodes/dcgm-metrics.js';
 import { isPool } from '../models/pools.js';
 import { formatAgo, formatGiB, shortUuid } from '../nodes/views.js';
 import type { OperatorClient } from '../operators/fleet-operations.js';
@@ -244,6 +245,7 @@ function printNodeDetail(v: DetailView, now: number, lastSeenAt: number | null):
       f.nvml_available === false ? ` — NVML unavailable: ${fact('nvml_unavailable_reason')}` : ''
     }`,
     `Isolation ${isolationWarnings({ hostFacts: f }).join(', ') || (v.protocol_version >= 7 && typeof f.hostname === 'string' ? 'no warnings' : '-')}`,
+    `Clock     ${clockLine(clockOffsetMs({ hostFacts: f }))}`,
     `Access    ${
       typeof f.ssh_port === 'number' && f.ssh_port > 0
         ? `ssh ${fact('public_host')}:${fact('ssh_port')} (host key ${fact('ssh_host_key_fingerprint')}), Jupyter :${fact('jupyter_port')}`
@@ -274,4 +276,12 @@ function printNodeDetail(v: DetailView, now: number, lastSeenAt: number | null):
     say('\nCommands waiting for the agent\n');
     printTable(['COMMAND', 'KIND', 'GPU', 'STATE', 'CREATED'], v.pending_commands.map((c) => [c.id, c.kind, c.gpu_uuid ?? 'all', c.state, c.created_at]));
   }
+}
+
+/** The node's clock against the control plane's, as `nodes show` says it. */
+export function clockLine(offsetMs: number | null): string {
+  if (offsetMs === null) return '-';
+  if (offsetMs === 0) return "in step with the control plane's (within 1 s)";
+  const seconds = (Math.abs(offsetMs) / 1000).toFixed(1);
+  return `${seconds} s ${offsetMs > 0 ? 'ahead of' : 'behind'} the control plane's: run NTP on the node (billing reads its times on the control plane's clock)`;
 }

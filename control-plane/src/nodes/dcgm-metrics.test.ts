@@ -122,3 +122,17 @@ describe('svc_node_isolation_warning', () => {
     ]);
   });
 });
+
+describe('svc_node_clock_offset_seconds', () => {
+  it("is the node's clock less the control plane's, in seconds, for each node it was measured for", async () => {
+    const text = await renderDcgmMetrics([
+      { node: { ...node, hostFacts: { clock_offset_ms: -3_600_250 } }, gpus: [], lastXid: new Map() },
+      { node: { id: 'node_2', hostname: 'gpu-2', pool: 'eu', hostFacts: { clock_offset_ms: 0 } }, gpus: [], lastXid: new Map() },
+      { node: { id: 'node_3', hostname: 'gpu-3', pool: 'eu', hostFacts: { hostname: 'gpu-3' } }, gpus: [], lastXid: new Map() },
+    ]);
+    expect(text.split('\n').filter((l) => l.startsWith('svc_node_clock_offset_seconds{'))).toEqual([
+      'svc_node_clock_offset_seconds{Hostname="gpu-1",node="node_1",pool="na"} -3600.25',
+      'svc_node_clock_offset_seconds{Hostname="gpu-2",node="node_2",pool="eu"} 0',
+    ]);
+  });
+});

@@ -114,8 +114,22 @@ export async function renderDcgmMetrics(nodes: readonly DcgmNodeInput[]): Promis
   // one's business but the operator's (the public /metrics would point an attacker at it).
   const warnings = new Gauge({ name: 'svc_node_isolation_warning', help: NODE_ISOLATION_HELP, labelNames: ['Hostname', 'node', 'pool', 'warning'], registers: [registry] });
   for (const { node } of sorted) for (const warning of isolationWarnings(node)) warnings.set({ Hostname: node.hostname, node: node.id, pool: node.pool, warning }, 1);
+  const clock = new Gauge({ name: 'svc_node_clock_offset_seconds', help: NODE_CLOCK_HELP, labelNames: ['Hostname', 'node', 'pool'], registers: [registry] });
+  for (const { node } of sorted) {
+    const offset = clockOffsetMs(node);
+    if (offset !== null) clock.set({ Hostname: node.hostname, node: node.id, pool: node.pool }, offset / 1000);
+  }
   return registry.metrics();
 }
+
+/** The node's clock less the control plane's as last measured (host facts' clock_offset_ms), or null when never measured. */
+export function clockOffsetMs(node: { hostFacts?: Record<string, unknown> | null | undefined }): number | null {
+  const offset = node.hostFacts?.['clock_offset_ms'];
+  return typeof offset === 'number' && Number.isFinite(offset) ? offset : null;
+}
+
+const NODE_CLOCK_HELP =
+  "The node's clock less the control plane's, as the control plane measured it from the agent's Hello and heartbeats (0 within a second). Billing reads the node's times on the control plane's clock; past a second, run NTP on the node.";
 
 const NODE_ISOLATION_HELP =
   "1 for each part of a node's set-up its agent reports as keeping tenants apart less well (HostFacts.isolation_warnings): pulls_bypass_proxy, no_host_firewall, cgroup_v1, no_log_limit, core_dumps_to_host.";

@@ -227,8 +227,13 @@ export class NodeRegistry {
     this.seen(nodeId);
   }
 
-  async hostFacts(nodeId: string, facts: HostFacts__Output): Promise<void> {
-    await this.store.setHostFacts(nodeId, { ...facts });
+  /**
+   * Records the agent's host facts as received, with what the control plane measured of the
+   * node's clock beside them (`clock_offset_ms`: the node's clock less ours, from the
+   * stamps on its Hello and heartbeats; 0 within a second).
+   */
+  async hostFacts(nodeId: string, facts: HostFacts__Output, clockOffsetMs?: number): Promise<void> {
+    await this.store.setHostFacts(nodeId, { ...facts, ...(clockOffsetMs === undefined ? {} : { clock_offset_ms: clockOffsetMs }) });
     this.seen(nodeId);
   }
 
