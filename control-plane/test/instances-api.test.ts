@@ -146,6 +146,71 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
       expect(kinds).toEqual(['extension', 'reservation']);
       expectError(await cp.request('POST', `/v1/instances/${reserved.id}/extend`, { key, body: { hours: 0 } }), 400, 'invalid_request');
     });
+
+    const chargesOf = async (id: string): Promise<Array<{ kind: string; amount: number }>> =>
+      (await cp.request('GET', '/v1/billing/charges?limit=100', { key })).body.data.filter((c: { instance_id: string }) => c.instance_id === id);
+    const extend = (id: string, hours: number) => cp.request('POST', `/v1/instances/${id}/extend`, { key, body: { hours } });
+
+    it('takes a reservation of a fractional number of hours (the spec\'s duration_hours is a number), charged for them', async () => {
+      const res = await create({ sku: 'h100-80gb', gpus: 1, duration_hours: 1.1 });
+      expect(res.status).toBe(201);
+      expect(res.body.duration_hours).toBe(1.1);
+      expect(Date.parse(res.body.expires_at) - Date.parse(res.body.created_at)).toBe(3_960_000);
+      expect((await chargesOf(res.body.id)).map((c) => c.amount)).toEqual([Number((1.1 * 2.69).toFixed(6))]);
+    });
+
+    it('adds the hours of concurrent extensions, each charged once: four of 10 h make 64 h, not 34 h charged four times', async () => {
+      const reserved = (await create({ sku: 'h100-80gb', gpus: 1, duration_hours: 24 })).body;
+      await cp.app.services.instances.onTaskState(reserved.node_id, reserved.id, 'running', {});
+      const answers = await Promise.all([1, 2, 3, 4].map(() => extend(reserved.id, 10)));
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+      expect(answers.map((a) => a.body.duration_hours).sort()).toEqual([34, 44, 54, 64]);
+      const after = (await cp.request('GET', `/v1/instances/${reserved.id}`, { key })).body;
+      expect(after.duration_hours).toBe(64);
+      expect(Date.parse(after.expires_at) - Date.parse(reserved.expires_at)).toBe(40 * 3_600_000);
+      const extensions = (await chargesOf(reserved.id)).filter((c) => c.kind === 'extension');
+      expect(extensions).toHaveLength(4);
+      expect(extensions.reduce((sum, c) => sum + c.amount, 0)).toBeCloseTo(40 * 2.69 * 0.7, 6);
+    });
+
+    it('an extension racing a failed provision never leaves a charge: the ledger of a failed reservation nets to zero', async () => {
+      for (let round = 0; round < 3; round++) {
+        const reserved = (await create({ sku: 'h100-80gb', gpus: 1, duration_hours: 24 })).body;
+        const [, extended] = await Promise.all([
+          cp.app.services.instances.onTaskState(reserved.node_id, reserved.id, 'failed', { message: 'pull failed' }),
+          extend(reserved.id, 24),
+        ]);
+        expect([200, 400]).toContain(extended.status);
+        expect((await cp.request('GET', `/v1/instances/${reserved.id}`, { key })).body.status).toBe('failed');
+        expect((await chargesOf(reserved.id)).reduce((sum, c) => sum + c.amount, 0)).toBeCloseTo(0, 9);
+      }
+      // Once failed, an extension is refused and charges nothing.
+      const failed = (await create({ sku: 'h100-80gb', gpus: 1, duration_hours: 24 })).body;
+      await cp.app.services.instances.onTaskState(failed.node_id, failed.id, 'failed', { message: 'pull failed' });
+      expect(expectError(await extend(failed.id, 24), 400, 'invalid_request').message).toBe(`instance ${failed.id} is failed and cannot be extended`);
+      expect((await chargesOf(failed.id)).reduce((sum, c) => sum + c.amount, 0)).toBeCloseTo(0, 9);
+    });
+
+    it('a reservation past its end is not extended, even before the expiry sweep drains it; an extension racing the sweep either keeps it running or is refused', async () => {
+      const reserved = (await create({ sku: 'h100-80gb', gpus: 1, duration_hours: 1 })).body;
+      await cp.app.services.instances.onTaskState(reserved.node_id, reserved.id, 'running', {});
+      clock.advance(3_600_000);
+      expect(expectError(await extend(reserved.id, 24), 400, 'invalid_request').message).toBe(`instance ${reserved.id}'s reservation ended at ${reserved.expires_at} and cannot be extended`);
+      await cp.app.services.instances.expireDue();
+      expect((await cp.request('GET', `/v1/instances/${reserved.id}`, { key })).body.status).toBe('draining');
+      expect((await chargesOf(reserved.id)).map((c) => c.kind)).toEqual(['reservation']);
+
+      const racing = (await create({ sku: 'h100-80gb', gpus: 1, duration_hours: 1 })).body;
+      await cp.app.services.instances.onTaskState(racing.node_id, racing.id, 'running', {});
+      clock.advance(3_600_000 - 1);
+      const [extended] = await Promise.all([extend(racing.id, 24), (async () => { clock.advance(1); await cp.app.services.instances.expireDue(); })()]);
+      const status = (await cp.request('GET', `/v1/instances/${racing.id}`, { key })).body.status;
+      const extensions = (await chargesOf(racing.id)).filter((c) => c.kind === 'extension');
+      // Paid for 24 more hours only if it runs them.
+      expect({ extended: extended.status === 200, running: status === 'ready', charged: extensions.length === 1 }).toEqual(
+        extended.status === 200 ? { extended: true, running: true, charged: true } : { extended: false, running: false, charged: false },
+      );
+    });
   });
 
   describe("an org's GPU quota (SVC_ORG_MAX_GPUS)", () => {

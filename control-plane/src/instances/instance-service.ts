@@ -14,7 +14,7 @@ import type { EventRecord } from '../store/records.js';
 import { REDACTED, accessView, sameAccess, type ViewerRights } from './instance-access.js';
 import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, TransitionCharge } from './instance-record.js';
 import { imageReferenceProblem, labelProblem, sshPublicKeyProblem } from './input-validation.js';
-import { TERMINAL, decide, isBillable, transition, type Decision, type InstanceStatus, type LifecycleEvent, type Occurrence, type StopAction } from './lifecycle.js';
+import { ENDING_STATUSES, TERMINAL, decide, isBillable, transition, type Decision, type InstanceStatus, type LifecycleEvent, type Occurrence, type StopAction } from './lifecycle.js';
 import { place } from './placement.js';
 import { poolsOf, taskResources, type Sku, type SkuCatalog } from './sku-catalog.js';
 import { requestStop, stopOverdue, stopTiming } from './stop-request.js';
@@ -148,7 +148,7 @@ export class InstanceService {
         progress: { phase: 'scheduled', fraction: null },
         createdAt: now,
         readyAt: null,
-        expiresAt: reserved ? now + input.duration_hours! * 3_600_000 : null,
+        expiresAt: reserved ? now + Math.round(input.duration_hours! * 3_600_000) : null,
         terminatedAt: null,
         stop: null,
         access: null,
@@ -196,16 +196,8 @@ export class InstanceService {
 
   async extend(orgId: string, id: string, hours: number, answer?: AnswerWith): Promise<InstanceRecord> {
     const record = await this.get(orgId, id);
-    if (record.mode !== 'reserved') {
-      throw new ApiError('invalid_request', 'only reservations can be extended; on-demand instances run until terminated', { param: 'hours' });
-    }
-    if (TERMINAL.has(record.status) || record.status === 'draining') {
-      throw new ApiError('invalid_request', `instance ${id} is ${record.status} and cannot be extended`);
-    }
-    const total = (record.durationHours ?? 0) + hours;
-    if (total > MAX_TOTAL_HOURS) {
-      throw new ApiError('invalid_request', `a reservation may total at most ${MAX_TOTAL_HOURS} h; this would make ${total} h`, { param: 'hours' });
-    }
+    const refused = extensionRefusal(record, hours, this.clock.now());
+    if (refused) throw refused;
     // The reservation keeps its GPUs; the SKU has capacity for it while its node stays schedulable.
     const node = (await this.inventory.nodes()).find((n) => n.id === record.nodeId);
     const healthy = node?.schedulable && record.gpuUuids.every((u) => node.gpus.some((g) => g.uuid === u && g.healthy));
@@ -213,8 +205,14 @@ export class InstanceService {
       throw new ApiError('no_capacity', `sku ${record.sku} has no capacity to extend in pool ${record.pool}: the instance's node is not schedulable`);
     }
     const charge = this.charge(record, 'extension', reservationChargeMicros(record.rateMicros, record.gpus, hours), `${hours} h extension of ${record.gpus} x ${record.sku}`);
-    const updated = await this.store.update(id, { durationHours: total, expiresAt: record.expiresAt! + hours * 3_600_000, updatedAt: this.clock.now() }, charge, answer);
-    return updated!;
+    // The checks above again, in the statement that extends: another extension, an end or
+    // the expiry may have come in between (on another replica too), and a charge is only
+    // written with the hours it pays for.
+    const now = this.clock.now();
+    const updated = await this.store.extend(id, { hours, maxTotalHours: MAX_TOTAL_HOURS, now }, charge, answer);
+    if (updated) return updated;
+    const current = await this.get(orgId, id);
+    throw extensionRefusal(current, hours, now) ?? new ApiError('conflict', `instance ${id} changed while it was being extended; retry`);
   }
 
   /** What an agent reports about a task it runs. Unknown tasks are ignored (the reconciler removes them). */
@@ -347,10 +345,14 @@ export class InstanceService {
   private async carryOut(id: string, nodeId: string | null, happened: Occurrence, context: Context): Promise<InstanceRecord | undefined> {
     let record = await this.store.get(id);
     if (!record || (nodeId !== null && record.nodeId !== nodeId)) return record;
-    const decision = decide(record.status, happened);
     const now = this.clock.now();
+    // An expiry found due before an extension committed: the reservation runs on. The
+    // transition checks it again, against an extension committing in between.
+    const expiredBy = happened.kind === 'expire' ? now : undefined;
+    if (expiredBy !== undefined && (record.expiresAt === null || record.expiresAt > expiredBy)) return record;
+    const decision = decide(record.status, happened);
     if (decision.event) {
-      const applied = await this.apply(record, decision.event, this.eventPatch(record, decision, context, now), context);
+      const applied = await this.apply(record, decision.event, this.eventPatch(record, decision, context, now), context, expiredBy);
       record = applied ?? (await this.store.get(id)) ?? record;
     } else if (decision.progress && context.progress) {
       record = (await this.store.update(id, { progress: context.progress, updatedAt: now })) ?? record;
@@ -416,7 +418,7 @@ export class InstanceService {
    * when the container stopped (billing/billing-end.ts), less what hourly and month-end
    * accruals billed already; `failed` refunds everything charged for the instance. Returns the updated record, or undefined if it raced.
    */
-  private async apply(record: InstanceRecord, event: LifecycleEvent, patch: Partial<InstanceRecord>, context: Context = {}): Promise<InstanceRecord | undefined> {
+  private async apply(record: InstanceRecord, event: LifecycleEvent, patch: Partial<InstanceRecord>, context: Context = {}, expiredBy?: number): Promise<InstanceRecord | undefined> {
     const step = transition(record.status, event);
     if (!step.ok) {
       this.log.warn({ instance: record.id, event, status: record.status }, step.reason);
@@ -442,7 +444,7 @@ export class InstanceService {
       // Failed provisions are not charged (spec section 8): a reservation's up-front charge comes back.
       charge = { refund: true, id: newId('chg'), orgId: record.orgId, instanceId: record.id, description: `refund: instance ${record.id} failed before it was ready`, createdAt: now };
     }
-    return this.store.transition(record.id, record.status, next, (updated) => this.lifecycleEvent(updated), charge);
+    return this.store.transition(record.id, record.status, next, (updated) => this.lifecycleEvent(updated), charge, expiredBy);
   }
 
   private lifecycleEvent(record: InstanceRecord): EventRecord {
@@ -462,6 +464,22 @@ export class InstanceService {
 }
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+/** Why reservation `record` may not be extended by `hours` at `now`, or null when it may. */
+function extensionRefusal(record: InstanceRecord, hours: number, now: number): ApiError | null {
+  if (record.mode !== 'reserved') {
+    return new ApiError('invalid_request', 'only reservations can be extended; on-demand instances run until terminated', { param: 'hours' });
+  }
+  if (ENDING_STATUSES.includes(record.status)) return new ApiError('invalid_request', `instance ${record.id} is ${record.status} and cannot be extended`);
+  if (record.expiresAt !== null && record.expiresAt <= now) {
+    return new ApiError('invalid_request', `instance ${record.id}'s reservation ended at ${iso(record.expiresAt)} and cannot be extended`);
+  }
+  const total = (record.durationHours ?? 0) + hours;
+  if (total > MAX_TOTAL_HOURS) {
+    return new ApiError('invalid_request', `a reservation may total at most ${MAX_TOTAL_HOURS} h; this would make ${total} h`, { param: 'hours' });
+  }
+  return null;
+}
 
 /**
  * The instance object of the API and of `instance.lifecycle` events. The Jupyter token is

@@ -20,6 +20,8 @@ export type LifecycleEvent =
   | 'fail';
 
 export const TERMINAL: ReadonlySet<InstanceStatus> = new Set(['terminated', 'failed']);
+/** Statuses of an instance that is ending or ended: a reservation in one is not extended. */
+export const ENDING_STATUSES: readonly InstanceStatus[] = ['draining', ...TERMINAL];
 
 const TABLE: Record<InstanceStatus, Partial<Record<LifecycleEvent, InstanceStatus>>> = {
   provisioning: { start: 'starting', running: 'ready', terminate: 'draining', stopped: 'terminated', fail: 'failed' },

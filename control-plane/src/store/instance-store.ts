@@ -56,7 +56,8 @@ export interface InstanceStore {
   /**
    * Moves `id` from `from` to `next.status` if it is still `from`; returns the updated
    * record, or undefined when the status had changed meanwhile. Terminal statuses
-   * release the instance's GPU claims.
+   * release the instance's GPU claims. `expiredBy` (an expiry): only if the reservation's
+   * `expires_at` is at or before it, so an extension committed meanwhile keeps it running.
    */
   transition(
     id: string,
@@ -64,7 +65,16 @@ export interface InstanceStore {
     next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
     event: (updated: InstanceRecord) => EventRecord,
     charge: TransitionCharge | null,
+    expiredBy?: number,
   ): Promise<InstanceRecord | undefined>;
+  /**
+   * Adds `extension.hours` to reservation `id` (its duration and its expiry) with its charge
+   * and idempotent answer, in one transaction, only while it is a reservation that is not
+   * ending (draining, terminated, failed), has not expired at `extension.now`, and stays
+   * within `extension.maxTotalHours` in all; undefined, and nothing written, otherwise.
+   * Concurrent extensions each add their own hours.
+   */
+  extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith): Promise<InstanceRecord | undefined>;
   /**
    * Bills on-demand instance `id`, if it is still ready or draining, up to `totalSeconds`
    * since it became ready: one `on_demand` line (billing/accrual.ts) for the seconds not
@@ -73,10 +83,10 @@ export interface InstanceStore {
    * boundary, bills nothing. Returns the line, or undefined when nothing was owed.
    */
   accrueOnDemand(id: string, totalSeconds: number, line: { id: string; createdAt: number }): Promise<ChargeRecord | undefined>;
-  /** Changes that are not a status (progress, stop request, expiry, access endpoints): no event. */
+  /** Changes that are not a status (progress, stop request, access endpoints): no event. */
   update(
     id: string,
-    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>,
+    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'access' | 'updatedAt'>>,
     charge?: ChargeRecord | null,
     answer?: AnswerWith,
   ): Promise<InstanceRecord | undefined>;

@@ -476,9 +476,38 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect((await store.instances.chargesFor('inst_1')).map((c) => c.id)).toEqual(['chg_1']);
     });
 
+    it('extends a reservation by each request\'s hours, concurrent ones too, each with its charge; refuses an ending, expired, on-demand or over-long one, writing nothing', async () => {
+      const HOUR = 3_600_000;
+      await store.instances.create(instance('inst_1', { status: 'ready', durationHours: 1.5, expiresAt: 10 * HOUR }), event('evt_1'), charge('chg_1', 3_000_000));
+      const extend = (hours: number, now: number, id = 'inst_1', max = 720) =>
+        store.instances.extend(id, { hours, maxTotalHours: max, now }, { ...charge(`chg_x${hours}_${now}_${Math.random()}`, hours * 1_000_000, now), kind: 'extension' });
+      const extended = await Promise.all([10, 10, 10, 10].map((h) => extend(h, HOUR)));
+      expect(extended.every((r) => r !== undefined)).toBe(true);
+      expect(await store.instances.get('inst_1')).toMatchObject({ durationHours: 41.5, expiresAt: 50 * HOUR });
+      expect((await store.instances.chargesFor('inst_1')).filter((c) => c.kind === 'extension')).toHaveLength(4);
+      // Over the total, past the expiry, on demand: nothing changes, nothing is charged.
+      expect(await extend(700, HOUR, 'inst_1', 720)).toBeUndefined();
+      expect(await extend(1, 50 * HOUR)).toBeUndefined();
+      await store.instances.create(onDemand('inst_2'), event('evt_2'), null);
+      expect(await extend(1, HOUR, 'inst_2')).toBeUndefined();
+      await store.instances.transition('inst_1', 'ready', { status: 'draining', updatedAt: 2 * HOUR }, () => event('evt_drain'), null);
+      expect(await extend(1, 2 * HOUR)).toBeUndefined();
+      expect(await store.instances.get('inst_1')).toMatchObject({ durationHours: 41.5, expiresAt: 50 * HOUR });
+      expect((await store.instances.chargesFor('inst_1')).filter((c) => c.kind === 'extension')).toHaveLength(4);
+      expect(await store.instances.chargesFor('inst_2')).toEqual([]);
+    });
+
+    it('expires a reservation only if it is still due: one extended meanwhile runs on', async () => {
+      await store.instances.create(instance('inst_1', { status: 'ready', expiresAt: 1_000 }), event('evt_1'), null);
+      const drain = (expiredBy: number) => store.instances.transition('inst_1', 'ready', { status: 'draining', updatedAt: expiredBy }, () => event(`evt_${expiredBy}`), null, expiredBy);
+      expect(await drain(999)).toBeUndefined();
+      expect(await store.instances.get('inst_1')).toMatchObject({ status: 'ready' });
+      expect(await drain(1_000)).toMatchObject({ status: 'draining' });
+    });
+
     it('transitions only from the expected status, releases GPUs when terminal and refunds what was charged', async () => {
-      await store.instances.create(instance('inst_1'), event('evt_1'), charge('chg_1', 3_000_000));
-      await store.instances.update('inst_1', { expiresAt: 99, updatedAt: 2 }, charge('chg_2', 1_500_000, 2));
+      await store.instances.create(instance('inst_1', { expiresAt: 99 }), event('evt_1'), charge('chg_1', 3_000_000));
+      await store.instances.update('inst_1', { updatedAt: 2 }, charge('chg_2', 1_500_000, 2));
       const ready = await store.instances.transition('inst_1', 'provisioning', { status: 'ready', readyAt: 3, updatedAt: 3 }, (i) => event('evt_ready', 'instance.lifecycle', i.id), null);
       expect(ready).toMatchObject({ status: 'ready', readyAt: 3, expiresAt: 99 });
       expect(await store.instances.transition('inst_1', 'provisioning', { status: 'failed', updatedAt: 4 }, () => event('evt_no'), null)).toBeUndefined();
@@ -924,7 +953,7 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       await store.ledger.setAccount('org_1', { creditLimitNanos: 9 });
       await store.ledger.setAccount('org_1', {});
       await store.instances.create(instance('inst_1', { createdAt: NOV }), event('evt_1'), charge('chg_1', 2_000_000, NOV + 1));
-      await store.instances.update('inst_1', { expiresAt: DEC, updatedAt: DEC - 1 }, charge('chg_2', 1_000_000, DEC - 1));
+      await store.instances.update('inst_1', { updatedAt: DEC - 1 }, charge('chg_2', 1_000_000, DEC - 1));
       await store.usage.append([
         usage(1, { createdAt: NOV + 2, costNanos: 700 }),
         usage(2, { createdAt: DEC + 2, costNanos: 300, orgId: 'org_2' }),

@@ -6,7 +6,7 @@ import type pg from 'pg';
 import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../instances/instance-record.js';
 import { onDemandLine } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
-import { TERMINAL } from '../../instances/lifecycle.js';
+import { ENDING_STATUSES, TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, heldGpusQuery, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
 import type { EventRecord } from '../records.js';
 import { ON_DEMAND_COLUMNS, toCharge, toColumns, toOnDemandState, toRecord } from '../sqlite/instance-store.js';
@@ -117,10 +117,12 @@ export class PgInstanceStore implements InstanceStore {
     next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
     event: (updated: InstanceRecord) => EventRecord,
     charge: TransitionCharge | null,
+    expiredBy?: number,
   ): Promise<InstanceRecord | undefined> {
     return inTransaction(this.pool, async (client) => {
       const { sets, values } = assignments(toColumns(next), 3);
-      const changed = await run(client, `UPDATE instances SET ${sets} WHERE id = $1 AND status = $2`, [id, from, ...values]);
+      const expired = expiredBy === undefined ? '' : ` AND expires_at <= $${3 + values.length}`;
+      const changed = await run(client, `UPDATE instances SET ${sets} WHERE id = $1 AND status = $2${expired}`, [id, from, ...values, ...(expiredBy === undefined ? [] : [expiredBy])]);
       if (changed === 0) return undefined;
       await run(client, 'INSERT INTO instance_transitions (instance_id, at, from_status, to_status, reason) VALUES ($1, $2, $3, $4, $5)', [
         id,
@@ -154,7 +156,7 @@ export class PgInstanceStore implements InstanceStore {
 
   async update(
     id: string,
-    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>,
+    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'access' | 'updatedAt'>>,
     charge: ChargeRecord | null = null,
     answer?: AnswerWith,
   ): Promise<InstanceRecord | undefined> {
@@ -170,6 +172,23 @@ export class PgInstanceStore implements InstanceStore {
       await this.insertCharge(client, charge);
       const updated = await this.getOn(client, id);
       if (updated) await completeClaim(client, answer?.(updated));
+      return updated;
+    });
+  }
+
+  async extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith): Promise<InstanceRecord | undefined> {
+    return inTransaction(this.pool, async (client) => {
+      // One conditional statement: concurrent extensions queue on the row and each adds its hours to what the last left.
+      const changed = await run(
+        client,
+        `UPDATE instances SET duration_hours = duration_hours + $2, expires_at = expires_at + $3, updated_at = $4
+         WHERE id = $1 AND mode = 'reserved' AND status <> ALL($5::text[]) AND expires_at > $4 AND duration_hours + $2 <= $6`,
+        [id, extension.hours, Math.round(extension.hours * 3_600_000), extension.now, ENDING_STATUSES, extension.maxTotalHours],
+      );
+      if (changed === 0) return undefined;
+      await this.insertCharge(client, charge);
+      const updated = (await this.getOn(client, id))!;
+      await completeClaim(client, answer?.(updated));
       return updated;
     });
   }

@@ -4,7 +4,7 @@ import type Database from 'better-sqlite3';
 import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../instances/instance-record.js';
 import { onDemandLine, type OnDemandState } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
-import { TERMINAL } from '../../instances/lifecycle.js';
+import { ENDING_STATUSES, TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, heldGpusQuery, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
 import { completeClaim } from './idempotency-store.js';
 import type { EventRecord } from '../records.js';
@@ -160,11 +160,15 @@ export class SqliteInstanceStore implements InstanceStore {
     next: Partial<InstanceRecord> & { status: InstanceStatus; updatedAt: number },
     event: (updated: InstanceRecord) => EventRecord,
     charge: TransitionCharge | null,
+    expiredBy?: number,
   ): Promise<InstanceRecord | undefined> {
     return this.db.transaction(() => {
       const columns = toColumns(next);
       const sets = Object.keys(columns).map((c) => `${c} = @${c}`).join(', ');
-      const changed = this.db.prepare(`UPDATE instances SET ${sets} WHERE id = @__id AND status = @__from`).run({ ...columns, __id: id, __from: from });
+      const expired = expiredBy === undefined ? '' : ' AND expires_at <= @__expiredBy';
+      const changed = this.db
+        .prepare(`UPDATE instances SET ${sets} WHERE id = @__id AND status = @__from${expired}`)
+        .run({ ...columns, __id: id, __from: from, ...(expiredBy === undefined ? {} : { __expiredBy: expiredBy }) });
       if (changed.changes === 0) return undefined;
       this.db
         .prepare('INSERT INTO instance_transitions (instance_id, at, from_status, to_status, reason) VALUES (?, ?, ?, ?, ?)')
@@ -196,7 +200,7 @@ export class SqliteInstanceStore implements InstanceStore {
 
   async update(
     id: string,
-    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'expiresAt' | 'durationHours' | 'access' | 'updatedAt'>>,
+    patch: Partial<Pick<InstanceRecord, 'progress' | 'stop' | 'access' | 'updatedAt'>>,
     charge: ChargeRecord | null = null,
     answer?: AnswerWith,
   ): Promise<InstanceRecord | undefined> {
@@ -207,6 +211,22 @@ export class SqliteInstanceStore implements InstanceStore {
       this.insertCharge(charge);
       const updated = this.getSync(id);
       if (updated) completeClaim(this.db, answer?.(updated));
+      return updated;
+    }).immediate();
+  }
+
+  async extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith): Promise<InstanceRecord | undefined> {
+    return this.db.transaction(() => {
+      const changed = this.db
+        .prepare(
+          `UPDATE instances SET duration_hours = duration_hours + @hours, expires_at = expires_at + @ms, updated_at = @now
+           WHERE id = @id AND mode = 'reserved' AND status NOT IN (SELECT value FROM json_each(@ending)) AND expires_at > @now AND duration_hours + @hours <= @max`,
+        )
+        .run({ id, hours: extension.hours, ms: Math.round(extension.hours * 3_600_000), now: extension.now, ending: JSON.stringify(ENDING_STATUSES), max: extension.maxTotalHours });
+      if (changed.changes === 0) return undefined;
+      this.insertCharge(charge);
+      const updated = this.getSync(id)!;
+      completeClaim(this.db, answer?.(updated));
       return updated;
     }).immediate();
   }
