@@ -201,6 +201,23 @@ describe('webhook delivery', () => {
     expect(receiver.requests[1]!.verifiedWith).toEqual([newSecret]);
   });
 
+  it('rotations during an overlap end the earlier overlap: deliveries carry two signatures however often a tenant rotates', async () => {
+    const { cp, admin, receiver, webhook } = await setup(['key.revoked']);
+    let secret = webhook.secret as string;
+    const previous: string[] = [];
+    for (let i = 0; i < 25; i++) {
+      const rotated = await cp.request('POST', `/v1/webhooks/${webhook.id}/rotate-secret`, { key: admin, body: { overlap_seconds: 604_800 } });
+      expect(rotated.status).toBe(200);
+      previous.push(secret);
+      secret = rotated.body.secret as string;
+    }
+    receiver.secrets = [previous.at(-1)!, secret];
+    await revokeNewKey(cp, admin);
+    await until('delivered', () => receiver.delivered().length === 1);
+    expect(receiver.requests[0]!.signature.split(' ')).toHaveLength(2);
+    expect(receiver.requests[0]!.verifiedWith).toEqual([previous.at(-1)!, secret]);
+  });
+
   it('410 Gone disables the subscription; other subscriptions keep receiving', async () => {
     const { cp, admin, receiver: gone, webhook } = await setup(['key.revoked']);
     gone.answer = () => ({ status: 410 });

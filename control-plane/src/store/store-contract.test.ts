@@ -762,6 +762,10 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.webhooks.rotateSecret('wh_missing', whsec('wh_missing', 'x'), 50)).toBe(false);
       expect((await store.webhooks.activeSecrets('wh_1', 10)).map((s) => s.secret)).toEqual(['whsec_b', 'whsec_a']);
       expect((await store.webhooks.activeSecrets('wh_1', 50)).map((s) => s.secret)).toEqual(['whsec_b']);
+      // Rotations while an overlap runs end the earlier one: two secrets sign at most.
+      for (let i = 0; i < 5; i++) expect(await store.webhooks.rotateSecret('wh_1', whsec('wh_1', `whsec_c${i}`, 3 + i), 1_000)).toBe(true);
+      expect((await store.webhooks.activeSecrets('wh_1', 8)).map((s) => s.secret)).toEqual(['whsec_c4', 'whsec_c3']);
+      expect((await store.webhooks.activeSecrets('wh_1', 1_000)).map((s) => s.secret)).toEqual(['whsec_c4']);
       const e = await store.events.append(event('evt_1'));
       await store.webhooks.fanOut(10, planAll);
       await store.webhooks.recordAttempt(

@@ -97,7 +97,11 @@ export interface WebhookStore {
   listSubscriptions(orgId?: string): Promise<WebhookSubscriptionRecord[]>;
   /** Removes the subscription with its secrets, deliveries and attempts; false when unknown. */
   deleteSubscription(id: string): Promise<boolean>;
-  /** Adds `secret`; every older secret with no earlier expiry expires at `oldExpiresAt`. */
+  /**
+   * Adds `secret` (current from its createdAt); the secret current until then signs on
+   * until `oldExpiresAt`, and one an earlier rotation left signing stops at once, so at
+   * most two secrets sign each delivery whatever the number of rotations.
+   */
   rotateSecret(id: string, secret: WebhookSecretRecord, oldExpiresAt: number): Promise<boolean>;
   /** Secrets that sign at `now`, newest first. */
   activeSecrets(id: string, now: number): Promise<WebhookSecretRecord[]>;

@@ -82,7 +82,13 @@ export class PgWebhookStore implements WebhookStore {
   async rotateSecret(id: string, secret: WebhookSecretRecord, oldExpiresAt: number): Promise<boolean> {
     return inTransaction(this.pool, async (client) => {
       if (!(await one(client, 'SELECT 1 FROM webhook_subscriptions WHERE id = $1 FOR UPDATE', [id]))) return false;
-      await run(client, 'UPDATE webhook_secrets SET expires_at = $1 WHERE subscription_id = $2 AND (expires_at IS NULL OR expires_at > $1)', [oldExpiresAt, id]);
+      // The current secret signs on until oldExpiresAt; one an earlier rotation left signing stops now.
+      await run(
+        client,
+        `UPDATE webhook_secrets SET expires_at = CASE WHEN expires_at IS NULL THEN $1::bigint ELSE LEAST(expires_at, $3::bigint) END
+         WHERE subscription_id = $2 AND (expires_at IS NULL OR expires_at > $3::bigint)`,
+        [oldExpiresAt, id, secret.createdAt],
+      );
       await insertSecret(client, secret);
       return true;
     });

@@ -139,12 +139,13 @@ export class SqliteWebhookStore implements WebhookStore {
   async rotateSecret(id: string, secret: WebhookSecretRecord, oldExpiresAt: number): Promise<boolean> {
     return this.db.transaction(() => {
       if (!this.db.prepare('SELECT 1 FROM webhook_subscriptions WHERE id = ?').get(id)) return false;
+      // The current secret signs on until oldExpiresAt; one an earlier rotation left signing stops now.
       this.db
         .prepare(
-          `UPDATE webhook_secrets SET expires_at = ?
-           WHERE subscription_id = ? AND (expires_at IS NULL OR expires_at > ?)`,
+          `UPDATE webhook_secrets SET expires_at = CASE WHEN expires_at IS NULL THEN @old ELSE MIN(expires_at, @now) END
+           WHERE subscription_id = @id AND (expires_at IS NULL OR expires_at > @now)`,
         )
-        .run(oldExpiresAt, id, oldExpiresAt);
+        .run({ old: oldExpiresAt, id, now: secret.createdAt });
       this.insertSecret(secret);
       return true;
     }).immediate();
