@@ -58,6 +58,7 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
       [{ sku: 'h100-80gb', gpus: 1, image: `sha256:${'c'.repeat(64)}` }, 'image'],
       [{ sku: 'h100-80gb', gpus: 1, ssh_keys: ['ssh-rsa AAAAB3NzaC1yc2E'] }, 'ssh_keys[0]'],
       [{ sku: 'h100-80gb', gpus: 1, labels: { k: 7 } }, 'labels.k'],
+      [{ sku: 'h100-80gb', gpus: 1, labels: { k: 'a\u0000b' } }, 'labels.k'],
       [{ sku: 'h100-80gb', gpus: 1, colour: 'red' }, 'colour'],
       [{ gpus: 1 }, 'sku'],
     ])('refuses %j with 400 and param %s', async (body, param) => {

@@ -74,4 +74,10 @@ describe('labelProblem', () => {
     expect(labelProblem({ k: 'v'.repeat(257) })?.[1]).toMatch(/256/);
     expect(labelProblem(Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, 'v'])))?.[0]).toBe('labels');
   });
+
+  it.each(['a\u0000b', 'tab\there', '\u001b[2J', '\u009b', '\ud800x', 'x\udc00'])('refuses the value %j (control characters, half a surrogate pair)', (value) => {
+    expect(labelProblem({ team: value })).toEqual(['labels.team', 'label values may not hold control characters or unpaired UTF-16 surrogates']);
+  });
+
+  it.each(['ml-team', 'équipe', '研究', '🚀 launch'])('accepts the value %j', (value) => expect(labelProblem({ team: value })).toBeUndefined());
 });

@@ -53,6 +53,8 @@ export const MAX_LABELS = 64;
 const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._/-]{0,62}$/;
 const MAX_LABEL_VALUE = 256;
 
+const CONTROL_OR_LONE_SURROGATE = /[\u0000-\u001f\u007f-\u009f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
 /** Problems as [param, message]; labels are for cost attribution, so keep them tidy. */
 export function labelProblem(labels: Record<string, unknown>): [string, string] | undefined {
   const entries = Object.entries(labels);
@@ -61,6 +63,8 @@ export function labelProblem(labels: Record<string, unknown>): [string, string] 
     if (!LABEL_KEY.test(key)) return [`labels.${key}`, 'label keys are 1-63 letters, digits, ".", "_", "/" or "-", starting with a letter or digit'];
     if (typeof value !== 'string') return [`labels.${key}`, 'label values must be strings'];
     if (value.length > MAX_LABEL_VALUE) return [`labels.${key}`, `label values are at most ${MAX_LABEL_VALUE} characters`];
+    // Labels group usage and invoices (PostgreSQL's jsonb refuses NUL and half a surrogate pair).
+    if (CONTROL_OR_LONE_SURROGATE.test(value)) return [`labels.${key}`, 'label values may not hold control characters or unpaired UTF-16 surrogates'];
   }
   return undefined;
 }
