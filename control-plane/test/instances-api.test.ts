@@ -133,6 +133,18 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
       expect(charges.body.data.find((c: { instance_id: string }) => c.instance_id === inst.id)).toMatchObject({ kind: 'on_demand', amount: 0.044833, currency: 'usd' });
     });
 
+    it('an idempotency key names one request, query included: a forced terminate is not answered with the graceful one it reuses the key of', async () => {
+      const inst = (await create({ sku: 'h100-80gb', gpus: 1 })).body;
+      await cp.app.services.instances.onTaskState(inst.node_id, inst.id, 'running', {});
+      const idem = randomUUID();
+      const graceful = await cp.request('POST', `/v1/instances/${inst.id}/terminate`, { key, headers: { 'x-service-idempotency-key': idem } });
+      expect(graceful.status).toBe(200);
+      const forced = await cp.request('POST', `/v1/instances/${inst.id}/terminate?force=true`, { key, headers: { 'x-service-idempotency-key': idem } });
+      expect(expectError(forced, 400, 'invalid_request').code).toBe('idempotency_key_reused');
+      const again = await cp.request('POST', `/v1/instances/${inst.id}/terminate`, { key, headers: { 'x-service-idempotency-key': idem } });
+      expect(again.headers.get('x-service-idempotent-replay')).toBe('true');
+    });
+
     it('extends reservations only, charging up front', async () => {
       const onDemand = (await create({ sku: 'h100-80gb', gpus: 1 })).body;
       expect(expectError(await cp.request('POST', `/v1/instances/${onDemand.id}/extend`, { key, body: { hours: 2 } }), 400, 'invalid_request').param).toBe('hours');

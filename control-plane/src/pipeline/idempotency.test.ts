@@ -9,6 +9,8 @@ describe('requestFingerprint', () => {
     ['another X-Service-Pool', requestFingerprint('POST', '/v1/chat/completions', { 'x-service-pool': 'eu' }, { a: 2, b: 1 }), false],
     ['another body', requestFingerprint('POST', '/v1/chat/completions', {}, { a: 3, b: 1 }), false],
     ['another path', requestFingerprint('POST', '/v1/embeddings', {}, { a: 2, b: 1 }), false],
+    ['no query', requestFingerprint('POST', '/v1/chat/completions', {}, { a: 2, b: 1 }, {}), true],
+    ['a query', requestFingerprint('POST', '/v1/chat/completions', {}, { a: 2, b: 1 }, { force: true }), false],
   ];
   it.each(cases)('%s', (_name, hash, same) => {
     expect(hash === base).toBe(same);

@@ -52,8 +52,10 @@ export interface IdempotencyClaim {
  * The identity of a request under one idempotency key: method, path, the headers that
  * change what it does, and the body after validation (defaults applied, key order ignored).
  */
-export function requestFingerprint(method: string, path: string, headers: Record<string, string | string[] | undefined>, body: unknown): string {
+export function requestFingerprint(method: string, path: string, headers: Record<string, string | string[] | undefined>, body: unknown, query: unknown = {}): string {
   const hash = createHash('sha256').update(`${method} ${path}\n`);
+  // The query as validated (`?force=true` is `{ force: true }`); none hashes as before it was counted.
+  if (query && typeof query === 'object' && Object.keys(query).length > 0) hash.update(`?${canonicalJson(query)}\n`);
   for (const name of FINGERPRINT_HEADERS) {
     const value = headers[name];
     hash.update(`${name}: ${(Array.isArray(value) ? value.join(',') : (value ?? '')).trim().toLowerCase()}\n`);
@@ -126,7 +128,7 @@ export class Idempotency {
       throw new ApiError('invalid_request', 'X-Service-Idempotency-Key must be a UUID', { param: 'X-Service-Idempotency-Key' });
     }
     const keyId = request.principal!.key.id;
-    const requestHash = requestFingerprint(request.method, request.url.split('?')[0]!, request.headers, request.body);
+    const requestHash = requestFingerprint(request.method, request.url.split('?')[0]!, request.headers, request.body, request.query);
 
     const deadline = this.clock.now() + this.options.waitSeconds * 1000;
     for (;;) {
