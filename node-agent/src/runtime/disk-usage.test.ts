@@ -68,6 +68,13 @@ describe('the disk a container takes on the host', () => {
     expect(bytes).toBeLessThan(42 * MIB);
   });
 
+  it("counts what it writes into /etc/hosts, /etc/hostname and /etc/resolv.conf, which Docker keeps on the host's disk outside the container's layer", async () => {
+    const h = await start('for f in hosts hostname resolv.conf; do dd if=/dev/zero of=/etc/$f bs=1M count=10; done && sleep 600');
+    const bytes = await bytesOnce(h.containerId, 30 * MIB);
+    expect(bytes).toBeGreaterThanOrEqual(30 * MIB);
+    expect(bytes).toBeLessThan(32 * MIB);
+  });
+
   it('counts a volume its image declares, which Docker creates outside the container', async () => {
     const h = await start('dd if=/dev/zero of=/data/fill bs=1M count=30 && sleep 600', VOLUME_IMAGE);
     const mounts = (await docker.getContainer(h.containerId).inspect()).Mounts;

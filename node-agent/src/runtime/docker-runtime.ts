@@ -337,7 +337,11 @@ export class DockerRuntime implements TaskRuntime {
     const upperDir = (info.GraphDriver?.Data as Record<string, string> | undefined)?.['UpperDir'];
     // Another storage driver than overlay2: the engine walks the layer itself (apparent size).
     const layer = upperDir ? 0 : await this.layerSize(container);
-    const walked = upperDir ? [upperDir, ...volumes] : volumes;
+    // /etc/hosts, /etc/hostname and /etc/resolv.conf are files Docker keeps in its own
+    // directory on the same disk and mounts writable: root in the container can fill them
+    // (measured: 70 MB written into them, none of it in the writable layer).
+    const etcFiles = [info.HostsPath, info.HostnamePath, info.ResolvConfPath].filter((path): path is string => typeof path === 'string' && path !== '');
+    const walked = [...(upperDir ? [upperDir] : []), ...volumes, ...etcFiles];
     // One walk after the other: the disk is read by one `du` at a time.
     const bytes = await allocatedBytes(walked);
     const files = await fileCount(walked);
