@@ -29,7 +29,7 @@ import { BUSYBOX_IMAGE, MODEL_SERVER_STANDIN_IMAGE, SLEEPER_IMAGE } from './supp
 import { startInstanceStack, type InstanceStack } from './support/instance-stack.js';
 import { eventually, freePort, removeNodeContainers, TEST_MAX_CONNECTIONS } from './support/node-agent-process.js';
 import { keygen, knownHostsFor, sftp, ssh, sshProcess, type KeyPair, type SshTarget } from './support/openssh.js';
-import { BIG_FILE_BYTES, DISCARD_PORT, METADATA_ADDRESS, PUBLIC_ADDRESS, SMTP_PORTS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
+import { AZURE_HOST_ADDRESS, BIG_FILE_BYTES, DISCARD_PORT, DNS_PORT, METADATA_ADDRESS, PUBLIC_ADDRESS, SMTP_PORTS, startOutsideNetwork, type OutsideNetwork } from './support/outside-network.js';
 
 const docker = new Docker();
 const execFileAsync = promisify(execFile);
@@ -209,6 +209,12 @@ describe('as a hostile tenant', () => {
     expect(socket.stdout.trim().split('\n').pop()).toBe('0');
     expect(await fromHost(METADATA_ADDRESS, 80)).toContain(outside.body);
     expect(await fromA(METADATA_ADDRESS, 80)).toMatch(REFUSED);
+  });
+
+  it("A cannot reach Azure's host endpoint (WireServer: the VM's goal state and certificates), but for DNS, which Docker's resolver asks it from A", async () => {
+    expect(await fromHost(AZURE_HOST_ADDRESS, 80)).toContain(outside.body);
+    expect(await fromA(AZURE_HOST_ADDRESS, 80)).toMatch(REFUSED);
+    expect(await fromA(AZURE_HOST_ADDRESS, DNS_PORT)).toContain(outside.body);
   });
 
   it('A cannot reach cloud metadata while the host makes networks either (Docker takes its DOCKER-USER jump away and back each time)', async () => {

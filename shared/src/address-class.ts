@@ -1,5 +1,6 @@
 // Which addresses are the public internet and which are not (loopback, private, link-local
-// with the cloud metadata service, and the rest), with the word an error message uses. Both
+// with the cloud metadata service, Azure's host endpoint, and the rest), with the word an
+// error message uses. Both
 // sides judge addresses a tenant names: the control plane a webhook's target, the agent an
 // image's registry.
 import ipaddr from 'ipaddr.js';
@@ -13,7 +14,8 @@ export type AddressClass =
   | 'carrier-grade NAT'
   | 'multicast'
   | 'unique local'
-  | 'reserved';
+  | 'reserved'
+  | 'cloud platform';
 
 /**
  * Ranges that are not the public internet, with the word an error message uses. The node
@@ -23,6 +25,11 @@ export const NON_PUBLIC: ReadonlyArray<readonly [cidr: string, kind: AddressClas
   ['0.0.0.0/8', 'unspecified'],
   ['10.0.0.0/8', 'private'],
   ['100.64.0.0/10', 'carrier-grade NAT'],
+  // Azure's host endpoint (WireServer, the host agent plugin on 32526, the VM's DNS): in a
+  // public range, yet it hands the VM's goal state and certificates to whoever asks from
+  // the VM, as container traffic forwarded by the host does (Mandiant's "WireServing Up
+  // Credentials", 2024, against AKS).
+  ['168.63.129.16/32', 'cloud platform'],
   ['127.0.0.0/8', 'loopback'],
   ['169.254.0.0/16', 'link-local'],
   ['172.16.0.0/12', 'private'],

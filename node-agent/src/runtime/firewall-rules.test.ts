@@ -33,9 +33,16 @@ describe('buildFirewallRules', () => {
 
   it('with outbound internet, leaves public destinations to Docker (no catch-all refusal for instances)', () => {
     expect(rules(internet.ipv4)).not.toContain(`-A ${FORWARD_CHAIN} -i svci+ ${REJECT}`);
-    const refused = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4'];
+    const refused = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '168.63.129.16/32', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4'];
     expect(BLOCKED_IPV4_RANGES).toEqual(refused);
-    expect(rules(internet.ipv4).filter((r) => r.includes('-i svci+ -d ')).map((r) => r.split(' ')[5])).toEqual(refused);
+    expect(rules(internet.ipv4).filter((r) => r.includes('-i svci+ -d ') && r.endsWith(REJECT)).map((r) => r.split(' ')[5])).toEqual(refused);
+  });
+
+  it("refuses Azure's host endpoint (WireServer: the VM's goal state and certificates) to instances, all but DNS, which Docker's resolver sends it from the instance", () => {
+    const list = rules(internet.ipv4);
+    const dns = ['udp', 'tcp'].map((p) => list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 168.63.129.16/32 -p ${p} -m ${p} --dport 53 -j RETURN`));
+    const refused = list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 168.63.129.16/32 ${REJECT}`);
+    expect(dns.every((i) => i >= 0 && i < refused)).toBe(true);
   });
 
   it('with outbound none, refuses everything else an instance starts, after the private ranges', () => {
@@ -59,7 +66,7 @@ describe('buildFirewallRules', () => {
     expect(first).toBeGreaterThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 10.0.0.2/32 -j RETURN`));
     expect(first).toBeLessThan(list.indexOf(`-A ${FORWARD_CHAIN} -i svci+ -d 0.0.0.0/8 ${REJECT}`));
     // Replicas, the provider's own, are not held to them.
-    expect(list.filter((r) => r.includes('--dport'))).toHaveLength(3);
+    expect(list.filter((r) => r.includes('--dport') && r.endsWith(REJECT))).toHaveLength(3);
     // The backstop copy drops the same ports.
     expect(rules(buildFirewallRules({ instanceOutbound: 'internet', allowCidrs: [], blockedPorts: SMTP, maxConnectionsPerInstance: 16384 }).ipv4, 'security')).toContain(`-A ${FORWARD_CHAIN} -i svci+ -p tcp -m tcp --dport 25 -j DROP`);
   });

@@ -40,10 +40,13 @@ export const PENALIZED_MAX_SECONDS = 600;
  * Destinations no instance may reach even with outbound internet: the IPv4 ranges that are
  * not the public internet, as webhooks and image registries are judged too: this-network,
  * private (RFC 1918), carrier-grade NAT, loopback, link-local (cloud metadata
- * 169.254.169.254), IETF protocol assignments, documentation ranges, benchmarking,
- * multicast and reserved.
+ * 169.254.169.254), Azure's host endpoint (DNS to it excepted), IETF protocol assignments,
+ * documentation ranges, benchmarking, multicast and reserved.
  */
 export const BLOCKED_IPV4_RANGES: readonly string[] = NON_PUBLIC.map(([cidr]) => cidr).filter((cidr) => cidr.includes('.'));
+
+/** Blocked destinations that also answer the host's DNS (Azure's host endpoint). */
+export const CLOUD_RESOLVERS: readonly string[] = NON_PUBLIC.filter(([, kind]) => kind === 'cloud platform').map(([cidr]) => cidr);
 
 /** A port or range of ports of one protocol (SVC_INSTANCE_BLOCKED_PORTS). */
 export interface PortRule {
@@ -115,6 +118,9 @@ function forwardRules(policy: FirewallPolicy, verdict: string, withCap: boolean)
     fwd(`-i ${INSTANCE} -o ${REPLICA} ${verdict}`),
     ...policy.allowCidrs.map((cidr) => fwd(`-i ${INSTANCE} -d ${cidr} -j RETURN`)),
     ...policy.blockedPorts.map(({ protocol, from, to }) => fwd(`-i ${INSTANCE} -p ${protocol} -m ${protocol} --dport ${from === to ? from : `${from}:${to}`} ${verdict}`)),
+    // Docker's embedded DNS server asks the host's resolvers from the instance's namespace:
+    // on Azure that is the host endpoint, refused below for everything but DNS.
+    ...CLOUD_RESOLVERS.flatMap((address) => ['udp', 'tcp'].map((protocol) => fwd(`-i ${INSTANCE} -d ${address} -p ${protocol} -m ${protocol} --dport 53 -j RETURN`))),
     ...BLOCKED_IPV4_RANGES.map((cidr) => fwd(`-i ${INSTANCE} -d ${cidr} ${verdict}`)),
     ...(policy.instanceOutbound === 'none' ? [fwd(`-i ${INSTANCE} ${verdict}`)] : []),
     // Replicas (the provider's model servers) keep outbound for weights, but reach no
