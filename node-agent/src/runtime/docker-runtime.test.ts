@@ -581,6 +581,30 @@ describe('isolation and limits', () => {
     }
   });
 
+  it("refuses an instance's image whose volumes nest (dockerd would copy its files once per level) or whose WORKDIR is under /proc, before a container is made; a replica's is not checked", async () => {
+    const cases = [
+      { tag: `nested-${run}`, changes: 'VOLUME ["/usr", "/usr/lib", "/usr/lib/x86_64-linux-gnu"]', problem: 'the image declares the volume /usr/lib inside its volume /usr' },
+      { tag: `procdir-${run}`, changes: 'WORKDIR /proc/self/fd', problem: "the image's working directory /proc/self/fd is under /proc" },
+    ];
+    for (const { tag, changes, problem } of cases) {
+      const builder = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['sleep', '3600'], Labels: { 'svc.test': 'image-builder' } });
+      const image = `${REGISTRY}/svc/runtime-test:${tag}`;
+      try {
+        await commitAndPush(docker, builder, image, changes);
+      } finally {
+        await builder.remove({ force: true });
+      }
+      freshImages.push(image);
+      const spec = task({ image });
+      const err = await rejection(runtime.startTask(spec));
+      expect(err).toMatchObject({ code: 'create_failed', recoverable: false, message: expect.stringContaining(problem) });
+      expect(await docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${spec.taskId}`] } })).toEqual([]);
+    }
+    const replica = await runtime.startTask(task({ kind: 'replica', image: `${REGISTRY}/svc/runtime-test:nested-${run}` }));
+    expect(replica.state).toBe('running');
+    await runtime.destroyTask(replica.containerId, { force: true });
+  });
+
   it("refuses an instance's image from a registry on the node's own network, even one already on the node, unless the operator lists it; a replica's is not checked", async () => {
     const guarded = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [] } });
     const refused = task();

@@ -27,6 +27,7 @@ import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { dnsLimitRules } from './task-dns-limit.js';
 import { registryListed, registryOf, registryRefusal, type RegistryPolicy } from './image-registry.js';
 import { cameFromRepository, withDefaultTag } from './image-reference.js';
+import { imageConfigProblem, type ImageConfig } from './image-config-check.js';
 import { imageIdProblem } from '@svc/shared/image-id';
 import { filterNamespace } from './task-namespace-filter.js';
 import { ownSubnetRules, type OwnNetwork } from './task-own-subnet.js';
@@ -164,6 +165,7 @@ export class DockerRuntime implements TaskRuntime {
     const host = await this.host();
     await this.ensureImage(spec, onProgress);
     this.imageUsed?.(spec.image);
+    if (spec.kind === 'instance') await this.checkImageConfig(spec.image);
     await this.ensureNetwork(spec);
     const { networkMbps, memoryBytes } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind, spec.gpuUuids.length);
     let container: Docker.Container;
@@ -543,6 +545,18 @@ export class DockerRuntime implements TaskRuntime {
       );
     const lookup = await lookUpProgram(argv[0]!, envValue(Config.Env, 'PATH'), Config.WorkingDir, stat);
     return lookup.found ? null : lookup.reason;
+  }
+
+  /** An instance's image whose config would have Docker act for it on the host is refused before a container is made (image-config-check.ts). */
+  private async checkImageConfig(ref: string): Promise<void> {
+    let config: ImageConfig;
+    try {
+      config = (await this.docker.getImage(ref).inspect()).Config;
+    } catch (err) {
+      throw engineError(`inspect image ${ref}`, err);
+    }
+    const problem = imageConfigProblem(config);
+    if (problem) throw new RuntimeError('create_failed', problem, false);
   }
 
   private async imageCommand(ref: string): Promise<ImageCommand> {
