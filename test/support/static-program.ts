@@ -14,6 +14,7 @@ const PROGRAMS = {
   'udp-hog': 'a tenant holding datagrams in UDP sockets it never reads',
   'pipe-hog': 'a tenant taking pipe buffers, which the kernel counts per user',
   'subnet-sweep': 'a tenant connecting to every address of its own subnet',
+  'io-uring-hog': 'a tenant pinning memory through io_uring, which the kernel counts per user',
 } as const;
 
 export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {

@@ -67,8 +67,8 @@ describe('applyKernelSettings', () => {
   });
 
   it('leaves the core pattern to the host when SVC_CONTAINER_CORE_DUMPS=false', () => {
-    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual([...SHARED_NAMES, 'kernel.core_pattern']);
-    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual(SHARED_NAMES);
+    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual([...SHARED_NAMES, 'kernel.io_uring_disabled', 'kernel.core_pattern']);
+    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual([...SHARED_NAMES, 'kernel.io_uring_disabled']);
   });
 
   it("leaves this host's shared tables and per-user counts at least at their targets", async () => {

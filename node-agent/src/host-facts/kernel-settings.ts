@@ -34,6 +34,7 @@
 //   255 MiB), so without the budget that memory is the bound. Its hard twin
 //   (fs.pipe-user-pages-hard, off by default) would refuse new pipes outright, so it is
 //   kept off;
+// - io_uring, closed to containers (IO_URING below);
 // - where core dumps go. A pattern that hands them to a program (`|systemd-coredump`,
 //   apport) or, since Linux 6.16, to a socket (`@…`) makes the kernel start that handler on
 //   the host, in the host's cgroup, for every process that crashes in any container: a
@@ -81,6 +82,23 @@ export const SHARED_TABLES: readonly KernelSetting[] = [
   { name: 'fs.pipe-user-pages-hard', path: '/proc/sys/fs/pipe-user-pages-hard', wanted: turnOff, ...SHARED_TABLE_MESSAGES },
 ];
 
+/**
+ * io_uring, for processes with CAP_SYS_ADMIN only (1; 0 lets every process use it). The
+ * memory a ring and its registered buffers pin is counted against one per-user budget
+ * (RLIMIT_MEMLOCK of the user's locked_vm), and every container is the host's root
+ * without CAP_IPC_LOCK: measured, a container that registered 8,184 KiB made every other
+ * container's io_uring_setup fail with ENOMEM until it exited. Docker 25 and later refuse
+ * io_uring to containers for the same reason; the host's own daemons keep it.
+ */
+export const IO_URING: KernelSetting = {
+  name: 'kernel.io_uring_disabled',
+  path: '/proc/sys/kernel/io_uring_disabled',
+  wanted: (current) => (current === '0' ? '1' : null),
+  changedMessage: 'io_uring is now for processes with CAP_SYS_ADMIN only, which no container holds: the memory it pins is one budget every container shares as root, which one tenant could take for all',
+  failedMessage:
+    "io_uring stays open to containers (kernel.io_uring_disabled needs Linux 6.6): one tenant can take the per-user budget of memory it pins, and every other container's io_uring, a model server's too, fails with ENOMEM",
+};
+
 /** Whether the kernel hands a crashing process's dump to a handler on the host (a pipe or a socket) rather than to a file the process writes itself. */
 export function dumpsGoToTheHost(corePattern: string): boolean {
   return corePattern.startsWith('|') || corePattern.startsWith('@');
@@ -105,7 +123,7 @@ export async function corePatternGoesToTheHost(): Promise<boolean> {
 
 /** What the agent sets at start, under its configuration. */
 export function kernelSettingsFor(options: { containerCoreDumps: boolean }): KernelSetting[] {
-  return options.containerCoreDumps ? [...SHARED_TABLES, CORE_PATTERN] : [...SHARED_TABLES];
+  return options.containerCoreDumps ? [...SHARED_TABLES, IO_URING, CORE_PATTERN] : [...SHARED_TABLES, IO_URING];
 }
 
 export type KernelSettingOutcome = { setting: KernelSetting } & (

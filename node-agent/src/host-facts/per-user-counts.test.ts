@@ -7,7 +7,8 @@
 // process run as root on the host then aborted at its next socket. That attack is not run:
 // at the defaults it would take the count from the suites running beside this one. The
 // pipe attack is run: at the default budget it only slows the pipes made beside it.
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unframeDockerLog } from '../../../test/support/docker-io.js';
@@ -15,7 +16,7 @@ import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js'
 import { buildStaticProgram } from '../../../test/support/static-program.js';
 import { ContainerProcess } from '../access/container-process.js';
 import { ensureBusybox } from '../runtime/docker-test-images.js';
-import { applyKernelSettings, SHARED_TABLES } from './kernel-settings.js';
+import { applyKernelSettings, IO_URING, SHARED_TABLES } from './kernel-settings.js';
 
 const docker = new Docker();
 const started: Docker.Container[] = [];
@@ -40,7 +41,7 @@ async function memoryOf(container: Docker.Container): Promise<number> {
   return usage - (detail['total_inactive_file'] ?? detail['inactive_file'] ?? 0);
 }
 
-type Program = 'kernel-counts' | 'pipe-hog';
+type Program = 'kernel-counts' | 'pipe-hog' | 'io-uring-hog';
 
 /** A fresh container (1 GiB) running `program` with `args`, and what it printed first. */
 async function running(program: Program, args: string[]): Promise<{ container: Docker.Container; said: string }> {
@@ -108,4 +109,25 @@ describe('pipe buffers, which the kernel budgets per user', () => {
     expect(full.added).toBe(PIPES);
     expect(full.bytes - empty.bytes).toBeGreaterThan(PIPES * 0.9 * 1024 ** 2);
   }, 60_000);
+});
+
+describe('the memory io_uring pins, one per-user budget for every container', () => {
+  // At the kernel's default (0), a container that registered a buffer of its whole
+  // RLIMIT_MEMLOCK (`io-uring-hog hold`) made every other container's io_uring fail with
+  // ENOMEM. That attack is not run: the agents of the suites beside this one set the
+  // kernel's setting back at their start, as the agent does on every host.
+  it("with the agent's setting no container gets io_uring; the host's root still does", async () => {
+    const [outcome] = await applyKernelSettings([IO_URING]);
+    if (!existsSync(IO_URING.path)) {
+      // Before Linux 6.6 the kernel has no such setting: the agent says so at start.
+      expect(outcome).toHaveProperty('error');
+      return;
+    }
+    expect(outcome).not.toHaveProperty('error');
+    expect(readFileSync(IO_URING.path, 'utf8').trim()).toBe('1');
+    expect((await running('io-uring-hog', ['probe'])).said).toBe('refused setup EPERM');
+    expect((await running('io-uring-hog', ['hold'])).said).toMatch(/^refused setup EPERM$|^unlimited$/);
+    // The host's root (with CAP_SYS_ADMIN), as the agent and Docker run, keeps it.
+    expect(execFileSync(await buildStaticProgram('io-uring-hog'), ['probe'], { encoding: 'utf8' }).trim()).toBe('ok');
+  }, 90_000);
 });
