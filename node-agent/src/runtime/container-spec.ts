@@ -69,6 +69,30 @@ export interface HostCapabilities {
 }
 
 /**
+ * What an instance may not read of the host's /proc and /sys: Docker 20.10's own list (it
+ * replaces it when one is given), plus what leaks the host and its neighbours: the power
+ * meters (RAPL's energy counters, a side channel root-only on the host since
+ * CVE-2020-8694, which later Docker releases mask too), the interrupt counts of every
+ * device (a neighbour's GPU and NVMe interrupts say when it works) and the machine's DMI
+ * serials and UUID.
+ */
+export const INSTANCE_MASKED_PATHS: readonly string[] = [
+  '/proc/asound',
+  '/proc/acpi',
+  '/proc/kcore',
+  '/proc/keys',
+  '/proc/latency_stats',
+  '/proc/timer_list',
+  '/proc/timer_stats',
+  '/proc/sched_debug',
+  '/proc/scsi',
+  '/sys/firmware',
+  '/sys/devices/virtual/powercap',
+  '/proc/interrupts',
+  '/sys/devices/virtual/dmi',
+];
+
+/**
  * Everything else is dropped: no raw sockets (NET_RAW: ARP spoofing, ping floods), no
  * device nodes (MKNOD), no file capabilities (SETFCAP/SETPCAP), no chroot, no audit
  * writes. What stays is what package managers, pip, Jupyter and CUDA programs running as
@@ -164,6 +188,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
       OomScoreAdj: OOM_SCORE_ADJ[task.kind],
       // The networks carry IPv4 only; without IPv6 not even a link-local route to the host exists.
       Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' },
+      ...(task.kind === 'instance' ? { MaskedPaths: [...INSTANCE_MASKED_PATHS] } : {}),
       // HostPort '' lets Docker pick a free port; the agent reads it back with inspect.
       ...(port ? { PortBindings: { [port]: [{ HostIp: task.publish!.hostIp, HostPort: '' }] } } : {}),
       ...(gpus

@@ -581,6 +581,17 @@ describe('isolation and limits', () => {
     }
   });
 
+  it("hides from an instance what of the host's /proc and /sys tells of the host and its neighbours (interrupt counts, power meters, DMI), as well as Docker's own list; a replica sees Docker's view", async () => {
+    const read = 'for f in /proc/interrupts /proc/kcore /proc/keys; do printf "%s=%s " $f $(cat $f 2>/dev/null | wc -c); done';
+    const instance = await runtime.startTask(task());
+    const replica = await runtime.startTask(task({ kind: 'replica' }));
+    expect((await execIn(docker, instance.containerId, ['sh', '-c', read])).trim()).toBe('/proc/interrupts=0 /proc/kcore=0 /proc/keys=0');
+    expect((await execIn(docker, replica.containerId, ['sh', '-c', read])).trim()).toMatch(/^\/proc\/interrupts=[1-9]\d* \/proc\/kcore=0 \/proc\/keys=0$/);
+    const masked = (await docker.getContainer(instance.containerId).inspect()).HostConfig.MaskedPaths;
+    expect(masked).toEqual(expect.arrayContaining(['/sys/devices/virtual/powercap', '/sys/devices/virtual/dmi', '/sys/firmware']));
+    for (const h of [instance, replica]) await runtime.destroyTask(h.containerId, { force: true });
+  });
+
   it("refuses an instance's image whose volumes nest (dockerd would copy its files once per level) or whose WORKDIR is under /proc, before a container is made; a replica's is not checked", async () => {
     const cases = [
       { tag: `nested-${run}`, changes: 'VOLUME ["/usr", "/usr/lib", "/usr/lib/x86_64-linux-gnu"]', problem: 'the image declares the volume /usr/lib inside its volume /usr' },
