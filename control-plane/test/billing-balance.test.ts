@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import { usdToNanos } from '../src/billing/billing-service.js';
-import { spendingDecision } from '../src/billing/spending.js';
+import { spendingDecision, upFrontRefusal } from '../src/billing/spending.js';
 import type { BillingAccount } from '../src/store/ledger-store.js';
 import { addReadyNode, expectError, startControlPlane, type TestControlPlane } from './harness.js';
 import { WebhookReceiver, until } from './webhooks-support.js';
@@ -59,6 +59,21 @@ describe('spendingDecision', () => {
     ['postpaid: last month does not count against this one', { creditLimitNanos: 100, periodNanos: 0, spentNanos: 500 }, true],
   ] as const)('%s', (_name, patch, allowed) => {
     expect(spendingDecision(account(patch as Partial<BillingAccount>)).allowed).toBe(allowed);
+  });
+});
+
+describe('upFrontRefusal', () => {
+  const account = (patch: Partial<BillingAccount>): BillingAccount => ({
+    orgId: 'o', mode: 'postpaid', creditLimitNanos: null, lowBalanceNanos: null, spentNanos: 0, creditedNanos: 0, periodNanos: 0, ...patch,
+  });
+  it.each([
+    ['prepaid, the balance covers it', { mode: 'prepaid', creditedNanos: 100, spentNanos: 40 }, 60, true],
+    ['prepaid, a cent short', { mode: 'prepaid', creditedNanos: 100, spentNanos: 40 }, 61, false],
+    ['postpaid without a limit', { spentNanos: 1e15 }, 1e12, true],
+    ['postpaid, up to its limit', { creditLimitNanos: 100, periodNanos: 40 }, 60, true],
+    ['postpaid, past its limit', { creditLimitNanos: 100, periodNanos: 40 }, 61, false],
+  ] as const)('%s', (_name, patch, charge, allowed) => {
+    expect(upFrontRefusal(account(patch as Partial<BillingAccount>), charge) === null).toBe(allowed);
   });
 });
 
@@ -122,6 +137,26 @@ describe('a prepaid org', () => {
     expect(extended.status).toBe(200);
     expect(extended.body).toMatchObject({ duration_hours: 48 });
     expect(await charges()).toEqual(['extension', 'reservation']);
+  });
+
+  it('is refused a reservation or an extension its balance does not cover, charged nothing; one it covers is booked', async () => {
+    await addReadyNode(cp, { pool: 'na', gpus: 8 });
+    cp.app.services.taskDispatcher.attach(() => true);
+    const org = await cp.app.services.orgs.create('small-balance-co', 2);
+    const key = await cp.key({ orgId: org.id, scopes: ['compute:write', 'compute:read', 'billing:read'] });
+    await cp.app.services.billing.configure(org.id, { mode: 'prepaid' });
+    await cp.app.services.billing.grant(org.id, 10_000_000_000, 'top-up', null);
+    clock.advance(1_000);
+    // 24 h at $2.49 an hour less 30%: $41.83, against $10.00.
+    const big = expectError(await cp.request('POST', '/v1/instances', { key, body: { sku: 'h100-80gb', gpus: 1, duration_hours: 24 } }), 402, 'insufficient_quota');
+    expect(big.message).toBe("this costs $41.83 up front, more than your organization's prepaid balance of $10.00; add credit or book fewer hours (GET /v1/billing/balance shows it)");
+    const small = await cp.request('POST', '/v1/instances', { key, body: { sku: 'h100-80gb', gpus: 1, duration_hours: 2 } });
+    expect(small.status).toBe(201);
+    // $4.98 booked, $5.02 left: 3 hours more ($7.47) are not covered.
+    expectError(await cp.request('POST', `/v1/instances/${small.body.id}/extend`, { key, body: { hours: 3 } }), 402, 'insufficient_quota');
+    const charges = (await cp.request('GET', '/v1/billing/charges?limit=100', { key })).body.data as Array<{ kind: string; amount: number }>;
+    expect(charges.map((c) => [c.kind, c.amount])).toEqual([['reservation', 4.98]]);
+    expect((await cp.request('GET', '/v1/billing/balance', { key })).body.balance).toBeCloseTo(5.02, 6);
   });
 
   it('records billing.balance_low once when the balance falls below its threshold', async () => {

@@ -22,6 +22,22 @@ export function spendingDecision(account: BillingAccount): SpendingDecision {
   return { allowed: true };
 }
 
+/**
+ * Whether an org may be charged `chargeNanos` up front (a reservation, an extension): the
+ * amount is known before it is charged, so a prepaid balance must cover it, and a
+ * postpaid month stay within its credit limit with it; null when it may.
+ */
+export function upFrontRefusal(account: BillingAccount, chargeNanos: number): string | null {
+  const balance = account.creditedNanos - account.spentNanos;
+  if (account.mode === 'prepaid' && balance - chargeNanos < 0) {
+    return `this costs ${usd(chargeNanos)} up front, more than your organization's prepaid balance of ${usd(balance)}; add credit or book fewer hours (GET /v1/billing/balance shows it)`;
+  }
+  if (account.mode === 'postpaid' && account.creditLimitNanos !== null && account.periodNanos + chargeNanos > account.creditLimitNanos) {
+    return `this costs ${usd(chargeNanos)} up front, which would take your organization's bill this month (${usd(account.periodNanos)}) past its credit limit of ${usd(account.creditLimitNanos)}; book fewer hours, or ask your provider to raise it`;
+  }
+  return null;
+}
+
 /** True when the balance moved from at or above the threshold to below it. */
 export function crossedLowBalance(before: BillingAccount | undefined, after: BillingAccount): boolean {
   if (after.lowBalanceNanos === null || before === undefined) return false;
@@ -58,6 +74,16 @@ export class BalanceGuard {
     const cached = this.accounts.get(orgId);
     const fresh = cached && this.clock.now() - cached.readAt < this.maxAgeMs ? cached : await this.read(orgId);
     if (!fresh.decision.allowed) throw new ApiError('insufficient_quota', fresh.decision.message);
+  }
+
+  /**
+   * Throws insufficient_quota when the org may not be charged `chargeNanos` up front, read
+   * from the ledger now (money, not a cached second-old view). Two charges checked at the
+   * same moment may both pass: it bounds, as the other checks do, not meters.
+   */
+  async checkUpFront(orgId: string, chargeNanos: number): Promise<void> {
+    const refusal = upFrontRefusal(await this.ledger.account(orgId, billingPeriod(this.clock.now()).id), chargeNanos);
+    if (refusal) throw new ApiError('insufficient_quota', refusal);
   }
 
   /** Forgets what it read (a credit was just granted, a limit changed). */

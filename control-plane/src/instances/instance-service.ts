@@ -73,6 +73,8 @@ export interface InstanceServiceOptions {
   terminationGraceMs: number;
   /** GPUs an org's instances may hold at once (its own quota, else SVC_ORG_MAX_GPUS); absent: no quota. */
   gpuQuotaOf?: (orgId: string) => Promise<number>;
+  /** Throws when the org may not be charged this many micro-dollars up front (a reservation, an extension): its prepaid balance or credit limit. */
+  chargeUpFront?: (orgId: string, amountMicros: number) => Promise<void>;
 }
 
 export class InstanceService {
@@ -157,6 +159,7 @@ export class InstanceService {
       const charge = reserved
         ? this.charge(record, 'reservation', reservationChargeMicros(rateMicros, input.gpus, input.duration_hours!), `${input.duration_hours} h reservation of ${input.gpus} x ${sku.id}`)
         : null;
+      if (charge) await this.options.chargeUpFront?.(orgId, charge.amountMicros);
       try {
         await this.store.create(record, this.lifecycleEvent(record), charge, answer, gpuQuota);
       } catch (err) {
@@ -205,6 +208,7 @@ export class InstanceService {
       throw new ApiError('no_capacity', `sku ${record.sku} has no capacity to extend in pool ${record.pool}: the instance's node is not schedulable`);
     }
     const charge = this.charge(record, 'extension', reservationChargeMicros(record.rateMicros, record.gpus, hours), `${hours} h extension of ${record.gpus} x ${record.sku}`);
+    await this.options.chargeUpFront?.(orgId, charge.amountMicros);
     // The checks above again, in the statement that extends: another extension, an end or
     // the expiry may have come in between (on another replica too), and a charge is only
     // written with the hours it pays for.
