@@ -118,6 +118,9 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
   });
 
   describe('terminate, extend and charges', () => {
+    // Room for this block's instances beside those the blocks before left running.
+    beforeAll(() => addReadyNode(cp, { pool: 'eu', gpus: 32 }));
+
     it('terminates with force in the body or the query, repeatably, and bills on demand', async () => {
       const inst = (await create({ sku: 'h100-80gb', gpus: 1 })).body;
       await cp.app.services.instances.onTaskState(inst.node_id, inst.id, 'running', {});

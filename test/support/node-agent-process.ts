@@ -100,16 +100,28 @@ export async function svcctlJson<T = Record<string, unknown>>(dataDir: string, .
 }
 
 /** A TCP port nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Whether `port` can be listened on at `host` now. */
+function bindable(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, host, () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A port free now, for a process to listen on a moment later. Taken below the kernel's
+ * ephemeral range (32768 on): a port the kernel picked for a listen(0) or an outgoing
+ * connection of the suites running beside this one could land on it in between (seen once:
+ * a control plane's gRPC port taken, EADDRINUSE). Only callers of this can collide now, one
+ * chance in thousands.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if ((await bindable(port, '0.0.0.0')) && (await bindable(port, '127.0.0.1'))) return port;
+  }
+  throw new Error('no free port between 20000 and 32000 after 100 tries');
 }
 
 /** Polls `probe` until it returns a value (not undefined/false); fails with `what` after `timeoutMs`. */

@@ -224,10 +224,11 @@ describe('DockerRuntime: pulls', () => {
   it('pulls again when the image vanishes between the check and the create', async () => {
     const image = await pushFreshImage(docker, `vanished-${run}`, 100_000);
     freshImages.push(image);
-    // The presence check says "there" although the engine does not have it.
+    // The presence check says "there", pulled from its repository, although the engine does not have it.
+    const pulledFrom = `${image.slice(0, image.lastIndexOf(':'))}@sha256:${'0'.repeat(64)}`;
     const getImage = vi
       .spyOn(docker, 'getImage')
-      .mockImplementation((name) => ({ name, inspect: async () => ({}) }) as unknown as Docker.Image);
+      .mockImplementation((name) => ({ name, inspect: async () => ({ RepoDigests: [pulledFrom], Config: {} }) }) as unknown as Docker.Image);
     const pull = vi.spyOn(docker, 'pull');
     try {
       const handle = await runtime.startTask(task({ image }));
