@@ -76,11 +76,45 @@ describe('GET /v1/billing/usage', () => {
       ['on_demand', 'ml', 2_000_000_000],
     ]);
     const first = await get('/v1/billing/usage?from=2026-11-01&to=2026-12-01&bucket=hour&group_by=key_id&limit=2');
-    expect(first.body).toMatchObject({ has_more: true, next_cursor: '2' });
+    expect(first.body).toMatchObject({ has_more: true, next_cursor: expect.stringMatching(/^[A-Za-z0-9_-]+$/) });
     const second = await get(`/v1/billing/usage?from=2026-11-01&to=2026-12-01&bucket=hour&group_by=key_id&limit=2&after=${first.body.next_cursor}`);
     const all = await get('/v1/billing/usage?from=2026-11-01&to=2026-12-01&bucket=hour&group_by=key_id');
     expect([...first.body.data, ...second.body.data]).toEqual(all.body.data.slice(0, 4));
     expect(first.body.totals).toEqual(all.body.totals);
+  });
+
+  it("pages a range that keeps growing without a row twice or missed: a cursor keeps the first page's end and goes on after its last row", async () => {
+    // An org of its own, one group per key; a new key's usage lands in the current bucket between pages.
+    const org = await cp.app.services.orgs.create('billing-pages-org', 2);
+    const orgKey = await cp.key({ orgId: org.id, scopes: ['billing:read'] });
+    const began = clock.now();
+    for (const k of ['key_b', 'key_c', 'key_d']) await usage(org.id, began - HOUR, 'llama-3.1-8b-instruct', k, 1, 1, 1);
+    const page = (after?: string) => get(`/v1/billing/usage?bucket=month&group_by=key_id&limit=1${after ? `&after=${after}` : ''}`, orgKey);
+    const first = await page();
+    expect(first.body.has_more).toBe(true);
+    clock.advance(60_000);
+    try {
+      await usage(org.id, clock.now() - 1, 'llama-3.1-8b-instruct', 'key_a', 5, 5, 5);
+      const seen = [...first.body.data];
+      let cursor = first.body.next_cursor as string | null;
+      while (cursor) {
+        const next = await page(cursor);
+        expect(next.status).toBe(200);
+        expect({ to: next.body.to, totals: next.body.totals }).toEqual({ to: first.body.to, totals: first.body.totals });
+        seen.push(...next.body.data);
+        cursor = next.body.next_cursor;
+      }
+      expect(seen.map((r: { group: { key_id: string | null } }) => r.group.key_id)).toEqual(['key_b', 'key_c', 'key_d']);
+    } finally {
+      clock.set(began);
+    }
+  });
+
+  it("refuses a cursor that is not one, or another query's", async () => {
+    expect(expectError(await get('/v1/billing/usage?after=bm90LWEtY3Vyc29y'), 400, 'invalid_request')).toMatchObject({ param: 'after', message: 'after must be the next_cursor of a previous page' });
+    const first = await get('/v1/billing/usage?from=2026-11-01&to=2026-12-01&bucket=hour&group_by=key_id&limit=1');
+    const other = await get(`/v1/billing/usage?from=2026-11-01&to=2026-12-01&bucket=day&group_by=key_id&limit=1&after=${first.body.next_cursor}`);
+    expect(expectError(other, 400, 'invalid_request').param).toBe('after');
   });
 
   it('defaults to the current UTC month up to now', async () => {

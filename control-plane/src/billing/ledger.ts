@@ -147,7 +147,7 @@ export function rollup(rows: readonly HourRow[], dimensions: readonly Dimension[
   return [...merged.values()].sort((a, b) => a.start - b.start || compareGroups(a.group, b.group, dimensions));
 }
 
-function compareGroups(a: Record<string, string | null>, b: Record<string, string | null>, dimensions: readonly Dimension[]): number {
+export function compareGroups(a: Record<string, string | null>, b: Record<string, string | null>, dimensions: readonly Dimension[]): number {
   for (const d of dimensions) {
     const x = a[d] ?? '';
     const y = b[d] ?? '';

@@ -13,6 +13,7 @@ import type { InvoiceDraft } from '../billing/invoice.js';
 import { renderInvoicePdf } from '../billing/invoice-pdf.js';
 import { responses, StringEnum } from '../http/schemas.js';
 import { parseTimeParam } from '../http/time-param.js';
+import { decodeUsageCursor, encodeUsageCursor, rowsAfter, sameQuery } from '../billing/usage-cursor.js';
 
 export interface BillingRouteDeps {
   instances: InstanceStore;
@@ -275,7 +276,13 @@ export function billingRoutes(deps: BillingRouteDeps): FastifyPluginAsyncTypebox
                 Type.String({ maxLength: 300, description: 'Comma-separated, up to 4 of: model, key_id, instance_id, sku, pool, kind, label:<name>.' }),
               ),
               limit: Type.Optional(Type.Integer({ minimum: 1, maximum: PAGE_MAX, default: 100 })),
-              after: Type.Optional(Type.String({ maxLength: 20, pattern: '^[0-9]+$', description: 'next_cursor of the previous page.' })),
+              after: Type.Optional(
+                Type.String({
+                  maxLength: 4096,
+                  pattern: '^[A-Za-z0-9_-]+$',
+                  description: 'next_cursor of the previous page. It keeps that page\'s range (its end fixed when to was left out), bucket and group_by; give the same or leave them out.',
+                }),
+              ),
             },
             { additionalProperties: false },
           ),
@@ -313,16 +320,25 @@ export function billingRoutes(deps: BillingRouteDeps): FastifyPluginAsyncTypebox
       async (request, reply) => {
         const q = request.query;
         const now = deps.now();
-        const from = q.from === undefined ? billingPeriod(now).start : parseTimeParam(q.from, 'from');
-        const to = q.to === undefined ? now : parseTimeParam(q.to, 'to');
+        const cursor = q.after === undefined ? null : decodeUsageCursor(q.after);
+        if (q.after !== undefined && !cursor) throw new ApiError('invalid_request', 'after must be the next_cursor of a previous page', { param: 'after' });
+        const from = q.from !== undefined ? parseTimeParam(q.from, 'from') : (cursor?.from ?? billingPeriod(now).start);
+        // A later page keeps the range of the first: the end it had, not a later now.
+        const to = q.to !== undefined ? parseTimeParam(q.to, 'to') : (cursor?.to ?? now);
         if (to <= from) throw new ApiError('invalid_request', 'to must be after from', { param: 'to' });
-        const bucket = q.bucket ?? 'day';
+        const bucket = q.bucket ?? cursor?.bucket ?? 'day';
         if ((to - from) / 3_600_000 > MAX_HOURS[bucket]) {
           throw new ApiError('invalid_request', `a range of ${bucket} buckets may span at most ${MAX_HOURS[bucket] / 24} days; use a larger bucket or a shorter range`, { param: 'to' });
         }
-        const parsed = parseDimensions(q.group_by === undefined ? [] : [q.group_by]);
+        // A cursor's dimensions are checked as a group_by is: it comes back from the client.
+        const groupBy = q.group_by ?? (cursor && cursor.dimensions.length > 0 ? cursor.dimensions.join(',') : undefined);
+        const parsed = parseDimensions(groupBy === undefined ? [] : [groupBy]);
         if ('error' in parsed) throw new ApiError('invalid_request', parsed.error, { param: 'group_by' });
         const { dimensions } = parsed;
+        const query = { from, to, bucket, dimensions };
+        if (cursor && !sameQuery(cursor, query)) {
+          throw new ApiError('invalid_request', 'after is the cursor of another query: give the from, to, bucket and group_by of the page it came with, or leave them out', { param: 'after' });
+        }
 
         await deps.flushUsage();
         const rows = rollup(await deps.ledger.hourly(request.principal!.org.id, { from, to }, dimensions), dimensions, bucket);
@@ -335,10 +351,11 @@ export function billingRoutes(deps: BillingRouteDeps): FastifyPluginAsyncTypebox
             .send(rollupCsv(rows, dimensions));
         }
 
-        const offset = q.after === undefined ? 0 : Number(q.after);
         const limit = q.limit ?? 100;
-        const page = rows.slice(offset, offset + limit);
-        const hasMore = offset + limit < rows.length;
+        const rest = cursor ? rowsAfter(rows, cursor.last, dimensions) : rows;
+        const page = rest.slice(0, limit);
+        const hasMore = rest.length > limit;
+        const last = page.at(-1);
         return {
           object: 'list' as const,
           from: new Date(from).toISOString(),
@@ -348,7 +365,7 @@ export function billingRoutes(deps: BillingRouteDeps): FastifyPluginAsyncTypebox
           data: page.map((r) => ({ object: 'billing.usage_bucket' as const, start: new Date(r.start).toISOString(), end: new Date(r.end).toISOString(), group: r.group, ...quantities(r) })),
           totals: quantities(totals(rows)),
           has_more: hasMore,
-          next_cursor: hasMore ? String(offset + limit) : null,
+          next_cursor: hasMore && last ? encodeUsageCursor({ ...query, last: { start: last.start, group: last.group } }) : null,
         };
       },
     );
