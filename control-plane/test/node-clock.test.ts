@@ -50,9 +50,11 @@ async function eventually<T>(read: () => Promise<T>, ok: (value: T) => boolean, 
 
 describe("a node whose clock is an hour off the control plane's", () => {
   it.each([
-    ['behind', -HOUR_MS, 'na'],
-    ['ahead', HOUR_MS, 'eu'],
-  ] as const)('%s: an instance that ran 10 minutes and exited is billed 10 minutes', async (_how, skewMs, pool) => {
+    ['behind', -HOUR_MS, 'na', 0],
+    ['ahead', HOUR_MS, 'eu', 0],
+    // In step, but a heartbeat reached us 5 s after it was stamped (a stalled event loop, a slow link): not an offset.
+    ['in step, with a heartbeat held up 5 s', 0, 'apac', 5_000],
+  ] as const)('%s: an instance that ran 10 minutes and exited is billed 10 minutes', async (_how, skewMs, pool, heldUpMs) => {
     const nodeNow = () => clock.now() + skewMs;
     const { nodeId, secret } = await addReadyNode(cp, { gpus: 1, pool });
     const agent = new FakeSession(gatewayClient(`127.0.0.1:${gateway.port}`), hello(nodeId, secret, { sent_at_ms: nodeNow(), pool }));
@@ -73,7 +75,7 @@ describe("a node whose clock is an hour off the control plane's", () => {
       expect(ready.status).toBe('ready');
 
       clock.advance(10 * 60_000);
-      agent.send({ heartbeat: { seq: 1, sent_at_ms: nodeNow() } });
+      agent.send({ heartbeat: { seq: 1, sent_at_ms: nodeNow() - heldUpMs } });
       // The container stopped just now, as the node's Docker recorded it.
       agent.send({ task_state: { task_id: id, kind: 'INSTANCE', state: 'exited', exit_code: 0, at_ms: nodeNow(), stopped_at_ms: nodeNow() } });
       const ended = await eventually(async () => (await cp.request('GET', `/v1/instances/${id}`, { key })).body, (v) => v.status !== 'ready');

@@ -39,6 +39,8 @@ export const HELLO_TIMEOUT_MS = 10_000;
  * the message's time on the wire, and billing counts whole seconds.
  */
 export const CLOCK_TOLERANCE_MS = 1_000;
+/** How many of the latest stamped messages the offset is taken from. */
+const CLOCK_SAMPLES = 8;
 
 type Phase = 'awaiting_hello' | 'authenticating' | 'open' | 'ended';
 
@@ -51,6 +53,8 @@ export class AgentSession {
   private readonly helloTimer: NodeJS.Timeout;
   /** Our clock less the node's, past CLOCK_TOLERANCE_MS; 0 within it or until known. */
   private clockOffsetMs = 0;
+  /** The latest differences measured (our clock at arrival less the node's at sending). */
+  private readonly clockSamples: number[] = [];
   /** The agent's host facts of this session, recorded again when its clock's offset moves. */
   private facts: HostFacts__Output | null = null;
 
@@ -223,7 +227,11 @@ export class AgentSession {
    */
   private noteClock(sentAtMs: number): void {
     if (!(sentAtMs > 0)) return;
-    const difference = this.host.now() - sentAtMs;
+    // A message's time on the wire and in our event loop only adds to the difference, so
+    // the least of the latest few is the offset (a stalled loop does not move the clock).
+    this.clockSamples.push(this.host.now() - sentAtMs);
+    if (this.clockSamples.length > CLOCK_SAMPLES) this.clockSamples.shift();
+    const difference = Math.min(...this.clockSamples);
     const offset = Math.abs(difference) > CLOCK_TOLERANCE_MS ? difference : 0;
     const moved = Math.abs(offset - this.clockOffsetMs) > CLOCK_TOLERANCE_MS;
     if (offset !== 0 && moved) {
