@@ -208,6 +208,18 @@ describe('cpu engine image', () => {
     expect((refused as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ param: 'response_format.json_schema.schema.properties.a.pattern' });
   });
 
+  it("answers 400, not 500, to a forced tool call whose schema its grammar cannot be built from: a 500 would have the control plane take it out of service", async () => {
+    const { client } = engine('q8_0');
+    const parameters = { type: 'object', properties: { x: { $ref: '#/$defs/a' } }, required: ['x'], $defs: { a: { $ref: '#/$defs/a' } } };
+    const refused = await client.chat.completions
+      .create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }], tools: [{ type: 'function', function: { name: 'f', parameters } }], tool_choice: 'required' })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ type: 'invalid_request' });
+    // And it serves the next request.
+    expect((await client.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'abc' }] })).choices[0]!.message.content).toBe('defghijklmnopqrstuvwxyz');
+  });
+
   it('streams the same text, role first, then the finish reason and, when asked, usage', async () => {
     const stream = await engine('q4_0').client.chat.completions.create({
       model: 'tiny-chat',

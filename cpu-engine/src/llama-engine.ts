@@ -134,8 +134,14 @@ export class LlamaEngine implements Engine {
     } else {
       const schema = grammarSchemaFor(constraint)!; // throws the 400 for what it cannot enforce
       grammar = (async () => {
-        const generated = await this.parts.llama.createGrammarForJsonSchema(schema as never); // its generic type wants a literal schema
-        return this.parts.llama.createGrammar({ grammar: patchGrammar(generated.grammar) });
+        try {
+          const generated = await this.parts.llama.createGrammarForJsonSchema(schema as never); // its generic type wants a literal schema
+          return await this.parts.llama.createGrammar({ grammar: patchGrammar(generated.grammar) });
+        } catch (err) {
+          // The request's schema, not this server: a 500 would have the control plane take
+          // this replica out of service and try the next one with the same schema.
+          throw new ApiError('invalid_request', `the schema cannot be compiled into a grammar: ${(err as Error).message}`);
+        }
       })();
       // A failed compilation is not cached: the next request tries again.
       grammar.catch(() => this.grammars.delete(key));

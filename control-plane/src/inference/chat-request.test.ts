@@ -75,6 +75,31 @@ describe('checkChatRequest', () => {
     expect(problem({ messages, tools: [weather], tool_choice: 'auto' })).toBeNull();
   });
 
+  it("checks a forced call's parameters as a response_format's schema is (the engine compiles them), and only a forced call's", () => {
+    // What had failed on every CPU-engine replica, each failure ejecting one: a reference to itself, and a cycle through required properties.
+    const selfRef = { type: 'object', properties: { x: { $ref: '#/$defs/a' } }, required: ['x'], $defs: { a: { $ref: '#/$defs/a' } } };
+    const requiredCycle = { type: 'object', properties: { x: { $ref: '#/$defs/a' } }, required: ['x'], $defs: { a: { type: 'object', properties: { y: { $ref: '#/$defs/a' } }, required: ['y'] } } };
+    for (const [cycle, expected] of [
+      [selfRef, { param: 'tools[1].function.parameters.$defs.a', message: expect.stringContaining('refers to itself') }],
+      [requiredCycle, { param: 'tools[1].function.parameters', message: expect.stringContaining('no finite JSON value satisfies the schema') }],
+    ] as const) {
+      const looping = { type: 'function' as const, function: { name: 'f', parameters: cycle } };
+      for (const model of [chatModel, gpuModel]) {
+        for (const tool_choice of ['required', { type: 'function', function: { name: 'f' } }] as const) {
+          expect(problem({ tools: [weather, looping], tool_choice }, model)).toEqual(expected);
+        }
+      }
+    }
+    const looping = { type: 'function' as const, function: { name: 'f', parameters: selfRef } };
+    for (const model of [chatModel, gpuModel]) {
+      // Not forced, or another tool forced: the engine compiles nothing from it.
+      expect(problem({ tools: [weather, looping] }, model)).toBeNull();
+      expect(problem({ tools: [weather, looping], tool_choice: { type: 'function', function: { name: 'weather' } } }, model)).toBeNull();
+    }
+    const wide = { type: 'object', properties: Object.fromEntries(Array.from({ length: 6_000 }, (_, i) => [`p${i}`, { type: 'string' }])) };
+    expect(problem({ tools: [{ type: 'function', function: { name: 'w', parameters: wide } }], tool_choice: 'required' }, gpuModel)?.param).toBe('tools[0].function.parameters');
+  });
+
   it('accepts tool schemas that declare a JSON Schema draft (LangChain with zod v4 sends 2020-12)', () => {
     const tool = (name: string, $schema: string) => ({ type: 'function' as const, function: { name, parameters: { $schema, type: 'object', properties: { city: { type: 'string' } } } } });
     const tools = [

@@ -3,7 +3,7 @@
 // say (field combinations, references between messages and tools, the model's limits).
 import { Type, type Static } from '@sinclair/typebox';
 import { engineFeatureProblem } from './engine-features.js';
-import { ResponseFormat, responseFormatProblem } from './response-format.js';
+import { compiledSchemaProblem, ResponseFormat, responseFormatProblem } from './response-format.js';
 import { toolSchemaProblem } from './tool-schema.js';
 import { ApiError } from '@svc/shared';
 import { StringEnum } from '../http/schemas.js';
@@ -183,6 +183,13 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
   if (choice === undefined) return;
   if (names.size === 0 && choice !== 'none') fail('tool_choice needs tools', 'tool_choice');
   if (typeof choice === 'object' && !names.has(choice.function.name)) fail(`tool_choice names unknown tool ${choice.function.name}`, 'tool_choice');
+  // A forced call's parameters become the engine's grammar: checked as a response_format's schema is.
+  if (choice !== 'required' && typeof choice !== 'object') return;
+  (body.tools ?? []).forEach((tool, i) => {
+    if (typeof choice === 'object' && choice.function.name !== tool.function.name) return;
+    const problem = compiledSchemaProblem(tool.function.parameters ?? { type: 'object' }, `tools[${i}].function.parameters`);
+    if (problem) fail(problem.message, problem.param);
+  });
 }
 
 /** The text of a message's content, whether a string or text parts. */

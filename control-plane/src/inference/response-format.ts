@@ -95,6 +95,18 @@ export function responseFormatProblem(format: ResponseFormat): Problem | undefin
   return verdict;
 }
 
+/**
+ * The same checks for another schema an engine compiles into a grammar: the parameters of
+ * a tool a call is forced to (tool_choice "required" or a named function), its problems
+ * named at `param`. Unchecked, a schema the engine cannot compile (a $ref cycle through
+ * required properties) failed on every replica it was tried on, and each failure ejected
+ * one: a single request took a model out of service for everyone.
+ */
+export function compiledSchemaProblem(schema: Record<string, unknown>, param: string): Problem | undefined {
+  const problem = responseFormatProblem({ type: 'json_schema', json_schema: { name: 'parameters', schema, strict: false } });
+  return problem && { param: param + problem.param.slice(SCHEMA_PARAM.length), message: problem.message };
+}
+
 function schemaProblem(schema: Record<string, unknown>, strict: boolean): Problem | undefined {
   const walked = walkSchema(schema, MAX_SCHEMA_NODES, MAX_SCHEMA_NESTING);
   if (typeof walked === 'string') return { param: SCHEMA_PARAM, message: walked };
