@@ -333,6 +333,22 @@ describe('relaying replicas', () => {
     expect(cut.cost_usd).toBeGreaterThan(0);
   });
 
+  it('a stream the engine refuses after its 200 (vLLM checks some of a request only then) tells the client why, and keeps the replica in service', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    up!.mode = 'refuse-in-stream';
+    for (let i = 0; i < 3; i++) {
+      const res = await post('/v1/chat/completions', { ...chat, stream: true, logit_bias: { '999999999': 1 } });
+      expect(res.status).toBe(200);
+      const events = new SseParser().push(res.text);
+      expect(JSON.parse(events.at(-1)!)).toEqual({
+        error: { type: 'invalid_request', message: 'the model server refused the request: token_id(s) [999999999] in logit_bias contain out-of-vocab token ids' },
+      });
+    }
+    expect(cp.app.services.inference.router.isEjected(`rep_${up!.name}`)).toBe(false);
+    up!.mode = 'ok';
+    expect((await post('/v1/chat/completions', chat)).status).toBe(200);
+  });
+
   it('a stream the replica breaks off is reported in the stream and billed the prompt it processed', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     up!.mode = 'break-stream';

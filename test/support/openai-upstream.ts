@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
  * drops; held: a whole completion answered only when the test calls release() (it is still
  * generating meanwhile).
  */
-export type UpstreamMode = 'ok' | 'fail' | 'held' | 'hang-stream' | 'break-stream';
+export type UpstreamMode = 'ok' | 'fail' | 'held' | 'hang-stream' | 'break-stream' | 'refuse-in-stream';
 
 export interface UpstreamRecord {
   path: string;
@@ -116,6 +116,12 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
     const soFar = (completion: number) =>
       continuous ? { prompt_tokens: USAGE.prompt_tokens, completion_tokens: completion, total_tokens: USAGE.prompt_tokens + completion } : undefined;
     res.writeHead(200, { 'content-type': 'text/event-stream' });
+    if (state.mode === 'refuse-in-stream') {
+      // As vLLM 0.11 refuses what it checks only once a stream was answered 200 (an
+      // out-of-vocabulary logit_bias token): an error event with its HTTP code, then [DONE].
+      res.write(`data: ${JSON.stringify({ error: { object: 'error', message: 'token_id(s) [999999999] in logit_bias contain out-of-vocab token ids', type: 'BadRequestError', param: null, code: 400 } })}\n\n`);
+      return void res.end('data: [DONE]\n\n');
+    }
     res.write(chunk({ role: 'assistant', content: '' }, null, soFar(0)));
     if (state.mode === 'hang-stream' || state.mode === 'break-stream') {
       res.write(chunk({ content: words[0] }, null, soFar(1)));

@@ -56,7 +56,13 @@ interface UpstreamChoice {
 interface UpstreamCompletion {
   choices?: UpstreamChoice[];
   usage?: unknown;
-  error?: { message?: string };
+  /** vLLM reports in the stream what it refuses after its 200 (an out-of-vocabulary logit_bias, a grammar it cannot build), with the HTTP code it would have answered. */
+  error?: { message?: string; code?: number | string };
+}
+
+/** A streamed request the engine refused once it had answered 200 (an error event with a 4xx code). */
+class StreamRefusal extends Error {
+  override readonly name = 'StreamRefusal';
 }
 
 export class ChatCompletionService {
@@ -141,7 +147,12 @@ export class ChatCompletionService {
             continue;
           }
           const chunk = JSON.parse(data) as UpstreamCompletion;
-          if (chunk.error) throw new ReplicaFailure(`replica ${replica.baseUrl} reported: ${chunk.error.message ?? 'an error'}`, true);
+          if (chunk.error) {
+            const code = Number(chunk.error.code);
+            // The request's fault, found late: the replica is fine and stays in service.
+            if (code >= 400 && code < 500) throw new StreamRefusal(chunk.error.message ?? 'the model server refused the request');
+            throw new ReplicaFailure(`replica ${replica.baseUrl} reported: ${chunk.error.message ?? 'an error'}`, true);
+          }
           usage = normaliseUsage(chunk.usage) ?? usage;
           if (chunk.choices && chunk.choices.length > 0) {
             deltas += chunk.choices.filter((c) => c.delta?.content || c.delta?.tool_calls).length;
@@ -161,6 +172,10 @@ export class ChatCompletionService {
       yield SSE_DONE;
     } catch (err) {
       if (ctx.signal.aborted) return; // the client left: nothing to tell it
+      if (err instanceof StreamRefusal) {
+        yield sseFrame(JSON.stringify({ error: { type: 'invalid_request', message: `the model server refused the request: ${err.message.slice(0, 400)}` } }));
+        return;
+      }
       outcome = 'failed';
       this.deps.onReplicaFailure(replica, err as Error);
       const error = { type: 'pool_degraded', message: `the model server in pool ${replica.pool} broke off the stream; retry the request` };
