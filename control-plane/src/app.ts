@@ -294,6 +294,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
+  app.decorateRequest('bodyChars', 0);
 
   // Plugins: validation, errors, JSON parsing, request ids, metrics, CORS, OpenAPI.
   app.setErrorHandler(errorHandler);
@@ -302,6 +303,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // JSON only: fastify's text/plain parser would let a string body reach validation.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    // What was sent, also without a Content-Length (chunked): the token limit's estimate reads it.
+    request.bodyChars = (body as string).length;
     try {
       done(null, parseJsonBody(body as string, request.headers['content-encoding']));
     } catch (err) {

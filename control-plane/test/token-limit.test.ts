@@ -2,6 +2,7 @@
 // routes that spend model tokens, 429 in the usual envelope when a burst passes the cap,
 // and the official `openai` SDK backing off on its own and then succeeding. Sandbox keys
 // answer without a model server, so the count here is the control plane's alone.
+import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '@svc/shared';
@@ -75,6 +76,29 @@ describe('tokens per minute', () => {
     expect(error.message).toMatch(/needs about \d+ tokens .* more than this key's limit of 1200/);
     // Nothing was taken: a normal request still goes through.
     expect((await cp.request('POST', '/v1/chat/completions', { key, body: chat })).status).toBe(200);
+  });
+
+  it('counts a prompt sent chunked (no Content-Length) as one sent whole: too large alone, refused either way', async () => {
+    const key = await cp.key({ kind: 'test' });
+    // About 2,500 tokens of prompt, twice this key's limit.
+    const body = JSON.stringify({ ...chat, messages: [{ role: 'user', content: 'word '.repeat(2_000) }] });
+    const send = (chunked: boolean) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const url = new URL('/v1/chat/completions', cp.baseUrl);
+        const req = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...(chunked ? {} : { 'content-length': Buffer.byteLength(body) }) } }, (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        });
+        req.on('error', reject);
+        if (chunked) for (let i = 0; i < body.length; i += 1_000) req.write(body.slice(i, i + 1_000));
+        else req.write(body);
+        req.end();
+      });
+    for (const chunked of [false, true]) {
+      const res = await send(chunked);
+      expect({ chunked, status: res.status, type: JSON.parse(res.body).error?.type }).toEqual({ chunked, status: 429, type: 'rate_limited' });
+    }
   });
 
   it('answers a body that is not valid with 400, not with the token limit its numbers would exceed; nothing stays taken', async () => {

@@ -332,7 +332,8 @@ export class Admission {
   /** The request slot and the estimate, in one step; the request's 429 (or 503) now, the tokens' verdict after validation. */
   private take(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     const { key, org } = request.principal!;
-    const bytes = Number(request.headers['content-length']) || 0;
+    // The body as sent: a chunked upload has no Content-Length, and had counted as empty.
+    const bytes = Math.max(Number(request.headers['content-length']) || 0, request.bodyChars);
     // The body is parsed but not validated: estimateTokens reads only numbers it finds there.
     const estimate = estimateTokens(this.route, bytes, request.body as OutputBounds | undefined);
     let taken: RequestAndTokens | Promise<RequestAndTokens>;

@@ -9,6 +9,8 @@ declare module 'fastify' {
     principal: Principal | null;
     /** Set by the idempotency step while this request owns an idempotency key. */
     idempotencyClaim: { keyId: string; idemKey: string; claim: string } | null;
+    /** Characters of the JSON body as received (0 without one). */
+    bodyChars: number;
   }
   interface FastifyContextConfig {
     /** The scope the route requires; absent means any valid key. */
