@@ -2,6 +2,7 @@
 // resize is a Docker engine call, so a client sending them without end gets the latest
 // size applied, in the instance's pace, and not one engine call per message. The engine
 // calls are counted where dockerode makes them; the engine answers for real.
+import { readdirSync } from 'node:fs';
 import Docker from 'dockerode';
 import ssh2, { type ClientChannel } from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -80,4 +81,24 @@ describe('SSH gateway terminals', () => {
     expect(resizeCalls - before).toBeLessThan(20);
     client.end();
   }, 60_000);
+});
+
+describe('SSH gateway sessions', () => {
+  it('runs one program per session: more exec requests on a started session start nothing, and leave the agent no sockets', async () => {
+    const client = new ssh2.Client();
+    await new Promise<void>((resolve, reject) => client.on('ready', () => resolve()).on('error', reject).connect({ host: '127.0.0.1', port, username: 'inst_terminal', privateKey: user.privateKey }));
+    const fds = (): number => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    const programs = async (): Promise<number> => ((await container.top({ ps_args: '-o pid,args' })) as { Processes: string[][] }).Processes.filter((p) => p.join(' ').includes('sleep 4242')).length;
+    const channel = await new Promise<ClientChannel>((resolve, reject) => client.exec('sleep 4242', (err, ch) => (err ? reject(err) : resolve(ch))));
+    // What no client library sends but a hostile one can: more exec requests on the same channel.
+    const protocol = (client as unknown as { _protocol: { exec(id: number, command: string, wantReply: boolean): void } })._protocol;
+    for (let i = 0; i < 10; i++) protocol.exec((channel as unknown as { outgoing: { id: number } }).outgoing.id, 'sleep 4242', false);
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(await programs()).toBe(1);
+    client.end();
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(await programs()).toBe(0);
+    expect(fds() - before).toBeLessThanOrEqual(2);
+  }, 30_000);
 });

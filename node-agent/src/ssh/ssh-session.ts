@@ -157,18 +157,35 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
     accepted.end();
   };
 
-  session.on('shell', (accept) => {
+  // One program per session (RFC 4254, 6.5: a shell, a command or a subsystem). A second
+  // request on the same session had started a process nobody tracked, each holding one
+  // of the agent's sockets to dockerd: ssh2 answers its accept() with no channel.
+  let started = false;
+  const start = <T>(accept: () => T | undefined, reject: (() => void) | undefined): T | undefined => {
+    if (started) {
+      reject?.();
+      return undefined;
+    }
     const accepted = accept();
+    if (accepted) started = true;
+    return accepted;
+  };
+  session.on('shell', (accept, reject) => {
+    const accepted = start(accept, reject);
+    if (!accepted) return;
     ctx.hasBash().then(
       (bash) => run(accepted, shellCommand(bash)),
       () => run(accepted, shellCommand(false)),
     ).catch((err: unknown) => ctx.log.error({ err }, 'shell session failed'));
   });
-  session.on('exec', (accept, _reject, info) => {
-    run(accept(), execCommand(info.command)).catch((err: unknown) => ctx.log.error({ err }, 'exec session failed'));
+  session.on('exec', (accept, reject, info) => {
+    const accepted = start(accept, reject);
+    if (!accepted) return;
+    run(accepted, execCommand(info.command)).catch((err: unknown) => ctx.log.error({ err }, 'exec session failed'));
   });
-  session.on('sftp', (accept) => {
-    const sftp = accept();
+  session.on('sftp', (accept, reject) => {
+    const sftp = start(accept, reject);
+    if (!sftp) return;
     new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell, ctx.throttle, ctx.pace);
   });
 
