@@ -23,6 +23,8 @@ beforeAll(async () => {
   upstream = createServer((req, res) => {
     seen.push(req);
     res.setHeader('set-cookie', ['_xsrf=2|abc; Path=/', 'username-127-0-0-1=secret; HttpOnly; Path=/']);
+    // What a tenant's server would send to let a service worker take the whole origin.
+    res.setHeader('service-worker-allowed', '/');
     res.end('jupyter');
   });
   const wss = new WebSocketServer({ server: upstream });
@@ -64,6 +66,18 @@ describe('Jupyter proxy', () => {
     expect(next.status).toBe(200);
     expect(next.headers.getSetCookie()).toEqual([]);
     await next.arrayBuffer();
+  });
+
+  it("registers no service worker: the origin serves the next instance's Jupyter once this one is gone, and a worker would answer its pages, token and all", async () => {
+    seen = [];
+    const script = await fetch(url('inst_a', 'sw.js?token=token-a'), { headers: { 'service-worker': 'script' } });
+    expect(script.status).toBe(403);
+    expect(((await script.json()) as { error: { type: string } }).error.type).toBe('forbidden');
+    expect(seen).toEqual([]);
+    const page = await fetch(url('inst_a', 'tree?token=token-a'));
+    expect(page.status).toBe(200);
+    expect(page.headers.get('service-worker-allowed')).toBeNull();
+    await page.arrayBuffer();
   });
 
   it('refuses the cookie from another instance\'s origin, over HTTP and WebSocket', async () => {

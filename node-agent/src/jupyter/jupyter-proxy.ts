@@ -103,6 +103,8 @@ export class JupyterProxy {
     this.proxy.on('proxyRes', (answer, req) => {
       // Jupyter's cookies would be readable and settable from every port of this host.
       delete answer.headers['set-cookie'];
+      // No service worker may claim more of the origin than its script's path (see gate()).
+      delete answer.headers['service-worker-allowed'];
       const cookie = this.cookieFor.get(req);
       if (cookie) answer.headers['set-cookie'] = [cookie];
     });
@@ -262,6 +264,12 @@ export class JupyterProxy {
     const url = req.url ?? '/';
     if (instanceOfPath(url) !== instanceId) {
       return { ok: false, status: 404, type: 'not_found', message: `this port serves instance ${instanceId}'s Jupyter at /${instanceId}/; the instance read has the whole URL` };
+    }
+    // A port, and so an origin, passes to another instance once this one is gone, and a
+    // service worker registered on it would outlive the instance and answer the next one's
+    // pages (its ?token= URL included). Registering one fetches its script with this header.
+    if (header(req, 'service-worker') !== undefined) {
+      return { ok: false, status: 403, type: 'forbidden', message: "service workers are not allowed: this origin serves another instance's Jupyter after this one" };
     }
     const found = this.options.registry.lookup(instanceId);
     if (!found.ok) {
