@@ -13,5 +13,8 @@ describe('SFTP answers', () => {
     expect(longName({ name: 'sh', mode: 0o120777, size: 7, mtime: old, linkTarget: '/bin/busybox' })).toMatch(/^lrwxrwxrwx .* sh -> \/bin\/busybox$/);
     const recent = Math.floor(Date.now() / 1000);
     expect(longName({ name: 'd', mode: 0o40755, size: 0, mtime: recent })).toMatch(/^drwxr-xr-x .* \d\d:\d\d d$/);
+    // Every month as `ls` writes it.
+    const months = Array.from({ length: 12 }, (_, m) => longName({ name: 'f', mode: 0o100644, size: 0, mtime: Date.UTC(2020, m, 15) / 1000 }).split(/\s+/)[5]);
+    expect(months).toEqual(['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec']);
   });
 });

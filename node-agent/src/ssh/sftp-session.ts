@@ -88,10 +88,17 @@ export function attrsOf(stat: FileStat): Attributes {
   return { mode: stat.mode, uid: stat.uid ?? 0, gid: stat.gid ?? 0, size: stat.size, atime: stat.mtime, mtime: stat.mtime };
 }
 
-/** `ls -l`-style line, as OpenSSH's sftp-server sends for `ls -l`. */
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/**
+ * `ls -l`-style line, as OpenSSH's sftp-server sends for `ls -l`. Made for every entry of
+ * a listing on the agent's event loop: the month comes from a table, since Intl's
+ * toLocaleString took about 40 us an entry (a directory of 480,000 files held every
+ * tenant's SSH and Jupyter for 20 s).
+ */
 export function longName(stat: FileStat): string {
   const date = new Date(stat.mtime * 1000);
-  const month = date.toLocaleString('en-US', { month: 'short', timeZone: 'UTC' });
+  const month = MONTHS[date.getUTCMonth()] ?? '???';
   const recent = Math.abs(Date.now() - date.getTime()) < 182 * 24 * 3_600_000;
   const when = recent
     ? `${String(date.getUTCHours()).padStart(2, '0')}:${String(date.getUTCMinutes()).padStart(2, '0')}`
