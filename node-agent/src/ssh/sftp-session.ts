@@ -28,6 +28,14 @@ const { OPEN_MODE, STATUS_CODE } = ssh2.utils.sftp;
 const NAMES_PER_REPLY = 100;
 /** The most one READ answers with (OpenSSH asks for 32 KiB or 256 KiB). */
 const MAX_READ = 256 * 1024;
+/**
+ * How long a read handle's engine stream stays open without a READ. Docker 20.10 holds the
+ * container's lock while an archive stream is open: a client that read once and then
+ * nothing had kept the instance from being inspected or killed (its stop hung) and stalled
+ * the node's disk watch behind it. A later READ opens the stream again at its offset.
+ */
+export const READER_IDLE_MS = 10_000;
+
 /** Open handles per SFTP session (each file handle may hold an exec or a stream). */
 export const MAX_HANDLES = 64;
 
@@ -44,6 +52,8 @@ interface ReadHandleState {
   path: string;
   stat: FileStat;
   reader?: ByteReader;
+  /** Closes the engine's stream when the client stops reading (READER_IDLE_MS). */
+  idle?: NodeJS.Timeout;
 }
 
 /** A file opened for writing, streamed into the container through the image's shell. */
@@ -314,6 +324,7 @@ export class SftpSession {
       else this.sftp.data(id, buffer.subarray(0, bytesRead));
       return;
     }
+    clearTimeout(state.idle);
     // A read behind the stream's position starts the stream over (clients read in order).
     if (state.reader && offset < state.reader.position) {
       await state.reader.close();
@@ -329,6 +340,12 @@ export class SftpSession {
     const data = skipped ? await reader.read(want) : Buffer.alloc(0);
     if (data.length === 0) this.sftp.status(id, STATUS_CODE.EOF);
     else this.sftp.data(id, data);
+    state.idle = setTimeout(() => {
+      if (state.reader !== reader) return;
+      state.reader = undefined;
+      reader.close().catch(() => undefined);
+    }, READER_IDLE_MS);
+    state.idle.unref();
   }
 
   private async write(id: number, handle: Buffer, offset: number, data: Buffer): Promise<void> {
@@ -441,6 +458,7 @@ export class SftpSession {
     this.handles.delete(handle.toString('hex'));
     if (state.kind === 'dir') return this.ok(id);
     if (state.kind === 'read') {
+      clearTimeout(state.idle);
       await state.reader?.close();
       return this.ok(id);
     }
@@ -484,7 +502,10 @@ export class SftpSession {
   private async cleanUp(): Promise<void> {
     for (const state of this.handles.values()) {
       if (state.kind === 'stage') await state.staged.close().catch(() => undefined);
-      if (state.kind === 'read') await state.reader?.close().catch(() => undefined);
+      if (state.kind === 'read') {
+        clearTimeout(state.idle);
+        await state.reader?.close().catch(() => undefined);
+      }
       if (state.kind === 'write') state.writer?.abort();
     }
     this.handles.clear();

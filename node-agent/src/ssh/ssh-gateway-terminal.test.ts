@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { ensureBusybox } from '../runtime/docker-test-images.js';
 import type { SshGateway } from './ssh-gateway.js';
+import { READER_IDLE_MS } from './sftp-session.js';
 import { startTestGateway } from './test-gateway.js';
 
 const docker = new Docker();
@@ -84,6 +85,36 @@ describe('SSH gateway terminals', () => {
 });
 
 describe('SSH gateway sessions', () => {
+  it("closes an SFTP read's engine stream once the client stops reading (Docker locks the container while it is open: its stop hung); the next read goes on where it was", async () => {
+    const made = await container.exec({ Cmd: ['sh', '-c', 'seq 1 300000 > /root/big'], AttachStdout: true, AttachStderr: true });
+    const output = await made.start({});
+    output.resume();
+    await new Promise((r) => output.on('end', r));
+    const client = new ssh2.Client();
+    await new Promise<void>((resolve, reject) => client.on('ready', () => resolve()).on('error', reject).connect({ host: '127.0.0.1', port, username: 'inst_terminal', privateKey: user.privateKey }));
+    try {
+      const sftp = await new Promise<ssh2.SFTPWrapper>((resolve, reject) => client.sftp((err, s) => (err ? reject(err) : resolve(s))));
+      const handle = await new Promise<Buffer>((resolve, reject) => sftp.open('/root/big', 'r', (err, h) => (err ? reject(err) : resolve(h))));
+      const read = (position: number) =>
+        new Promise<Buffer>((resolve, reject) => {
+          const buffer = Buffer.alloc(32_768);
+          sftp.read(handle, buffer, 0, buffer.length, position, (err, n) => (err ? reject(err) : resolve(buffer.subarray(0, n))));
+        });
+      const first = await read(0);
+      await new Promise((r) => setTimeout(r, READER_IDLE_MS + 1_500));
+      // The engine answers for the container again.
+      const started = Date.now();
+      await container.inspect();
+      expect(Date.now() - started).toBeLessThan(2_000);
+      const second = await read(first.length);
+      const expected = Array.from({ length: 300_000 }, (_, i) => `${i + 1}\n`).join('');
+      expect(Buffer.concat([first, second]).toString()).toBe(expected.slice(0, first.length + second.length));
+    } finally {
+      client.end();
+    }
+  }, 40_000);
+
+
   it('runs one program per session: more exec requests on a started session start nothing, and leave the agent no sockets', async () => {
     const client = new ssh2.Client();
     await new Promise<void>((resolve, reject) => client.on('ready', () => resolve()).on('error', reject).connect({ host: '127.0.0.1', port, username: 'inst_terminal', privateKey: user.privateKey }));
