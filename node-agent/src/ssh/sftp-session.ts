@@ -36,6 +36,9 @@ const MAX_READ = 256 * 1024;
  */
 export const READER_IDLE_MS = 10_000;
 
+/** Requests one SFTP session may have waiting for their answers (OpenSSH's client keeps up to 64 outstanding). */
+export const MAX_QUEUED_REQUESTS = 512;
+
 /** Open handles per SFTP session (each file handle may hold an exec or a stream). */
 export const MAX_HANDLES = 64;
 
@@ -125,6 +128,8 @@ export class SftpSession {
   /** Requests still being answered, and whether the client has sent EOF. */
   private inFlight = 0;
   private clientDone = false;
+  /** The channel closed: requests still queued are dropped, not carried out for nobody. */
+  private closed = false;
   private queue: Promise<void> = Promise.resolve();
 
   constructor(
@@ -188,6 +193,7 @@ export class SftpSession {
       if (this.inFlight === 0) this.finish();
     });
     sftp.on('close', () => {
+      this.closed = true;
       this.cleanUp().catch((err: unknown) => log.warn({ err }, 'closing SFTP handles failed'));
     });
   }
@@ -218,9 +224,20 @@ export class SftpSession {
    * on reordered write acknowledgements scp truncates the upload at the first gap.
    */
   private answer(id: number, work: () => Promise<void> | void): void {
+    // ssh2 refills the channel's window whatever we owe, so a client could queue requests
+    // without end, each waiting its paced turn (one session had grown the agent's heap to
+    // 2.6 GB in 30 s). OpenSSH's sftp keeps at most 64 outstanding.
+    if (this.inFlight >= MAX_QUEUED_REQUESTS) {
+      if (!this.closed) {
+        this.closed = true;
+        this.log.warn({ instance: this.entry.instanceId, queued: this.inFlight }, 'SFTP client sent requests far faster than they are answered; its session is closed');
+        this.sftp.destroy();
+      }
+      return;
+    }
     this.inFlight++;
     this.queue = this.queue
-      .then(work)
+      .then(() => (this.closed ? undefined : work()))
       .catch((err: unknown) => {
         if (!(err instanceof FsError)) this.log.warn({ err, instance: this.entry.instanceId }, 'SFTP request failed');
         try {

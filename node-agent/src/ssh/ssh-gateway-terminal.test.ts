@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { ensureBusybox } from '../runtime/docker-test-images.js';
 import type { SshGateway } from './ssh-gateway.js';
-import { READER_IDLE_MS } from './sftp-session.js';
+import { MAX_QUEUED_REQUESTS, READER_IDLE_MS } from './sftp-session.js';
 import { startTestGateway } from './test-gateway.js';
 
 const docker = new Docker();
@@ -85,6 +85,25 @@ describe('SSH gateway terminals', () => {
 });
 
 describe('SSH gateway sessions', () => {
+  it('closes an SFTP session whose client sends requests far faster than they are answered, instead of queueing them without end; a new session works', async () => {
+    const client = new ssh2.Client();
+    await new Promise<void>((resolve, reject) => client.on('ready', () => resolve()).on('error', reject).connect({ host: '127.0.0.1', port, username: 'inst_terminal', privateKey: user.privateKey }));
+    try {
+      const sftp = await new Promise<ssh2.SFTPWrapper>((resolve, reject) => client.sftp((err, s) => (err ? reject(err) : resolve(s))));
+      const outcomes = await Promise.all(
+        Array.from({ length: MAX_QUEUED_REQUESTS * 3 }, () => new Promise<string>((resolve) => sftp.stat('/root', (err) => resolve(err ? 'failed' : 'answered')))),
+      );
+      // Paced, the first ones are answered; past the cap the session is gone and the rest fail.
+      expect(outcomes.filter((o) => o === 'failed').length).toBeGreaterThan(MAX_QUEUED_REQUESTS);
+      const again = await new Promise<ssh2.SFTPWrapper>((resolve, reject) => client.sftp((err, s) => (err ? reject(err) : resolve(s))));
+      const stat = await new Promise<ssh2.Stats>((resolve, reject) => again.stat('/root', (err, st) => (err ? reject(err) : resolve(st))));
+      expect(stat.isDirectory()).toBe(true);
+    } finally {
+      client.end();
+    }
+  }, 60_000);
+
+
   it("closes an SFTP read's engine stream once the client stops reading (Docker locks the container while it is open: its stop hung); the next read goes on where it was", async () => {
     const made = await container.exec({ Cmd: ['sh', '-c', 'seq 1 300000 > /root/big'], AttachStdout: true, AttachStderr: true });
     const output = await made.start({});
