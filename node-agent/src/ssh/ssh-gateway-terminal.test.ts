@@ -3,6 +3,7 @@
 // size applied, in the instance's pace, and not one engine call per message. The engine
 // calls are counted where dockerode makes them; the engine answers for real.
 import { readdirSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import Docker from 'dockerode';
 import ssh2, { type ClientChannel } from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -85,6 +86,29 @@ describe('SSH gateway terminals', () => {
 });
 
 describe('SSH gateway sessions', () => {
+  it("cuts a connection that reads none of what it asks to be sent (replies to global requests, outside any channel's window), instead of holding it all", async () => {
+    const client = new ssh2.Client();
+    await new Promise<void>((resolve, reject) => client.on('ready', () => resolve()).on('error', reject).connect({ host: '127.0.0.1', port, username: 'inst_terminal', privateKey: user.privateKey }));
+    const internals = client as unknown as { _sock: Socket; _protocol: { tcpipForward(address: string, port: number, wantReply: boolean): void } };
+    const socket = internals._sock;
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => undefined);
+    client.on('error', () => undefined);
+    // Never read the gateway again.
+    socket.removeAllListeners('data');
+    socket.pause();
+    let cut = false;
+    void closed.then(() => (cut = true));
+    const deadline = Date.now() + 40_000;
+    while (!cut && Date.now() < deadline) {
+      if (socket.writableLength < 8 * 2 ** 20) for (let i = 0; i < 2_000; i++) internals._protocol.tcpipForward('a', 1, true);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    expect(cut).toBe(true);
+    client.end();
+  }, 60_000);
+
+
   it('closes an SFTP session whose client sends requests far faster than they are answered, instead of queueing them without end; a new session works', async () => {
     const client = new ssh2.Client();
     await new Promise<void>((resolve, reject) => client.on('ready', () => resolve()).on('error', reject).connect({ host: '127.0.0.1', port, username: 'inst_terminal', privateKey: user.privateKey }));
