@@ -9,6 +9,7 @@ import { defaultControlPlaneConfig } from '../src/config.js';
 import { instanceGatewayHooks } from '../src/instances/gateway-hooks.js';
 import { OperatorKeyService } from '../src/operators/operator-key-service.js';
 import { FakeSession, gatewayClient, hello } from './fake-agent.js';
+import { eventually } from '../../test/support/node-agent-process.js';
 import { addReadyNode, startControlPlane, type TestControlPlane } from './harness.js';
 
 const HOUR_MS = 3_600_000;
@@ -39,14 +40,12 @@ afterAll(async () => {
   await cp?.close();
 });
 
-async function eventually<T>(read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+/** `read`'s value once `ok` accepts it. */
+const when = <T>(read: () => Promise<T>, ok: (value: T) => boolean, what: string): Promise<T> =>
+  eventually(async () => {
     const value = await read();
-    if (ok(value) || Date.now() > deadline) return value;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+    return ok(value) ? value : undefined;
+  }, 5_000, what);
 
 describe("a node whose clock is an hour off the control plane's", () => {
   it.each([
@@ -62,7 +61,7 @@ describe("a node whose clock is an hour off the control plane's", () => {
       await agent.next((m) => m.body === 'welcome');
       agent.send({ host_facts: { hostname: `host-${pool}` } });
       // What operators read: the node's clock against ours, with its host facts.
-      const facts = await eventually(async () => (await cp.request('GET', `/ops/v1/nodes/${nodeId}`, { key: operatorKey })).body?.host_facts, (f) => f?.clock_offset_ms !== undefined);
+      const facts = await when(async () => (await cp.request('GET', `/ops/v1/nodes/${nodeId}`, { key: operatorKey })).body?.host_facts, (f) => f?.clock_offset_ms !== undefined, 'the clock offset in the host facts');
       expect(facts.clock_offset_ms).toBe(skewMs);
       const created = await cp.request('POST', '/v1/instances', { key, body: { sku: 'h100-80gb', gpus: 1, pool } });
       expect(created.status).toBe(201);
@@ -71,14 +70,14 @@ describe("a node whose clock is an hour off the control plane's", () => {
       const start = await agent.next((m) => m.command?.start_task?.task_id === id);
       agent.send({ command_result: { command_id: start.command!.command_id, ok: true } });
       agent.send({ task_state: { task_id: id, kind: 'INSTANCE', state: 'running', at_ms: nodeNow() } });
-      const ready = await eventually(async () => (await cp.request('GET', `/v1/instances/${id}`, { key })).body, (v) => v.status === 'ready');
+      const ready = await when(async () => (await cp.request('GET', `/v1/instances/${id}`, { key })).body, (v) => v.status === 'ready', 'the instance to be ready');
       expect(ready.status).toBe('ready');
 
       clock.advance(10 * 60_000);
       agent.send({ heartbeat: { seq: 1, sent_at_ms: nodeNow() - heldUpMs } });
       // The container stopped 2 minutes ago, as the node's Docker recorded it (the agent was away, say).
       agent.send({ task_state: { task_id: id, kind: 'INSTANCE', state: 'exited', exit_code: 0, at_ms: nodeNow(), stopped_at_ms: nodeNow() - 120_000 } });
-      const ended = await eventually(async () => (await cp.request('GET', `/v1/instances/${id}`, { key })).body, (v) => v.status !== 'ready');
+      const ended = await when(async () => (await cp.request('GET', `/v1/instances/${id}`, { key })).body, (v) => v.status !== 'ready', 'the instance to end');
 
       const lines = (await cp.request('GET', '/v1/billing/charges?limit=100', { key })).body.data.filter((c: { instance_id: string }) => c.instance_id === id);
       const billed = lines.reduce((sum: number, c: { amount: number }) => sum + c.amount, 0);

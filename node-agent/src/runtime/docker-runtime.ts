@@ -163,9 +163,9 @@ export class DockerRuntime implements TaskRuntime {
       if (refused) throw new RuntimeError('pull_failed', refused, false);
     }
     const host = await this.host();
-    await this.ensureImage(spec, onProgress);
+    const present = await this.ensureImage(spec, onProgress);
     this.imageUsed?.(spec.image);
-    if (spec.kind === 'instance') await this.checkImageConfig(spec.image);
+    if (spec.kind === 'instance') await this.checkImageConfig(spec.image, present);
     await this.ensureNetwork(spec);
     const { networkMbps, memoryBytes } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind, spec.gpuUuids.length);
     let container: Docker.Container;
@@ -424,18 +424,19 @@ export class DockerRuntime implements TaskRuntime {
    * image under that name (the provider's, tagged or loaded on the node) is pulled over
    * from that repository, or the instance fails as the pull does.
    */
-  private async ensureImage(spec: TaskSpec, onProgress?: ProgressListener): Promise<void> {
+  private async ensureImage(spec: TaskSpec, onProgress?: ProgressListener): Promise<Docker.ImageInspectInfo | undefined> {
     const { image } = spec;
     try {
       const present = await this.docker.getImage(image).inspect();
       if (spec.kind !== 'instance' || cameFromRepository(present.RepoDigests, image)) {
         onProgress?.({ image, fraction: 1, status: 'Image is present' });
-        return;
+        return present;
       }
     } catch (err) {
       if (!isNotFound(err)) throw engineError(`inspect image ${image}`, err);
     }
     await this.pull(spec, onProgress);
+    return undefined;
   }
 
   /** A replica's pull from a registry of the node's own opens it to dockerd for as long as it runs (image-registry.ts). */
@@ -548,10 +549,11 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   /** An instance's image whose config would have Docker act for it on the host is refused before a container is made (image-config-check.ts). */
-  private async checkImageConfig(ref: string): Promise<void> {
+  private async checkImageConfig(ref: string, inspected?: Docker.ImageInspectInfo): Promise<void> {
     let config: ImageConfig;
     try {
-      config = (await this.docker.getImage(ref).inspect()).Config;
+      // What the presence check read, or, after a pull, what arrived.
+      config = (inspected ?? (await this.docker.getImage(ref).inspect())).Config;
     } catch (err) {
       throw engineError(`inspect image ${ref}`, err);
     }
