@@ -208,6 +208,7 @@ describe('relaying replicas', () => {
   it('retries a replica that fails on another one, ejects it, and keeps routing around it', async () => {
     const [a, b] = await replicas('llama-3.1-8b-instruct', 2);
     a!.mode = 'fail';
+    a!.healthy = false; // its engine died: the probe a failure triggers fails too
     for (let i = 0; i < 4; i++) {
       const res = await post('/v1/chat/completions', chat);
       expect(res.status, res.text).toBe(200);
@@ -217,9 +218,48 @@ describe('relaying replicas', () => {
     expect(cp.app.services.inference.router.isEjected(`rep_${a!.name}`)).toBe(true);
   });
 
+  it('a request that makes every engine fail does not take the replicas out of service for other tenants', async () => {
+    const [a, b] = await replicas('llama-3.1-8b-instruct', 2);
+    const poison = { ...chat, messages: [{ role: 'user', content: 'poison' }] };
+    a!.failOn = 'poison';
+    b!.failOn = 'poison';
+    const router = cp.app.services.inference.router;
+    for (let i = 0; i < 5; i++) {
+      expectError(await post('/v1/chat/completions', poison), 503, 'pool_degraded');
+      expectError(await post('/v1/chat/completions', { ...poison, stream: true }), 503, 'pool_degraded');
+    }
+    // Each failure had the replica probed: it answers healthy, so it stays in service.
+    await expect.poll(() => a!.requests.length + b!.requests.length).toBe(20);
+    await new Promise((r) => setTimeout(r, 100));
+    expect([router.isEjected(`rep_${a!.name}`), router.isEjected(`rep_${b!.name}`)]).toEqual([false, false]);
+    const other = await cp.app.services.orgs.create('poison-bystander');
+    const otherKey = await cp.key({ orgId: other.id });
+    const served = new Set<string>();
+    for (let i = 0; i < 6; i++) {
+      const res = await cp.request('POST', '/v1/chat/completions', { key: otherKey, body: chat });
+      expect(res.status, res.text).toBe(200);
+      served.add(res.body.choices[0].message.content);
+    }
+    expect(served).toEqual(new Set([`Hello from ${a!.name}`, `Hello from ${b!.name}`]));
+
+    // A replica that fails the requests of two organizations is ejected, healthy or not.
+    a!.failOn = 'weather';
+    b!.failOn = undefined;
+    const failedOn = () => a!.requests.length;
+    const before = failedOn();
+    for (let i = 0; i < 6 && !router.isEjected(`rep_${a!.name}`); i++) {
+      for (const k of [key, otherKey]) expect((await cp.request('POST', '/v1/chat/completions', { key: k, body: chat })).status).toBe(200);
+    }
+    expect(router.isEjected(`rep_${a!.name}`)).toBe(true);
+    expect(failedOn() - before).toBeGreaterThanOrEqual(2);
+  });
+
   it('pinned to a pool whose only replica failed: 503 pool_degraded; when none is left anywhere: 409', async () => {
     const [a] = await replicas('llama-3.1-8b-instruct', 1);
     a!.mode = 'fail';
+    a!.healthy = false;
+    expect(expectError(await post('/v1/chat/completions', chat), 503, 'pool_degraded').message).toContain('failed');
+    await expect.poll(() => cp.app.services.inference.router.isEjected(`rep_${a!.name}`)).toBe(true);
     expectError(await post('/v1/chat/completions', chat), 409, 'no_capacity');
     const error = expectError(await post('/v1/chat/completions', chat, { 'x-service-pool': 'na' }), 503, 'pool_degraded');
     expect(error.message).toContain('pool na');

@@ -25,6 +25,8 @@ export interface OpenAiUpstream {
   name: string;
   mode: UpstreamMode;
   healthy: boolean;
+  /** A request whose last message contains this answers 500, as an engine bug some input triggers. */
+  failOn: string | undefined;
   /** Requests received, newest last. */
   requests: UpstreamRecord[];
   /** Answers whose client went away before the end (streams, and whole completions in mode held). */
@@ -69,6 +71,7 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
     name,
     mode: 'ok',
     healthy: true,
+    failOn: undefined,
     requests: [],
     abandonedStreams: 0,
     refused: 0,
@@ -171,6 +174,10 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
       const body = raw ? JSON.parse(raw) : {};
       if (options.record !== false) state.requests.push({ path: req.url ?? '', body });
       if (state.mode === 'fail') return send(res, 500, '{"error":{"message":"engine crashed"}}');
+      const last = body.messages?.at?.(-1)?.content;
+      if (state.failOn !== undefined && typeof last === 'string' && last.includes(state.failOn)) {
+        return send(res, 500, '{"error":{"message":"EngineCore encountered an issue"}}');
+      }
       if (req.url === '/v1/chat/completions') return chat(body, res);
       if (req.url === '/v1/embeddings') return embeddings(body, res);
       send(res, 404, '{"error":{"message":"not found"}}');

@@ -10,7 +10,7 @@ import { SAMPLING_DEFAULTS, type ChatCompletionRequest } from './chat-request.js
 import type { ClientDeparture } from './client-departure.js';
 import { systemFingerprint } from './fingerprint.js';
 import { callReplica, type FailureListener } from './replica-call.js';
-import type { Lease, Router } from './router.js';
+import type { Lease, ReleaseOutcome, Router } from './router.js';
 import { SANDBOX_DAILY_TOKEN_CAP, sandboxChat, sandboxLogprobs, type SandboxChat } from './sandbox.js';
 import { SSE_DONE, SseParser, sseFrame } from './sse.js';
 import { ReplicaFailure, type UpstreamClient } from './upstream.js';
@@ -137,7 +137,7 @@ export class ChatCompletionService {
     const parser = new SseParser();
     let usage: TokenUsage | null = null;
     let deltas = 0;
-    let outcome: 'ok' | 'failed' = 'ok';
+    let outcome: ReleaseOutcome = 'ok';
     try {
       let done = false;
       for await (const bytes of body) {
@@ -176,7 +176,7 @@ export class ChatCompletionService {
         yield sseFrame(JSON.stringify({ error: { type: 'invalid_request', message: `the model server refused the request: ${err.message.slice(0, 400)}` } }));
         return;
       }
-      outcome = 'failed';
+      outcome = err instanceof ReplicaFailure && err.blame === 'replica' ? 'failed' : 'suspect';
       this.deps.onReplicaFailure(replica, err as Error);
       const error = { type: 'pool_degraded', message: `the model server in pool ${replica.pool} broke off the stream; retry the request` };
       yield sseFrame(JSON.stringify({ error }));

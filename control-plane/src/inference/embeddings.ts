@@ -107,7 +107,7 @@ function readBatch(lease: Lease, body: UpstreamEmbeddings, count: number, dimens
   });
   for (let i = 0; i < count; i++) {
     if (!vectors[i] || vectors[i]!.length !== dimension) {
-      throw new ReplicaFailure(`replica ${lease.replica.baseUrl} returned ${vectors[i] ? `a vector of ${vectors[i]!.length} dimensions` : 'no vector'} for input ${i}; the catalog says ${dimension}`, true);
+      throw new ReplicaFailure(`replica ${lease.replica.baseUrl} returned ${vectors[i] ? `a vector of ${vectors[i]!.length} dimensions` : 'no vector'} for input ${i}; the catalog says ${dimension}`, true, 'replica');
     }
   }
   const usage = normaliseUsage(body.usage) ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };

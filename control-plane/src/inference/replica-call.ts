@@ -23,23 +23,34 @@ export async function callReplica<T>(
   onFailure?: FailureListener,
 ): Promise<ReplicaCallResult<T>> {
   const exclude = new Set<string>(route.exclude ?? []);
+  let lastFailed: Lease['replica'] | undefined;
   for (let attempt = 1; ; attempt++) {
-    // Throws the router's refusal (no_capacity, pool_degraded) once no replica is left.
-    const lease = router.route({ ...route, exclude });
+    let lease: Lease;
+    try {
+      lease = router.route({ ...route, exclude });
+    } catch (refusal) {
+      // Every replica left has failed this request: that, not capacity, is the answer.
+      if (lastFailed) throw degraded(lastFailed, 'failed');
+      throw refusal; // no_capacity, pool_degraded, rate_limited, as the router says
+    }
     try {
       return { value: await run(lease), lease };
     } catch (err) {
       if (err instanceof ReplicaFailure) {
-        lease.release('failed');
+        lease.release(err.blame === 'replica' ? 'failed' : 'suspect');
         exclude.add(lease.replica.id);
         onFailure?.(lease.replica, err);
+        lastFailed = lease.replica;
         if (!err.started && attempt < attempts) continue;
-        const why = err.started ? 'did not answer in time' : 'failed';
-        throw new ApiError('pool_degraded', `the model server in pool ${lease.replica.pool} ${why}; retry, or pin another pool with X-Service-Pool`);
+        throw degraded(lease.replica, err.started ? 'did not answer in time' : 'failed');
       } else {
         lease.release('ok');
       }
       throw err;
     }
   }
+}
+
+function degraded(replica: Lease['replica'], why: string): ApiError {
+  return new ApiError('pool_degraded', `the model server in pool ${replica.pool} ${why}; retry, or pin another pool with X-Service-Pool`);
 }

@@ -239,6 +239,30 @@ describe('Router', () => {
     expect(r.isEjected('a')).toBe(false);
   });
 
+  describe('a failure the request may have caused (suspect)', () => {
+    const cases: Array<{ name: string; healthy: boolean; failures: Array<[tenant: string, outcome: 'ok' | 'suspect']>; ejected: boolean }> = [
+      { name: 'one org, the probe answers healthy: stays in service', healthy: true, failures: [['org_a', 'suspect'], ['org_a', 'suspect'], ['org_a', 'suspect']], ejected: false },
+      { name: 'one org, the probe fails: ejected', healthy: false, failures: [['org_a', 'suspect']], ejected: true },
+      { name: 'two orgs with no success between: ejected though healthy', healthy: true, failures: [['org_a', 'suspect'], ['org_b', 'suspect']], ejected: true },
+      { name: 'two orgs with a success between: stays in service', healthy: true, failures: [['org_a', 'suspect'], ['org_c', 'ok'], ['org_b', 'suspect']], ejected: false },
+    ];
+    for (const c of cases) {
+      it(c.name, async () => {
+        let probes = 0;
+        const r = router(new Directory([replica('a', 'na')]), { 'na:int4': 1 }, {
+          probe: async () => {
+            probes++;
+            return c.healthy;
+          },
+        });
+        for (const [tenant, outcome] of c.failures) r.route({ tenant, model }).release(outcome);
+        await sleep(5);
+        expect(r.isEjected('a')).toBe(c.ejected);
+        expect(probes).toBeGreaterThan(0);
+      });
+    }
+  });
+
   it('with only ejected replicas in a pinned pool, answers pool_degraded instead of waiting', () => {
     const r = router(new Directory([replica('a', 'na')]), { 'na:int4': 1 }, { probe: async () => false });
     r.route({ tenant: 'org_a', model }).release('failed');

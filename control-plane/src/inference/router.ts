@@ -4,6 +4,12 @@
 // fewest requests in flight. A replica whose request fails is ejected and probed back
 // with backoff. Every refusal is one of the spec's errors, never a wait.
 //
+// A failure that may be the request's doing (a 5xx, a timeout, a stream broken off) only
+// makes the replica suspect: it is probed at once and ejected if the probe fails, or once
+// requests of two organizations failed on it without a success between. Ejected on the
+// first such failure, one tenant sending a request that makes the engine fail could keep
+// every replica of a model out of service for everyone, one per attempt.
+//
 // A variant's slots (its replicas in a pool, each taking `maxOutstandingPerReplica`) are
 // shared between organizations: one org may hold at most `maxTenantShare` of them, so a
 // tenant running long streams cannot leave the next one nothing but no_capacity, and once
@@ -46,9 +52,16 @@ export interface RouteRequest {
 
 export interface Lease {
   replica: LiveReplica;
-  /** Call exactly once: `failed` ejects the replica (connection error, 5xx). */
-  release(outcome: 'ok' | 'failed'): void;
+  /** Call exactly once (see ReleaseOutcome). */
+  release(outcome: ReleaseOutcome): void;
 }
+
+/**
+ * How a leased request ended: `ok` (answered, even with a 4xx), `failed` (the replica's
+ * fault whatever was asked: unreachable, refused our key; ejects it), `suspect` (failed in
+ * a way the request may have caused: see the top).
+ */
+export type ReleaseOutcome = 'ok' | 'failed' | 'suspect';
 
 /** Slots held in one variant's pool (model, quantization, pool): in all, and by organization. */
 interface Holdings {
@@ -70,6 +83,9 @@ export class Router {
   private leased = 0;
   private readonly idleWaiters = new Set<() => void>();
   private readonly ejected = new Map<string, Ejection>();
+  /** Organizations whose requests failed on a replica since its last success. */
+  private readonly suspicions = new Map<string, Set<string>>();
+  private readonly probing = new Set<string>();
   private turn = 0;
 
   constructor(
@@ -157,6 +173,7 @@ export class Router {
   close(): void {
     for (const e of this.ejected.values()) clearTimeout(e.timer);
     this.ejected.clear();
+    this.suspicions.clear();
   }
 
   private servedIn(model: CatalogModel, pool: Pool, live: readonly LiveReplica[]): boolean {
@@ -241,9 +258,30 @@ export class Router {
           for (const wake of this.idleWaiters) wake();
           this.idleWaiters.clear();
         }
-        if (outcome === 'failed') this.eject(replica, 1);
+        if (outcome === 'ok') this.suspicions.delete(replica.id);
+        else if (outcome === 'failed') this.eject(replica, 1);
+        else this.suspect(replica, tenant);
       },
     };
+  }
+
+  private suspect(replica: LiveReplica, tenant: string): void {
+    if (this.ejected.has(replica.id)) return;
+    let tenants = this.suspicions.get(replica.id);
+    if (!tenants) this.suspicions.set(replica.id, (tenants = new Set()));
+    tenants.add(tenant);
+    if (tenants.size >= 2) {
+      this.suspicions.delete(replica.id);
+      this.eject(replica, 1);
+      return;
+    }
+    if (this.probing.has(replica.id)) return;
+    this.probing.add(replica.id);
+    const judge = (healthy: boolean) => {
+      this.probing.delete(replica.id);
+      if (!healthy) this.eject(replica, 1);
+    };
+    this.options.probe(replica).then(judge, () => judge(false));
   }
 
   private eject(replica: LiveReplica, failures: number): void {
@@ -252,6 +290,7 @@ export class Router {
     const timer = setTimeout(() => this.probeBack(replica, failures), wait);
     timer.unref();
     this.ejected.set(replica.id, { failures, timer });
+    this.suspicions.delete(replica.id);
   }
 
   private probeBack(replica: LiveReplica, failures: number): void {

@@ -16,17 +16,25 @@ export interface UpstreamOptions {
   connections: number;
 }
 
-/** The replica could not serve (unreachable, timed out, 5xx, misrouted): eject and retry elsewhere. */
+/**
+ * The replica could not serve (unreachable, timed out, 5xx, misrouted): retry elsewhere,
+ * and eject it (`replica`) or have it probed (`unclear`: the request may be what failed).
+ */
 export class ReplicaFailure extends Error {
   override readonly name = 'ReplicaFailure';
   constructor(
     message: string,
     /** True when the replica may still be working on it (it timed out): no retry elsewhere. */
     readonly started: boolean,
+    /** Whose fault: the router ejects for `replica` and only suspects for `unclear`. */
+    readonly blame: 'replica' | 'unclear' = 'unclear',
   ) {
     super(message);
   }
 }
+
+/** Errors that say the replica is not there, whatever was asked of it. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENOTFOUND', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /** Where a replica answers and the key it requires (a LiveReplica is one). */
 export interface UpstreamTarget {
@@ -72,7 +80,8 @@ export class UpstreamClient {
       response = await this.agent.request({ origin, path: targetPath, method: 'POST', headers, body: JSON.stringify(payload), signal: signal ?? null });
     } catch (err) {
       if (signal?.aborted) throw err;
-      throw new ReplicaFailure(`replica ${baseUrl} did not answer: ${describe(err)}`, err instanceof errors.HeadersTimeoutError);
+      const unreachable = err instanceof errors.ConnectTimeoutError || UNREACHABLE.has((err as { code?: string }).code ?? '');
+      throw new ReplicaFailure(`replica ${baseUrl} did not answer: ${describe(err)}`, err instanceof errors.HeadersTimeoutError, unreachable ? 'replica' : 'unclear');
     }
     if (response.statusCode < 300) return response;
     const text = await response.body.text().catch(() => '');
@@ -80,7 +89,7 @@ export class UpstreamClient {
     if (response.statusCode >= 400 && response.statusCode < 500 && !replicaFault) {
       throw requestError(response.statusCode, text);
     }
-    throw new ReplicaFailure(`replica ${baseUrl} answered ${response.statusCode}: ${text.slice(0, 200)}`, false);
+    throw new ReplicaFailure(`replica ${baseUrl} answered ${response.statusCode}: ${text.slice(0, 200)}`, false, replicaFault ? 'replica' : 'unclear');
   }
 
   /**
