@@ -1,8 +1,10 @@
 // Which instances on this node can be reached, and through what: the container, its
 // address on the Docker network, the authorized SSH keys and the Jupyter token. The SSH
 // gateway and the Jupyter proxy look instances up here. An instance that is stopping
-// (draining) accepts no new connections but keeps the open ones; a removed instance has
-// every connection it still holds closed.
+// (draining) accepts no new connections but keeps the open ones, except its file
+// transfers: Docker locks a container while an archive streams, and would not kill it until
+// the transfer ended (see holdEngine). A removed instance has every connection it still
+// holds closed.
 import type { AuthorizedKey } from '../ssh/authorized-keys.js';
 
 export interface JupyterTarget {
@@ -36,6 +38,8 @@ interface Tracked {
   entry: AccessEntry;
   draining: boolean;
   closers: Set<Closer>;
+  /** Engine streams that hold the container's lock (file transfers). */
+  engineHolds: Set<() => void>;
 }
 
 export type Lookup =
@@ -49,7 +53,7 @@ export class AccessRegistry {
   register(entry: AccessEntry): void {
     const existing = this.instances.get(entry.instanceId);
     if (existing) existing.entry = entry;
-    else this.instances.set(entry.instanceId, { entry, draining: false, closers: new Set() });
+    else this.instances.set(entry.instanceId, { entry, draining: false, closers: new Set(), engineHolds: new Set() });
   }
 
   /** For a new connection: the instance, unless it is unknown or stopping. */
@@ -65,10 +69,25 @@ export class AccessRegistry {
     return this.instances.get(instanceId)?.entry;
   }
 
-  /** Stopping: refuse new connections, keep the open ones. */
+  /** Stopping: refuse new connections, keep the open ones, end the file transfers. */
   drain(instanceId: string): void {
     const tracked = this.instances.get(instanceId);
-    if (tracked) tracked.draining = true;
+    if (!tracked) return;
+    tracked.draining = true;
+    endAll(tracked.engineHolds);
+  }
+
+  /**
+   * Tracks an engine stream that locks the instance's container (an archive read or
+   * write): a tenant reading a file slowly but steadily would otherwise keep the engine
+   * from killing its instance. Returns the function that forgets it, or undefined when the
+   * instance is stopping or gone (no new stream then).
+   */
+  holdEngine(instanceId: string, close: () => void): (() => void) | undefined {
+    const tracked = this.instances.get(instanceId);
+    if (!tracked || tracked.draining) return undefined;
+    tracked.engineHolds.add(close);
+    return () => tracked.engineHolds.delete(close);
   }
 
   /**
@@ -90,6 +109,7 @@ export class AccessRegistry {
     const tracked = this.instances.get(instanceId);
     if (!tracked) return;
     this.instances.delete(instanceId);
+    endAll(tracked.engineHolds);
     for (const close of [...tracked.closers]) close(reason);
     tracked.closers.clear();
   }
@@ -102,4 +122,10 @@ export class AccessRegistry {
   ids(): string[] {
     return [...this.instances.keys()];
   }
+}
+
+function endAll(holds: Set<() => void>): void {
+  const ending = [...holds];
+  holds.clear();
+  for (const end of ending) end();
 }

@@ -47,6 +47,16 @@ const TAR_HEADER_BYTES = 512;
 const MAX_LISTING_BYTES = 16 * 2 ** 20;
 const LISTER_ERRORS: Record<number, FsErrorCode> = { 2: 'ENOENT', 3: 'ENOTDIR', 4: 'EACCES' };
 
+/**
+ * Registers an engine stream that holds the container's lock (Docker 20.10 locks a
+ * container while an archive is streamed from or to it: no inspect, no kill meanwhile);
+ * `close` ends it when the instance stops. Returns the function that forgets it, or
+ * undefined when no such stream may be opened now (the instance is stopping).
+ */
+export type LockHold = (close: () => void) => (() => void) | undefined;
+
+const holdAlways: LockHold = () => () => undefined;
+
 export class ContainerFs {
   /** Whether the agent's lister is mounted in the container, once asked. */
   private lister: Promise<boolean> | undefined;
@@ -56,6 +66,7 @@ export class ContainerFs {
     private readonly containerId: string,
     /** Waits until one more engine call of this kind may go out (the SFTP server's: access/instance-pacer.ts). */
     private readonly pace: (kind: EngineCallKind) => Promise<void> = async () => undefined,
+    private readonly hold: LockHold = holdAlways,
   ) {}
 
   private get container(): Docker.Container {
@@ -146,13 +157,7 @@ export class ContainerFs {
    * Ending the iteration early (return()) closes the stream.
    */
   async *streamFile(realPath: string): AsyncGenerator<Buffer> {
-    let stream: NodeJS.ReadableStream;
-    try {
-      await this.pace('archive');
-      stream = await this.container.getArchive({ path: realPath });
-    } catch (err) {
-      throw fsErrorOf(err, realPath);
-    }
+    const { stream, release } = await this.openArchive(realPath);
     const extract = tar.extract();
     stream.on('error', (err: Error) => extract.destroy(err));
     stream.pipe(extract as unknown as NodeJS.WritableStream);
@@ -163,7 +168,8 @@ export class ContainerFs {
       }
       throw new FsError('EIO', `the Docker engine returned no content for ${realPath}`);
     } finally {
-      (stream as unknown as { destroy?(): void }).destroy?.();
+      release();
+      destroy(stream);
       extract.destroy();
     }
   }
@@ -238,29 +244,61 @@ export class ContainerFs {
   }
 
   private async putArchive(dir: string, archive: Readable): Promise<void> {
+    let cut = false;
+    const release = this.hold(() => {
+      cut = true;
+      archive.destroy(stopping(dir));
+    });
+    if (!release) throw stopping(dir);
     try {
       // copyUIDGID: the files belong to the container's user, as if that user had made them.
       await this.pace('archive');
+      if (cut) throw stopping(dir);
       await this.container.putArchive(archive as unknown as NodeJS.ReadableStream, { path: dir, copyUIDGID: true });
     } catch (err) {
-      throw fsErrorOf(err, dir);
+      throw cut ? stopping(dir) : fsErrorOf(err, dir);
+    } finally {
+      release();
     }
   }
 
-  private async walkArchive(path: string, onEntry: (header: tar.Header, body: Readable) => void | Promise<void>): Promise<void> {
-    let stream: NodeJS.ReadableStream;
+  /** An archive of `path` from the engine, held (see LockHold) until `release`. */
+  private async openArchive(path: string): Promise<{ stream: NodeJS.ReadableStream; release: () => void }> {
+    let stream: NodeJS.ReadableStream | undefined;
+    let cut = false;
+    const release = this.hold(() => {
+      cut = true;
+      if (stream) destroy(stream, stopping(path));
+    });
+    if (!release) throw stopping(path);
     try {
       await this.pace('archive');
-      stream = await this.container.getArchive({ path });
+      if (!cut) stream = await this.container.getArchive({ path });
     } catch (err) {
+      release();
       throw fsErrorOf(err, path);
     }
-    const extract = tar.extract();
-    stream.on('error', (err: Error) => extract.destroy(err));
-    stream.pipe(extract as unknown as NodeJS.WritableStream);
-    for await (const entry of extract) {
-      await onEntry(entry.header, entry as unknown as Readable);
-      entry.resume(); // skip what the callback did not read
+    if (cut || !stream) {
+      if (stream) destroy(stream);
+      release();
+      throw stopping(path);
+    }
+    return { stream, release };
+  }
+
+  private async walkArchive(path: string, onEntry: (header: tar.Header, body: Readable) => void | Promise<void>): Promise<void> {
+    const { stream, release } = await this.openArchive(path);
+    try {
+      const extract = tar.extract();
+      stream.on('error', (err: Error) => extract.destroy(err));
+      stream.pipe(extract as unknown as NodeJS.WritableStream);
+      for await (const entry of extract) {
+        await onEntry(entry.header, entry as unknown as Readable);
+        entry.resume(); // skip what the callback did not read
+      }
+    } finally {
+      release();
+      destroy(stream);
     }
   }
 
@@ -325,4 +363,12 @@ async function copy(from: AsyncIterable<unknown>, to: Writable | { write(chunk: 
   for await (const chunk of from) {
     if (!to.write(chunk)) await new Promise<void>((resolve) => to.once('drain', resolve));
   }
+}
+
+function stopping(path: string): FsError {
+  return new FsError('EIO', `${path}: the instance is stopping`);
+}
+
+function destroy(stream: NodeJS.ReadableStream, err?: Error): void {
+  (stream as unknown as { destroy?(err?: Error): void }).destroy?.(err);
 }

@@ -19,7 +19,7 @@ import { ByteReader } from '../access/byte-reader.js';
 import type { Throttle } from '../access/throttled-socket.js';
 import { ContainerFileWriter, type WriteStart } from '../access/container-file-writer.js';
 import type { EngineCallKind } from '../access/instance-pacer.js';
-import { ContainerFs, FsError, type FileStat } from '../access/container-fs.js';
+import { ContainerFs, FsError, type FileStat, type LockHold } from '../access/container-fs.js';
 import { isDirectory, modeString } from '../access/file-modes.js';
 import { WriteOrder } from './write-order.js';
 
@@ -144,8 +144,10 @@ export class SftpSession {
     private readonly throttle: () => Throttle | undefined = () => undefined,
     /** Waits until the instance may make one more Docker engine call of this kind. */
     private readonly pace: (kind: EngineCallKind) => Promise<void> = async () => undefined,
+    /** Tracks engine streams that lock the container, so stopping the instance ends them. */
+    holdEngine?: LockHold,
   ) {
-    this.fs = new ContainerFs(docker, entry.containerId, pace);
+    this.fs = new ContainerFs(docker, entry.containerId, pace, holdEngine);
     sftp.on('OPEN', (id, filename, flags, attrs) => this.answer(id, () => this.open(id, filename, flags, attrs)));
     sftp.on('READ', (id, handle, offset, length) => this.answer(id, () => this.read(id, handle, offset, length)));
     sftp.on('WRITE', (id, handle, offset, data) => this.answer(id, () => this.write(id, handle, offset, data)));

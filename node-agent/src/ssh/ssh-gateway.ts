@@ -338,6 +338,7 @@ export class SshGateway {
           throttle: () => this.throttleOf(instance.instanceId),
           pace: (kind) => this.pace(instance.instanceId, kind),
           connectionOpen: () => connectionOpen,
+          holdEngine: (close) => registry.holdEngine(instance.instanceId, close),
         });
         sessions.add(handle);
         session.once('close', () => sessions.delete(handle));

@@ -8,6 +8,7 @@ import type { PseudoTtyInfo, ServerChannel, Session } from 'ssh2';
 import type { Logger } from '@svc/shared';
 import type { Throttle } from '../access/throttled-socket.js';
 import type { AccessEntry } from '../access/access-registry.js';
+import type { LockHold } from '../access/container-fs.js';
 import { ContainerProcess } from '../access/container-process.js';
 import type { EngineCallKind } from '../access/instance-pacer.js';
 import { SftpSession, type SftpLimits } from './sftp-session.js';
@@ -39,6 +40,8 @@ export interface SessionContext {
   pace(kind: EngineCallKind): Promise<void>;
   /** Whether the client's connection is still there (ssh2 reports a channel closed only once its input is read). */
   connectionOpen(): boolean;
+  /** Tracks an engine stream that locks the container (AccessRegistry.holdEngine). */
+  holdEngine: LockHold;
 }
 
 /** Handles to what a session runs, so the connection can end it when the instance goes. */
@@ -186,7 +189,7 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
   session.on('sftp', (accept, reject) => {
     const sftp = start(accept, reject);
     if (!sftp) return;
-    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell, ctx.throttle, ctx.pace);
+    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell, ctx.throttle, ctx.pace, ctx.holdEngine);
   });
 
   return {

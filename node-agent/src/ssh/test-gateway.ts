@@ -15,6 +15,8 @@ export interface TestGateway {
   port: number;
   /** The key that logs in to the instance, if there is one. */
   user: { privateKey: string };
+  /** What the agent's task reports drive: drain (stopping) and remove (gone). */
+  registry: AccessRegistry;
 }
 
 export async function startTestGateway(options: { instance?: { instanceId: string; containerId: string }; docker?: Docker; limits?: Partial<SshLimits> } = {}): Promise<TestGateway> {
@@ -41,5 +43,5 @@ export async function startTestGateway(options: { instance?: { instanceId: strin
     port: 0,
     limits: { ...sshLimitsOf(loadAgentConfig({})), penalties: null, ...options.limits },
   });
-  return { gateway, port: await gateway.listen(), user };
+  return { gateway, port: await gateway.listen(), user, registry };
 }

@@ -88,6 +88,32 @@ describe('DiskWatch', () => {
     watch.stop();
   });
 
+  it('goes on past a container whose measuring does not end (its engine lock held), judges it when it ends, and does not measure it twice meanwhile', async () => {
+    const measured: string[] = [];
+    let unlock!: () => void;
+    const locked = new Promise<void>((resolve) => (unlock = resolve));
+    const over: string[] = [];
+    const watch = new DiskWatch(
+      async (id) => {
+        measured.push(id);
+        if (id === 'c-locked') await locked;
+        return { bytes: id === 'c-locked' ? 2 * GIB : 0, files: 0 };
+      },
+      (task) => over.push(task),
+      quietLog,
+      { ...settings, measureWaitMs: 20 },
+    );
+    for (const id of ['locked', 'other']) watch.watch(`inst_${id}`, handle(`c-${id}`, GIB));
+    await watch.checkAll();
+    await watch.checkAll();
+    expect(measured).toEqual(['c-locked', 'c-other', 'c-other']);
+    expect(over).toEqual([]);
+    unlock();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(over).toEqual(['inst_locked']);
+    watch.stop();
+  });
+
   it('measures a container whose measuring is costly only after ten times what it took, the others every pass', async () => {
     let clock = 0;
     const cost = new Map([

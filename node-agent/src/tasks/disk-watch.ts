@@ -17,9 +17,20 @@ export interface DiskWatchSettings {
   defaultLimitBytes: number;
   /** Files (inodes) one instance may hold on that disk (SVC_TASK_MAX_FILES). */
   maxFiles: number;
+  /** How long a pass waits for one container's measuring before it goes on (see MEASURE_WAIT_MS). */
+  measureWaitMs?: number;
 }
 
 export const DEFAULT_DISK_WATCH_SETTINGS: DiskWatchSettings = { intervalMs: 10_000, defaultLimitBytes: DEFAULT_LIMIT_SETTINGS.defaultDiskBytes, maxFiles: 5_000_000 };
+
+/**
+ * A pass goes on to the next container once one's measuring has taken this long; that one
+ * is judged whenever its measuring ends, and not measured again meanwhile. The engine
+ * answers nothing about a container whose lock is held (Docker 20.10 holds it while an
+ * archive of it streams, for as long as the reader takes): one instance would otherwise
+ * hold up the measuring of every other on the node.
+ */
+export const MEASURE_WAIT_MS = 30_000;
 
 const WHERE = '(files written in the container, its volumes and deleted files still open)';
 
@@ -56,6 +67,8 @@ interface Watched {
   limit: DiskUsage;
   /** When (on `now`'s clock) it may be measured again; 0: at the next pass. */
   dueAt: number;
+  /** Set while a measuring is under way (one a pass stopped waiting for). */
+  measuring?: Promise<void>;
 }
 
 export class DiskWatch {
@@ -92,24 +105,37 @@ export class DiskWatch {
 
   /** One pass over every watched container that is due, one at a time so the disk is walked by one `du` at once. */
   async checkAll(): Promise<void> {
+    const waitMs = this.settings.measureWaitMs ?? MEASURE_WAIT_MS;
     for (const [taskId, entry] of [...this.watched]) {
-      if (this.watched.get(taskId) !== entry || entry.dueAt > this.now()) continue;
-      let used: DiskUsage;
-      const started = this.now();
-      try {
-        used = await this.measure(entry.containerId);
-        const took = this.now() - started;
-        entry.dueAt = took * MEASURE_PACE > this.settings.intervalMs ? this.now() + took * MEASURE_PACE : 0;
-      } catch (err) {
-        if (isRuntimeError(err, 'not_found')) this.forget(taskId);
-        else this.log.warn({ err, task: taskId }, 'could not measure the disk an instance uses');
-        continue;
-      }
-      const message = diskVerdict(used, entry.limit);
-      if (message && this.watched.get(taskId) === entry) {
-        this.forget(taskId);
-        this.over(taskId, message);
-      }
+      if (this.watched.get(taskId) !== entry || entry.measuring || entry.dueAt > this.now()) continue;
+      const measuring = this.measureOne(taskId, entry);
+      entry.measuring = measuring;
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), waitMs)));
+      const finished = await Promise.race([measuring.then(() => true), waited]);
+      clearTimeout(timer);
+      if (!finished) this.log.warn({ task: taskId, waitedMs: waitMs }, 'measuring the disk an instance uses is taking long (is its container locked?); going on with the others');
+    }
+  }
+
+  private async measureOne(taskId: string, entry: Watched): Promise<void> {
+    const started = this.now();
+    let used: DiskUsage;
+    try {
+      used = await this.measure(entry.containerId);
+      const took = this.now() - started;
+      entry.dueAt = took * MEASURE_PACE > this.settings.intervalMs ? this.now() + took * MEASURE_PACE : 0;
+    } catch (err) {
+      if (isRuntimeError(err, 'not_found')) this.forget(taskId);
+      else this.log.warn({ err, task: taskId }, 'could not measure the disk an instance uses');
+      return;
+    } finally {
+      entry.measuring = undefined;
+    }
+    const message = diskVerdict(used, entry.limit);
+    if (message && this.watched.get(taskId) === entry) {
+      this.forget(taskId);
+      this.over(taskId, message);
     }
   }
 
