@@ -246,6 +246,32 @@ describe('stored responses', () => {
     expect((await client.responses.retrieve(mine.id)).output_text).toBe(mine.output_text);
   });
 
+  it('a few KB of item_reference items naming one long stored answer are refused before they are copied, stored or not: 400, nothing sent to a replica', async () => {
+    const up = await replica();
+    const random = 'A'.repeat(32);
+    const id = `resp_${random}`;
+    const text = 'x'.repeat(300_000); // a long answer, as a model with a large context writes one
+    const now = clock.now();
+    await cp.store.responses.put({
+      id,
+      orgId: cp.org.id,
+      response: { id, object: 'response', output: [{ id: `msg_${random}_0`, type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] }] },
+      history: [],
+      createdAt: now,
+      expiresAt: now + DAY_MS,
+    });
+    const input = Array.from({ length: 2_000 }, () => ({ type: 'item_reference', id: `msg_${random}_0` }));
+    for (const store of [false, true]) {
+      const res = await post({ model: MODEL, input, store });
+      const error = expectError(res, 400, 'invalid_request');
+      expect(error.message).toMatch(/larger than 8 MiB/);
+      expect(error.param).toBe('input');
+    }
+    expect(up.requests).toHaveLength(0);
+    // A few references are fine.
+    expect((await post({ model: MODEL, input: input.slice(0, 3), store: false })).status).toBe(200);
+  });
+
   it('delete: gone for reading and chaining; deleting again is 404', async () => {
     await replica();
     const response = await client.responses.create({ model: MODEL, input: 'x' });

@@ -71,13 +71,15 @@ export class UpstreamClient {
     const { baseUrl } = replica;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (replica.apiKey !== undefined) headers.authorization = `Bearer ${replica.apiKey}`;
+    // Serialized before the call: a body that cannot be made is our failure, never the replica's.
+    const body = JSON.stringify(payload);
     let response: Dispatcher.ResponseData;
     try {
       const { origin, path: targetPath } = this.target(baseUrl, path);
       // An object literal, not `{ ...target, ... }`: with the spread, about three times as much
       // of each request's memory outlived a young-generation collection (measured, see
       // docs/scaling.md), which lengthened every pause behind the chat path's p99.
-      response = await this.agent.request({ origin, path: targetPath, method: 'POST', headers, body: JSON.stringify(payload), signal: signal ?? null });
+      response = await this.agent.request({ origin, path: targetPath, method: 'POST', headers, body, signal: signal ?? null });
     } catch (err) {
       if (signal?.aborted) throw err;
       const unreachable = err instanceof errors.ConnectTimeoutError || UNREACHABLE.has((err as { code?: string }).code ?? '');

@@ -120,6 +120,7 @@ export class ResponsesService {
       const item = (owners.get(owner)?.output as Array<Record<string, unknown>> | undefined)?.find((i) => i.id === itemId);
       if (item) referenced.set(itemId, item);
     }
+    refuseOversizedExpansion(body.input, previous, referenced);
     const translation = toChatRequest(body, previous, (id) => referenced.get(id));
     const { chat, sources, history } = translation;
     // The request body alone is bounded by the body limit; a chain or references can grow past it.
@@ -182,6 +183,33 @@ export class ResponsesService {
       history: [...prepared.history, ...outputMessages(response.output)],
       createdAt: now,
       expiresAt: now + this.deps.retentionDays * DAY_MS,
+    });
+  }
+}
+
+/**
+ * Refuses, before anything is copied, a request whose chain and references would make a
+ * conversation past MAX_HISTORY_BYTES, stored or not. Each `item_reference` is a copy of
+ * the item it names: 2,000 of them naming one long stored answer (a few KB of request)
+ * had the control plane build and send a chat request of over half a gigabyte per
+ * request, stalling every tenant's requests behind it.
+ */
+function refuseOversizedExpansion(input: ResponsesCall['body']['input'], previous: ChatMessage[], referenced: ReadonlyMap<string, Record<string, unknown>>): void {
+  let bytes = previous.length > 0 ? JSON.stringify(previous).length : 0;
+  if (referenced.size > 0) {
+    const sizes = new Map<string, number>();
+    for (const id of referencedItemIds(input)) {
+      const item = referenced.get(id);
+      if (!item) continue;
+      let size = sizes.get(id);
+      if (size === undefined) sizes.set(id, (size = JSON.stringify(item).length));
+      bytes += size;
+      if (bytes > MAX_HISTORY_BYTES) break;
+    }
+  }
+  if (bytes > MAX_HISTORY_BYTES) {
+    throw new ApiError('invalid_request', `the conversation is larger than ${MAX_HISTORY_BYTES / 1024 / 1024} MiB; start a new one (without previous_response_id), or reference fewer stored items`, {
+      param: referenced.size > 0 ? 'input' : 'previous_response_id',
     });
   }
 }
