@@ -147,6 +147,28 @@ describe('relaying replicas', () => {
     expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 1, top_k: 0, ...surface });
   });
 
+  it("takes messages as OpenAI's clients send them: a developer message is a system one, an assistant message echoed back with refusal: null is plain", async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const messages = [
+      { role: 'developer', content: 'Answer briefly.' },
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: 'Hello.', refusal: null },
+      { role: 'assistant', content: null, refusal: 'I cannot help with that.' },
+      { role: 'user', content: 'weather?' },
+    ];
+    const res = await post('/v1/chat/completions', { ...chat, messages });
+    expect(res.status, res.text).toBe(200);
+    expect(up!.requests[0]!.body.messages).toEqual([
+      { role: 'system', content: 'Answer briefly.' },
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: 'Hello.' },
+      { role: 'assistant', content: 'I cannot help with that.' },
+      { role: 'user', content: 'weather?' },
+    ]);
+    const misplaced = expectError(await post('/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: 'x', refusal: null }] }), 400, 'invalid_request');
+    expect(misplaced.param).toBe('messages[0].refusal');
+  });
+
   it('relays log probabilities, whole and streamed', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     const whole = await post('/v1/chat/completions', { ...chat, logprobs: true, top_logprobs: 2 });

@@ -31,8 +31,13 @@ const ToolCall = Type.Object(
 
 const Message = Type.Object(
   {
-    role: StringEnum(['system', 'user', 'assistant', 'tool'] as const),
+    role: StringEnum(['system', 'user', 'assistant', 'tool', 'developer'] as const, {
+      description: 'developer is taken as system (OpenAI sends it for system instructions to some models).',
+    }),
     content: Type.Optional(Type.Union([Type.String(), Type.Array(TextPart, { minItems: 1 }), Type.Null()])),
+    refusal: Type.Optional(
+      Type.Union([Type.String(), Type.Null()], { description: "Assistant messages only, as OpenAI's answers carry it: a refusal is read as the message's content." }),
+    ),
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     tool_calls: Type.Optional(Type.Array(ToolCall, { minItems: 1, maxItems: 128 })),
     tool_call_id: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
@@ -112,6 +117,7 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
     throw new ApiError('invalid_request', message, { param });
   };
   if (model.kind !== 'chat') fail(`model ${model.id} is an embedding model; use /v1/embeddings`, 'model');
+  body.messages = body.messages.map((m, i) => plainMessage(m, `messages[${i}]`, fail));
   if (body.quantization !== undefined && !model.quantizations.includes(body.quantization)) {
     fail(`model ${model.id} is offered in ${model.quantizations.join(', ')}, not ${body.quantization}`, 'quantization');
   }
@@ -144,6 +150,21 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
 }
 
 type Fail = (message: string, param: string) => never;
+
+/**
+ * A message as every engine reads it: OpenAI's `developer` role is a system message, and
+ * the `refusal` its answers carry (null, or the refusal text in place of content) is
+ * dropped or made the content, so a client sending an earlier answer back as it got it is
+ * not refused.
+ */
+export function plainMessage(m: ChatMessage, at: string, fail: Fail): ChatMessage {
+  if (m.role !== 'developer' && m.refusal === undefined) return m;
+  const { refusal, ...rest } = m;
+  if (refusal !== undefined && m.role !== 'assistant') fail('only assistant messages carry refusal', `${at}.refusal`);
+  const plain: ChatMessage = { ...rest, role: m.role === 'developer' ? 'system' : m.role };
+  if (typeof refusal === 'string' && (plain.content === undefined || plain.content === null)) plain.content = refusal;
+  return plain;
+}
 
 function checkMessages(messages: ChatMessage[], fail: Fail): void {
   const callIds = new Set<string>();
