@@ -53,8 +53,8 @@ async function firstAttempt(webhookId: string): Promise<{ status_code: number | 
 
 describe('webhook targets are checked at every send (DNS rebinding)', () => {
   it.each([
-    ['loopback', 'rebind-loopback.example.com', '127.0.0.1', /^blocked: rebind-loopback\.example\.com resolves to 127\.0\.0\.1, which is a loopback address/],
-    ['cloud metadata', 'rebind-metadata.example.com', '169.254.169.254', /^blocked: rebind-metadata\.example\.com resolves to 169\.254\.169\.254, which is a link-local address/],
+    ['loopback', 'rebind-loopback.example.com', '127.0.0.1', /^blocked: rebind-loopback\.example\.com resolves to an address that is a loopback address/],
+    ['cloud metadata', 'rebind-metadata.example.com', '169.254.169.254', /^blocked: rebind-metadata\.example\.com resolves to an address that is a link-local address/],
   ])('a name that rebinds to %s after subscribing is refused when the delivery connects', async (_name, host, rebound, why) => {
     zone.set(host, ['93.184.216.34']);
     const webhookId = await subscribe(host);

@@ -18,7 +18,7 @@ describe('the connection-time address check (DNS rebinding)', () => {
   it('refuses a host that now resolves to a private address in production', async () => {
     const lookup = guardedLookup(buildTargetPolicy('production', []), fakeDns({ 'hooks.example.com': ['10.0.0.7'] }));
     await expect(lookupOnce(lookup, 'hooks.example.com')).rejects.toThrow(BlockedTargetError);
-    await expect(lookupOnce(lookup, 'hooks.example.com')).rejects.toThrow(/10\.0\.0\.7, which is a private address/);
+    await expect(lookupOnce(lookup, 'hooks.example.com')).rejects.toThrow(/an address that is a private address/);
   });
 
   it('lets public addresses and operator-allowed ones through', async () => {
@@ -106,7 +106,7 @@ describe('httpSender at send time', () => {
     const url = `http://hooks.example.com:${r.port}/in`;
     // The default policy (no allowed targets), in development as in production.
     const blocked = await httpSender(buildTargetPolicy('development', []), Date.now, dns)({ url, headers: {}, body: '{}', timeoutMs: 1000, signal });
-    expect(blocked).toMatchObject({ statusCode: null, error: expect.stringMatching(/^blocked: hooks\.example\.com resolves to 127\.0\.0\.1, which is a loopback address/) });
+    expect(blocked).toMatchObject({ statusCode: null, error: expect.stringMatching(/^blocked: hooks\.example\.com resolves to an address that is a loopback address/) });
     expect(r.hits).toEqual([]);
     // An operator exception lets the same request through, over the same lookup.
     const allowed = await httpSender(buildTargetPolicy('development', ['127.0.0.1']), Date.now, dns)({ url, headers: {}, body: '{}', timeoutMs: 1000, signal });

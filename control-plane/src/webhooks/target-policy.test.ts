@@ -61,8 +61,8 @@ describe('webhook URLs in production', () => {
   });
 
   it.each([
-    ['https://internal.example.com/', /internal\.example\.com resolves to 10\.1\.2\.3, which is a private address/],
-    ['https://mixed.example.com/', /192\.168\.1\.20, which is a private address/],
+    ['https://internal.example.com/', /internal\.example\.com resolves to an address that is a private address/],
+    ['https://mixed.example.com/', /an address that is a private address/],
     ['https://localhost:8443/', /loopback/],
     ['https://127.0.0.1/', /127\.0\.0\.1 is a loopback address/],
     ['https://[::1]/', /loopback/],
@@ -97,7 +97,7 @@ describe('webhook URLs in production', () => {
 describe('webhook URLs in development', () => {
   it('refuses private, loopback and link-local targets like production: the safe policy is the default', async () => {
     expect(await refusedUrl('http://127.0.0.1:9000/hook', development, dns)).toMatch(/127\.0\.0\.1 is a loopback address/);
-    expect(await refusedUrl('http://localhost:9000/hook', development, dns)).toMatch(/localhost resolves to 127\.0\.0\.1, which is a loopback address/);
+    expect(await refusedUrl('http://localhost:9000/hook', development, dns)).toMatch(/localhost resolves to an address that is a loopback address/);
     expect(await refusedUrl('https://internal.example.com/', development, dns)).toMatch(/private address/);
     expect(await refusedUrl('https://metadata.example.com/', development, dns)).toMatch(/link-local/);
   });
@@ -107,7 +107,7 @@ describe('webhook URLs in development', () => {
     const laptop = buildTargetPolicy('development', ['127.0.0.1']);
     expect(await refusedUrl('http://127.0.0.1:9000/hook', laptop, dns)).toBeNull();
     // localhost also resolves to ::1, which the operator did not list.
-    expect(await refusedUrl('http://localhost:9000/hook', laptop, dns)).toMatch(/::1, which is a loopback address/);
+    expect(await refusedUrl('http://localhost:9000/hook', laptop, dns)).toMatch(/an address that is a loopback address/);
     expect(await refusedUrl('http://localhost:9000/hook', buildTargetPolicy('development', ['localhost']), dns)).toBeNull();
   });
 });

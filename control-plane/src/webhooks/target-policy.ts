@@ -52,7 +52,9 @@ function addressAllowedByOperator(address: string, policy: TargetPolicy): boolea
 export function refusedAddress(host: string, address: string, policy: TargetPolicy): string | null {
   const cls = classifyAddress(address);
   if (cls === 'public' || policy.allowedHosts.has(host) || addressAllowedByOperator(address, policy)) return null;
-  const subject = host === address ? address : `${host} resolves to ${address}, which`;
+  // A name's address is not repeated: a tenant would learn, name by name, what the
+  // provider's resolver and hosts file say about its internal hosts.
+  const subject = host === address ? address : `${host} resolves to an address that`;
   const article = cls === 'unspecified' ? 'an' : 'a';
   return (
     `${subject} is ${article} ${cls} address; webhooks must reach the public internet ` +
