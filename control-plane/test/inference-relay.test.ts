@@ -442,6 +442,23 @@ describe('relaying replicas', () => {
     expect(error.param).toBe('input[70]');
     expect(error.message).toContain('input[70]');
   });
+
+  it('bills the batches the replicas embedded when another batch of the request is refused, and starts no batch after the refusal', async () => {
+    const [a, b] = await replicas('nomic-embed-text-v1.5', 2, { dimension: 768, maxInputChars: 50 });
+    // 16 batches of 64; the refused input is in the second.
+    const input = Array.from({ length: 16 * 64 }, (_, i) => (i === 100 ? 'x'.repeat(51) : `input ${i}`));
+    const res = await post('/v1/embeddings', { model: 'nomic-embed-text-v1.5', input });
+    expect(expectError(res, 400, 'invalid_request').param).toBe('input[100]');
+    const sent = [...a!.requests, ...b!.requests].filter((r) => r.path === '/v1/embeddings');
+    expect(sent.length).toBeLessThan(16);
+    // The stand-in counts a token per character of each input it embedded.
+    const embedded = sent.filter((r) => !(r.body.input as string[]).some((t) => t.length > 50));
+    const tokens = embedded.reduce((n, r) => n + (r.body.input as string[]).reduce((m, t) => m + t.length, 0), 0);
+    expect(tokens).toBeGreaterThan(0);
+    const billed = await usageOf(res.headers.get('x-request-id')!);
+    expect(billed).toMatchObject({ kind: 'embeddings', prompt_tokens: tokens });
+    expect(billed.cost_usd).toBeGreaterThan(0);
+  });
 });
 
 describe('the official openai SDK', () => {

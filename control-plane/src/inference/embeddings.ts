@@ -41,16 +41,25 @@ export class EmbeddingsService {
     // response never mixes vectors of two variants.
     const first = await this.runBatch(call, parts[0]!, { tenant: ctx.orgId, model, quantization: body.quantization, pool: ctx.pool });
     const { pool, quantization } = first.lease.replica;
-    const rest = await Promise.all(parts.slice(1).map((part) => this.runBatch(call, part, { tenant: ctx.orgId, model, quantization, pool })));
-    const results = [first, ...rest];
-
-    const usage = results.reduce<TokenUsage>(
-      (sum, r) => ({ prompt_tokens: sum.prompt_tokens + r.value.usage.prompt_tokens, completion_tokens: 0, total_tokens: sum.total_tokens + r.value.usage.prompt_tokens }),
-      { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
-    );
-    this.deps.recorder.record(ctx, { kind: 'embeddings', model: model.id, quantization, pool, usage, card: this.deps.rateCard(model) });
-    const vectors = results.flatMap((r) => r.value.vectors);
-    return this.response(model, pool, vectors, call, usage);
+    const results: BatchResult[] = new Array(parts.length);
+    results[0] = first.value;
+    const bill = () => {
+      const usage = sumUsage(results);
+      this.deps.recorder.record(ctx, { kind: 'embeddings', model: model.id, quantization, pool, usage, card: this.deps.rateCard(model) });
+      return usage;
+    };
+    try {
+      await inTurn(parts.length - 1, MAX_BATCHES_IN_FLIGHT, async (i) => {
+        results[i + 1] = (await this.runBatch(call, parts[i + 1]!, { tenant: ctx.orgId, model, quantization, pool })).value;
+      });
+    } catch (err) {
+      // What the replicas embedded before one batch was refused is work done for the
+      // request: billed, or a refused last input would make the rest free.
+      bill();
+      throw err;
+    }
+    const usage = bill();
+    return this.response(model, pool, results.flatMap((r) => r.vectors), call, usage);
   }
 
   private async runBatch(call: EmbeddingsCall, part: { offset: number; items: string[] }, route: RouteRequest) {
@@ -95,6 +104,37 @@ export class EmbeddingsService {
       usage: { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens },
     };
   }
+}
+
+/**
+ * Batches of one request a replica works on at once. One request may carry 2,048 inputs
+ * (32 batches): all at once they took as many slots, and a batch refused late left the
+ * others computed for nothing. In turns, a refusal starts no further batch.
+ */
+export const MAX_BATCHES_IN_FLIGHT = 4;
+
+/** Runs `run(0..count-1)`, at most `width` at once; after the first failure starts none, waits for those running, and throws it. */
+async function inTurn(count: number, width: number, run: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: { err: unknown } | undefined;
+  const lane = async () => {
+    while (!failure && next < count) {
+      const i = next++;
+      try {
+        await run(i);
+      } catch (err) {
+        failure ??= { err };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, count) }, lane));
+  if (failure) throw failure.err;
+}
+
+function sumUsage(results: ReadonlyArray<BatchResult | undefined>): TokenUsage {
+  let tokens = 0;
+  for (const r of results) tokens += r?.usage.prompt_tokens ?? 0;
+  return { prompt_tokens: tokens, completion_tokens: 0, total_tokens: tokens };
 }
 
 /** The replica's vectors in input order, checked: one per input, each of the model's dimension. */
