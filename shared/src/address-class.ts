@@ -39,13 +39,20 @@ export const NON_PUBLIC: ReadonlyArray<readonly [cidr: string, kind: AddressClas
   ['198.18.0.0/15', 'reserved'],
   ['198.51.100.0/24', 'reserved'],
   ['203.0.113.0/24', 'reserved'],
+  // The 6to4 relays' anycast range (deprecated by RFC 7526).
+  ['192.88.99.0/24', 'reserved'],
   ['224.0.0.0/4', 'multicast'],
   ['240.0.0.0/4', 'reserved'],
   ['::/128', 'unspecified'],
   ['::1/128', 'loopback'],
   ['64:ff9b:1::/48', 'private'],
   ['100::/64', 'reserved'],
+  // Teredo (the IPv4 addresses it carries are obfuscated), benchmarking, ORCHID, documentation.
+  ['2001::/32', 'reserved'],
+  ['2001:2::/48', 'reserved'],
+  ['2001:10::/28', 'reserved'],
   ['2001:db8::/32', 'reserved'],
+  ['3fff::/20', 'reserved'],
   ['fc00::/7', 'unique local'],
   ['fe80::/10', 'link-local'],
   ['fec0::/10', 'reserved'],
@@ -55,14 +62,19 @@ const NON_PUBLIC_RANGES = NON_PUBLIC.map(([cidr, cls]) => [ipaddr.parseCIDR(cidr
 const NAT64 = ipaddr.parseCIDR('64:ff9b::/96');
 
 /**
- * An IPv6 address that carries an IPv4 one (mapped ::ffff:a.b.c.d, NAT64 64:ff9b::/96,
- * 6to4 2002::/16) is judged by the IPv4 address it leads to.
+ * An IPv6 address that carries an IPv4 one (mapped ::ffff:a.b.c.d, IPv4-compatible
+ * ::a.b.c.d, SIIT ::ffff:0:a.b.c.d, NAT64 64:ff9b::/96, 6to4 2002::/16) is judged by the
+ * IPv4 address it leads to.
  */
 function embeddedIpv4(addr: ipaddr.IPv6): ipaddr.IPv4 | undefined {
   if (addr.isIPv4MappedAddress()) return addr.toIPv4Address();
   const parts = addr.parts;
   const tail = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
   if (addr.match(NAT64)) return tail(parts[6]!, parts[7]!);
+  const zeroHead = parts[0] === 0 && parts[1] === 0 && parts[2] === 0 && parts[3] === 0;
+  // :: and ::1 are themselves (unspecified, loopback), not 0.0.0.0 and 0.0.0.1.
+  if (zeroHead && parts[4] === 0 && parts[5] === 0 && (parts[6] !== 0 || parts[7]! > 1)) return tail(parts[6]!, parts[7]!);
+  if (zeroHead && parts[4] === 0xffff && parts[5] === 0) return tail(parts[6]!, parts[7]!);
   if (parts[0] === 0x2002) return tail(parts[1]!, parts[2]!);
   return undefined;
 }

@@ -46,6 +46,16 @@ describe('classifyAddress', () => {
     ['::ffff:127.0.0.1', 'loopback'],
     ['64:ff9b::a9fe:a9fe', 'link-local'],
     ['2002:c0a8:0101::1', 'private'],
+    // IPv4-compatible (deprecated) and SIIT forms carry an IPv4 address too.
+    ['::127.0.0.1', 'loopback'],
+    ['::a9fe:a9fe', 'link-local'],
+    ['::ffff:0:127.0.0.1', 'loopback'],
+    ['::ffff:0:93.184.216.34', 'public'],
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', 'reserved'], // Teredo: its IPv4 ends are obfuscated
+    ['3fff::1', 'reserved'],
+    ['2001:2::1', 'reserved'],
+    ['2001:10::1', 'reserved'],
+    ['192.88.99.1', 'reserved'],
   ])('%s is %s', (address, expected) => {
     expect(classifyAddress(address)).toBe(expected);
   });

@@ -33,7 +33,7 @@ describe('buildFirewallRules', () => {
 
   it('with outbound internet, leaves public destinations to Docker (no catch-all refusal for instances)', () => {
     expect(rules(internet.ipv4)).not.toContain(`-A ${FORWARD_CHAIN} -i svci+ ${REJECT}`);
-    const refused = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '168.63.129.16/32', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4'];
+    const refused = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '168.63.129.16/32', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '192.88.99.0/24', '224.0.0.0/4', '240.0.0.0/4'];
     expect(BLOCKED_IPV4_RANGES).toEqual(refused);
     expect(rules(internet.ipv4).filter((r) => r.includes('-i svci+ -d ') && r.endsWith(REJECT)).map((r) => r.split(' ')[5])).toEqual(refused);
   });
