@@ -80,6 +80,16 @@ async function tally(held: Held[]): Promise<{ answered: number; refused: number 
   return { answered: results.filter(Boolean).length, refused: results.filter((r) => !r).length };
 }
 
+describe('the HAProxy example', () => {
+  it('answers /metrics itself with the API\'s 404 (the fleet size is not for strangers), and passes the API through', async () => {
+    const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(metrics.status).toBe(404);
+    expect(await metrics.json()).toEqual({ error: { type: 'not_found', message: 'no route GET /metrics' } });
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(200);
+  });
+});
+
 describe('the HAProxy example caps connections per client', () => {
   it('one IPv4 client holds 200 connections; the next is closed unanswered while another client gets in', async () => {
     const held = Array.from({ length: 205 }, () => hold('127.0.0.7'));
