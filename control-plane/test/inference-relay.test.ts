@@ -395,6 +395,27 @@ describe('relaying replicas', () => {
     expect(cut.cost_usd).toBeGreaterThan(0);
   });
 
+  it("passes on an engine's usage-only progress chunks as one usage chunk at the end (for a client that asked), and bills a stream cut meanwhile by them", async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    up!.mode = 'progress-stream';
+    const res = await post('/v1/chat/completions', { ...chat, stream: true, stream_options: { include_usage: true } });
+    expect(res.status).toBe(200);
+    const events = new SseParser().push(res.text);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    const usageOnly = chunks.filter((c) => c.choices.length === 0);
+    expect(usageOnly).toHaveLength(1);
+    expect(chunks.at(-1)).toBe(usageOnly[0]);
+    expect(usageOnly[0].usage).toEqual({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 });
+    const plain = await post('/v1/chat/completions', { ...chat, stream: true });
+    expect(new SseParser().push(plain.text).slice(0, -1).map((e) => JSON.parse(e)).filter((c) => c.choices.length === 0)).toEqual([]);
+
+    up!.mode = 'progress-hang';
+    const cut = await streamCutAfter('"role":"assistant"');
+    const billed = await usageOf(cut.headers.get('x-request-id')!);
+    expect(billed).toMatchObject({ prompt_tokens: 5, completion_tokens: 48 });
+  });
+
   it('a stream the engine refuses after its 200 (vLLM checks some of a request only then) tells the client why, and keeps the replica in service', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     up!.mode = 'refuse-in-stream';

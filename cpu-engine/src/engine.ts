@@ -28,6 +28,9 @@ export interface GenerationResult {
 /** Receives generated text and the completion tokens generated so far. */
 export type TextSink = (text: string, completionTokens: number) => void | Promise<void>;
 
+/** Hears the completion tokens generated so far, after each one. */
+export type TokenSink = (completionTokens: number) => void | Promise<void>;
+
 export interface Prompt {
   tokens: readonly number[];
 }
@@ -45,9 +48,10 @@ export interface Engine {
   /**
    * Generates into `onText` (already cut at stop sequences); waits for a free
    * slot first. `onText` may return a promise to apply backpressure; it also gets
-   * the tokens generated so far (for usage on every chunk).
+   * the tokens generated so far (for usage on every chunk). `onToken` hears each
+   * token generated, text or not (bytes of an unfinished character, a held-back call).
    */
-  generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal): Promise<GenerationResult>;
+  generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal, onToken?: TokenSink): Promise<GenerationResult>;
   /** Tokens an embedding input takes, [CLS]/[SEP] included. */
   embeddingTokens(input: string): number;
   /** Raw (not normalised) embedding vectors, in input order. */

@@ -10,7 +10,7 @@ import { ApiError } from '../../shared/src/errors.js';
 import type { EngineConfig } from './args.js';
 import type { ChatMessage } from './chat-request.js';
 import { ChatTemplate } from './chat-template.js';
-import type { Engine, GenerationResult, Prompt, SamplingOptions, TextSink } from './engine.js';
+import type { Engine, GenerationResult, Prompt, SamplingOptions, TextSink, TokenSink } from './engine.js';
 import { constraintKey, grammarSchemaFor, patchGrammar, type Constraint } from './json-grammar.js';
 import { SlotPool } from './slot-pool.js';
 import { StopMatcher } from './stop-matcher.js';
@@ -185,7 +185,7 @@ export class LlamaEngine implements Engine {
     return { tokens };
   }
 
-  async generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal): Promise<GenerationResult> {
+  async generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal, onToken?: TokenSink): Promise<GenerationResult> {
     const { sequences } = this.requireChat();
     let sequence: LlamaContextSequence;
     try {
@@ -195,7 +195,7 @@ export class LlamaEngine implements Engine {
       throw err;
     }
     try {
-      return await this.run(sequence, prompt, options, onText, signal);
+      return await this.run(sequence, prompt, options, onText, signal, onToken);
     } finally {
       // The next request starts from an empty sequence.
       await sequence.clearHistory();
@@ -209,6 +209,7 @@ export class LlamaEngine implements Engine {
     options: SamplingOptions,
     onText: TextSink,
     signal: AbortSignal,
+    onToken: TokenSink | undefined,
   ): Promise<GenerationResult> {
     const stop = new StopMatcher(options.stop);
     let completionTokens = 0;
@@ -266,6 +267,7 @@ export class LlamaEngine implements Engine {
       completionTokens++;
       generated.push(token);
       pending.push(token);
+      await onToken?.(completionTokens);
       const text = this.model.detokenize(pending, false, recent);
       // An incomplete UTF-8 character (byte tokens) waits for the rest of its bytes.
       if (!text.endsWith('\uFFFD')) {

@@ -95,6 +95,45 @@ describe('continuous_usage_stats', () => {
     ]);
   });
 
+  it('while output is held back (a forced tool call), reports usage in usage-only chunks, so a stream cut meanwhile is billed what was generated', async () => {
+    // A call of 40 tokens, one character each, all held back until it is complete.
+    const text = '{"name":"f","arguments":{"q":"' + 'x'.repeat(40 - 33) + '"}}';
+    const held: Engine = {
+      ...scripted,
+      async generate(_prompt, _options, onText, _signal, onToken) {
+        for (const [i, piece] of [...text].entries()) {
+          await onToken?.(i + 1);
+          await onText(piece, i + 1);
+        }
+        return { finishReason: 'stop', completionTokens: text.length };
+      },
+    };
+    const other = createEngineServer({ config: { servedModelName: 'tiny-chat', task: 'generate', apiKey: KEY }, log: () => undefined });
+    other.ready(held);
+    await new Promise<void>((resolve) => other.server.listen(0, '127.0.0.1', resolve));
+    try {
+      const res = await fetch(`http://127.0.0.1:${(other.server.address() as AddressInfo).port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          ...chat,
+          stream: true,
+          stream_options: { include_usage: true, continuous_usage_stats: true },
+          tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }],
+          tool_choice: 'required',
+        }),
+      });
+      const chunks = parseSseData(await res.text()).slice(0, -1).map((e) => JSON.parse(e));
+      const progress = chunks.filter((c) => c.choices.length === 0).map((c) => c.usage.completion_tokens);
+      expect(text.length).toBe(40);
+      // Two while the call was held back (16, 32), then the final usage chunk (40).
+      expect(progress).toEqual([16, 32, 40]);
+      expect(chunks.find((c) => c.choices[0]?.delta.tool_calls)?.choices[0].delta.tool_calls[0].function.name).toBe('f');
+    } finally {
+      await other.shutdown(0);
+    }
+  });
+
   it('without it, only the final chunk carries usage', async () => {
     const chunks = await stream({ include_usage: true });
     expect(chunks.map((c) => 'usage' in c)).toEqual([false, false, false, false, false, true]);

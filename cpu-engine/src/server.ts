@@ -19,6 +19,9 @@ import { SSE_DONE, SSE_HEADERS, sseEvent } from './sse.js';
 /** Large enough for 2,048 embedding inputs of a long-context model. */
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
+/** Tokens generated without a chunk before a usage-only chunk reports them (continuous_usage_stats). */
+export const USAGE_EVERY = 16;
+
 export interface ServerOptions {
   config: Pick<EngineConfig, 'servedModelName' | 'task' | 'apiKey'>;
   log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
@@ -139,10 +142,24 @@ export function createEngineServer(options: ServerOptions): EngineServer {
       await write(sseEvent(roleChunk(meta, soFar(0))));
       // A forced call is held back until complete, then sent as one tool_calls delta.
       let held = '';
+      let reported = 0;
       const onText = forcedCall
         ? (text: string) => { held += text; }
-        : (text: string, tokens: number) => write(sseEvent(contentChunk(meta, text, soFar(tokens))));
-      const result = await eng.generate(prompt, sampling, onText, controller.signal);
+        : (text: string, tokens: number) => {
+          reported = tokens;
+          return write(sseEvent(contentChunk(meta, text, soFar(tokens))));
+        };
+      // While output is held back (a forced call, bytes of an unfinished character), a
+      // usage-only chunk every USAGE_EVERY tokens: a stream cut meanwhile is billed what
+      // was generated, not only the prompt.
+      const onToken = request.continuousUsage
+        ? (tokens: number) => {
+          if (tokens - reported < USAGE_EVERY) return;
+          reported = tokens;
+          return write(sseEvent(usageChunk(meta, usage(promptTokens, tokens))));
+        }
+        : undefined;
+      const result = await eng.generate(prompt, sampling, onText, controller.signal, onToken);
       if (result.finishReason !== 'aborted') {
         const call = forcedCall ? toolCallFrom(held) : undefined;
         if (call) await write(sseEvent(toolCallChunk(meta, call, soFar(result.completionTokens))));

@@ -11,9 +11,11 @@ import type { AddressInfo } from 'node:net';
 /**
  * hang-stream: role and first word, then silence; break-stream: the same, then the connection
  * drops; held: a whole completion answered only when the test calls release() (it is still
- * generating meanwhile).
+ * generating meanwhile); progress-stream: usage-only chunks (16, 32, 48 tokens) while the
+ * output is held back, as the CPU engine reports a forced call, then the answer;
+ * progress-hang: the same chunks, then silence.
  */
-export type UpstreamMode = 'ok' | 'fail' | 'held' | 'hang-stream' | 'break-stream' | 'refuse-in-stream';
+export type UpstreamMode = 'ok' | 'fail' | 'held' | 'hang-stream' | 'break-stream' | 'refuse-in-stream' | 'progress-stream' | 'progress-hang';
 
 export interface UpstreamRecord {
   path: string;
@@ -126,6 +128,17 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
       return void res.end('data: [DONE]\n\n');
     }
     res.write(chunk({ role: 'assistant', content: '' }, null, soFar(0)));
+    if (state.mode === 'progress-stream' || state.mode === 'progress-hang') {
+      for (const done of [16, 32, 48]) {
+        res.write(`data: ${JSON.stringify({ id: 'cmpl-up', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [], usage: { prompt_tokens: USAGE.prompt_tokens, completion_tokens: done, total_tokens: USAGE.prompt_tokens + done } })}\n\n`);
+      }
+      if (state.mode === 'progress-hang') {
+        res.on('close', () => {
+          if (!res.writableFinished) state.abandonedStreams++;
+        });
+        return;
+      }
+    }
     if (state.mode === 'hang-stream' || state.mode === 'break-stream') {
       res.write(chunk({ content: words[0] }, null, soFar(1)));
       if (state.mode === 'break-stream') {

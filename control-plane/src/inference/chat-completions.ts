@@ -163,12 +163,14 @@ export class ChatCompletionService {
               finish_reason: c.finish_reason ?? null,
             }));
             yield sseFrame(JSON.stringify(includeUsage ? { ...envelope, choices, usage: null } : { ...envelope, choices }));
-          } else if (usage && includeUsage) {
-            yield sseFrame(JSON.stringify({ ...envelope, choices: [], usage }));
           }
+          // A usage-only chunk is kept, not relayed: an engine may send several (the CPU
+          // engine reports progress so while it holds output back), and OpenAI's clients
+          // expect one, the last chunk before [DONE].
         }
       }
       if (!done) throw new ReplicaFailure(`replica ${replica.baseUrl} ended the stream early`, true);
+      if (usage && includeUsage) yield sseFrame(JSON.stringify({ ...envelope, choices: [], usage }));
       yield SSE_DONE;
     } catch (err) {
       if (ctx.signal.aborted) return; // the client left: nothing to tell it
