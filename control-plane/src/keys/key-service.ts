@@ -26,6 +26,11 @@ export interface CreateKeyInput {
   name?: string | null;
   /** The org user who owns the key: its role caps the key's scopes, and removing the user revokes it. */
   userId?: string | null;
+  /**
+   * The key making this one (`POST /v1/admin/keys`): the new key holds no scope the caller
+   * lacks, and a sandbox caller makes sandbox keys only. Absent for the provider (svcctl).
+   */
+  caller?: ApiKeyRecord;
 }
 
 export interface CreatedKey {
@@ -60,6 +65,28 @@ function checkScopes(scopes: string[], kind: KeyKind, admin: boolean): Scope[] {
   return valid;
 }
 
+/**
+ * A key hands out no more power than it holds: whoever holds a key value can do what the
+ * key can, so a key that could make (or rotate, and so read) a stronger one would be that
+ * stronger key. A sandbox key is free, so everything it makes must be free too.
+ */
+function checkWithinCaller(caller: ApiKeyRecord, key: { kind: KeyKind; admin: boolean; scopes: readonly string[] }, what: string): void {
+  if (caller.kind === 'test' && key.kind !== 'test') {
+    throw new ApiError(
+      'forbidden_scope',
+      `this is a sandbox key (svc_sk_test_), which is free; it cannot ${what} a ${key.kind} key, which is billed: use kind "test" or a live admin key`,
+      { param: 'kind' },
+    );
+  }
+  const lacking = key.scopes.filter((s) => !caller.scopes.includes(s));
+  if (lacking.length > 0) {
+    throw new ApiError('forbidden_scope', `a key cannot ${what} a key with scopes it does not hold itself: this key lacks ${lacking.join(', ')}`, { param: 'scopes' });
+  }
+  if (key.admin && !caller.admin) {
+    throw new ApiError('forbidden_scope', `only an admin key can ${what} an admin key`, { param: 'admin' });
+  }
+}
+
 export class KeyService {
   constructor(
     private readonly store: Store,
@@ -73,6 +100,7 @@ export class KeyService {
     if (admin && kind === 'public') {
       throw new ApiError('invalid_request', 'public keys cannot be admin keys', { param: 'admin' });
     }
+    if (input.caller) checkWithinCaller(input.caller, { kind, admin, scopes: [] }, 'create');
     if (!(await this.store.orgs.get(input.orgId))) {
       throw new ApiError('not_found', `no org with id ${input.orgId}`, { param: 'org' });
     }
@@ -85,6 +113,7 @@ export class KeyService {
       : admin ? allScopes : DEFAULT_SCOPES;
     const scopes = checkScopes(input.scopes ?? defaults, kind, admin);
     if (scopes.length === 0) throw new ApiError('invalid_request', 'a key needs at least one scope', { param: 'scopes' });
+    if (input.caller) checkWithinCaller(input.caller, { kind, admin, scopes }, 'create');
     if (owner) {
       const outside = scopesOutsideRole(owner.role, scopes);
       if (outside.length > 0) {
@@ -152,9 +181,11 @@ export class KeyService {
     return key;
   }
 
-  async rotate(keyId: string, overlapSeconds = DEFAULT_OVERLAP_SECONDS, orgId?: string): Promise<RotatedKey> {
+  /** With `caller` (the route), the caller must hold all the key holds: rotating hands over a value. */
+  async rotate(keyId: string, overlapSeconds = DEFAULT_OVERLAP_SECONDS, orgId?: string, caller?: ApiKeyRecord): Promise<RotatedKey> {
     const key = await this.get(keyId, orgId);
     if (key.revokedAt !== null) throw new ApiError('invalid_request', `key ${keyId} is revoked and cannot be rotated`);
+    if (caller) checkWithinCaller(caller, key, 'rotate');
     const value = generateKeyValue(key.kind);
     const now = this.clock.now();
     const oldKeyExpiresAt = now + overlapSeconds * 1000;

@@ -52,7 +52,8 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const { name, kind, scopes, admin, user_id } = request.body;
-        const created = await keys.create({ orgId: request.principal!.org.id, name: name ?? null, kind, scopes, admin, userId: user_id ?? null });
+        const { org, key } = request.principal!;
+        const created = await keys.create({ orgId: org.id, name: name ?? null, kind, scopes, admin, userId: user_id ?? null, caller: key });
         return reply.code(201).send({ ...keyView(created.record), key: created.value });
       },
     );
@@ -86,7 +87,8 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
         },
       },
       async (request) => {
-        const rotated = await keys.rotate(request.params.key_id, request.body.overlap_seconds, request.principal!.org.id);
+        const { org, key } = request.principal!;
+        const rotated = await keys.rotate(request.params.key_id, request.body.overlap_seconds, org.id, key);
         return { ...keyView(rotated.record), key: rotated.value, old_key_expires_at: toRfc3339(rotated.oldKeyExpiresAt) };
       },
     );
