@@ -179,6 +179,39 @@ describe('what an attacker can reach', () => {
     expectError(await a().get(theirs.id), 404, 'not_found');
   });
 
+  it("a user's admin key makes keys for that user only, so none it makes outlives the user", async () => {
+    const leaver = (await a().invite({ email: 'leaver-admin@example.com', role: 'admin' })).body;
+    const colleague = (await a().invite({ email: 'colleague@example.com', role: 'admin' })).body;
+    const userKey = (await a().createKey({ user_id: leaver.id, admin: true })).body;
+    const theirs = as(userKey.key);
+
+    // Without user_id the key is the caller's user's, with the same checks as an explicit one.
+    const minted = await theirs.createKey({ admin: true, name: 'ci' });
+    expect(minted.status).toBe(201);
+    expect(minted.body).toMatchObject({ admin: true, user_id: leaver.id });
+    expect((await theirs.createKey({ user_id: leaver.id, scopes: ['inference:read'] })).body.user_id).toBe(leaver.id);
+    // Another user's key, or one of the org itself, is refused: its value would outlive this user.
+    const other = expectError(await theirs.createKey({ user_id: colleague.id, admin: true }), 403, 'forbidden_scope');
+    expect(other).toMatchObject({ param: 'user_id' });
+    expect(other.message).toContain(leaver.id);
+    expect(expectError(await theirs.createKey({ user_id: null, admin: true }), 400, 'invalid_request').param).toBe('user_id');
+    // Rotating hands over a value too: only the user's own keys.
+    const orgKey = (await a().createKey({})).body;
+    const colleagueKey = (await a().createKey({ user_id: colleague.id, scopes: ['inference:read'] })).body;
+    for (const keyId of [orgKey.key_id, colleagueKey.key_id]) {
+      const refused = cp.request('POST', `/v1/admin/keys/${keyId}/rotate`, { key: userKey.key, body: {} });
+      expect(expectError(await refused, 403, 'forbidden_scope').message).toContain(leaver.id);
+    }
+    expect((await cp.request('POST', `/v1/admin/keys/${minted.body.key_id}/rotate`, { key: userKey.key, body: {} })).status).toBe(200);
+    // The org's own admin key still makes keys for any user, and for the org.
+    expect((await a().createKey({ user_id: colleague.id, admin: true })).body.user_id).toBe(colleague.id);
+    expect((await a().createKey({ admin: true })).body.user_id).toBeNull();
+
+    const removed = await a().remove(leaver.id);
+    expect(removed.body.revoked_key_ids).toContain(minted.body.key_id);
+    for (const key of [userKey.key, minted.body.key]) expectError(await as(key).list(), 401, 'unauthorized');
+  });
+
   it('cannot fill the database with invites: an org holds at most 1,000 users', async () => {
     const crowded = await cp.app.services.orgs.create('crowded-org');
     const crowdedAdmin = await cp.key({ admin: true, orgId: crowded.id });

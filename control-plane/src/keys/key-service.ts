@@ -87,6 +87,34 @@ function checkWithinCaller(caller: ApiKeyRecord, key: { kind: KeyKind; admin: bo
   }
 }
 
+/**
+ * Who owns a key that `caller` makes. Removing a user revokes the keys it owns, and nothing
+ * else: a key a user's key made for someone else (another user, or the org itself) would
+ * be a value in that user's hands that outlives it. So a user's key makes keys for its
+ * own user only, and that is the default; only a key of the org itself (no user) picks.
+ */
+function ownerForCaller(caller: ApiKeyRecord, requested: string | null | undefined): string | null | undefined {
+  if (!caller.userId) return requested;
+  if (requested === undefined || requested === caller.userId) return caller.userId;
+  throw new ApiError(
+    'forbidden_scope',
+    `this key belongs to user ${caller.userId} and makes keys for that user only, so that none outlives the user; ` +
+      `a key for ${requested === null ? 'the organization itself' : `user ${requested}`} is made by a key of the organization (one with no user_id)`,
+    { param: 'user_id' },
+  );
+}
+
+/** A user's key rotates (and so reads the value of) only its own user's keys, as it makes only those. */
+function checkOwnedByCallersUser(caller: ApiKeyRecord, key: ApiKeyRecord): void {
+  if (caller.userId && key.userId !== caller.userId) {
+    throw new ApiError(
+      'forbidden_scope',
+      `this key belongs to user ${caller.userId} and rotates that user's keys only; key ${key.id} is ${key.userId ? `user ${key.userId}'s` : "the organization's"}`,
+      { param: 'key_id' },
+    );
+  }
+}
+
 export class KeyService {
   constructor(
     private readonly store: Store,
@@ -106,7 +134,8 @@ export class KeyService {
     }
     // An admin key without explicit scopes gets all its kind may hold; anything else the spec default.
     const allScopes = kind === 'test' ? SCOPES.filter((s) => !SANDBOX_REFUSED_SCOPES.has(s)) : [...SCOPES];
-    const owner = input.userId ? await this.owner(input.orgId, input.userId, admin) : null;
+    const userId = input.caller ? ownerForCaller(input.caller, input.userId) : input.userId;
+    const owner = userId ? await this.owner(input.orgId, userId, admin) : null;
     // A user's key without explicit scopes gets what the user's role grants and its kind may hold.
     const defaults = owner
       ? allScopes.filter((s) => ROLE_SCOPES[owner.role].includes(s) && (admin || s !== 'admin:write') && (kind !== 'public' || PUBLIC_KEY_SCOPES.has(s)))
@@ -185,7 +214,10 @@ export class KeyService {
   async rotate(keyId: string, overlapSeconds = DEFAULT_OVERLAP_SECONDS, orgId?: string, caller?: ApiKeyRecord): Promise<RotatedKey> {
     const key = await this.get(keyId, orgId);
     if (key.revokedAt !== null) throw new ApiError('invalid_request', `key ${keyId} is revoked and cannot be rotated`);
-    if (caller) checkWithinCaller(caller, key, 'rotate');
+    if (caller) {
+      checkOwnedByCallersUser(caller, key);
+      checkWithinCaller(caller, key, 'rotate');
+    }
     const value = generateKeyValue(key.kind);
     const now = this.clock.now();
     const oldKeyExpiresAt = now + overlapSeconds * 1000;
