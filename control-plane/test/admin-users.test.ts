@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addReadyNode, expectError, startControlPlane, type TestControlPlane } from './harness.js';
 import type { Scope } from '../src/keys/scopes.js';
+import type { Store } from '../src/store/store.js';
 import { MAX_USERS_PER_ORG } from '../src/users/user-service.js';
 import { WebhookReceiver, until } from './webhooks-support.js';
 
@@ -318,4 +319,31 @@ describe('org settings', () => {
     const unpinned = await chat();
     expect(unpinned.body.error.message).not.toContain('apac');
   });
+});
+
+describe('on PostgreSQL, a role change racing a key create', () => {
+  let pg: TestControlPlane<Store> | undefined;
+  afterAll(async () => {
+    await pg?.close();
+  });
+
+  it('never leaves a viewer owning an admin key: the create or the role change is refused', async () => {
+    pg = await startControlPlane({ engine: 'postgres' });
+    const owner = await pg.key({ admin: true });
+    const call = (method: string, path: string, body: unknown) => pg!.request(method, path, { key: owner, body });
+    const outcomes = new Map<string, number>();
+    for (let i = 0; i < 40; i++) {
+      const user = (await call('POST', '/v1/admin/users', { email: `racer${i}@example.com`, role: 'admin' })).body;
+      const [made, demoted] = await Promise.all([
+        call('POST', '/v1/admin/keys', { user_id: user.id, admin: true }),
+        new Promise((r) => setTimeout(r, (i % 10) * 0.25)).then(() => call('PATCH', `/v1/admin/users/${user.id}`, { role: 'viewer' })),
+      ]);
+      const outcome = `${made.status}/${demoted.status}`;
+      outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+      expect(['201/400', '400/200']).toContain(outcome);
+      const role = (await call('GET', `/v1/admin/users/${user.id}`, undefined)).body.role;
+      const live = (await pg.store.keys.list(pg.org.id)).filter((k) => k.userId === user.id && k.revokedAt === null);
+      expect({ role, admin: live.some((k) => k.admin) }).toEqual(role === 'viewer' ? { role, admin: false } : { role: 'admin', admin: true });
+    }
+  }, 120_000);
 });

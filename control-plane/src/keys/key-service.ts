@@ -87,6 +87,22 @@ function checkWithinCaller(caller: ApiKeyRecord, key: { kind: KeyKind; admin: bo
   }
 }
 
+/** The key's owner, `user` as read: a user of `orgId` that may own an admin key if `admin`. */
+function checkOwner(user: UserRecord | undefined, orgId: string, userId: string, admin: boolean): UserRecord {
+  if (!user || user.orgId !== orgId) throw new ApiError('invalid_request', `user_id ${userId} is not a user of this organization`, { param: 'user_id' });
+  if (admin && !roleMayOwnAdminKey(user.role)) {
+    throw new ApiError('invalid_request', `user ${userId} has role ${user.role}; only admin users own admin keys`, { param: 'admin' });
+  }
+  return user;
+}
+
+function checkRoleGrants(owner: UserRecord, scopes: readonly string[]): void {
+  const outside = scopesOutsideRole(owner.role, scopes);
+  if (outside.length > 0) {
+    throw new ApiError('invalid_request', `user ${owner.id} has role ${owner.role}, which does not grant ${outside.join(', ')}`, { param: 'scopes' });
+  }
+}
+
 /**
  * Who owns a key that `caller` makes. Removing a user revokes the keys it owns, and nothing
  * else: a key a user's key made for someone else (another user, or the org itself) would
@@ -135,7 +151,7 @@ export class KeyService {
     // An admin key without explicit scopes gets all its kind may hold; anything else the spec default.
     const allScopes = kind === 'test' ? SCOPES.filter((s) => !SANDBOX_REFUSED_SCOPES.has(s)) : [...SCOPES];
     const userId = input.caller ? ownerForCaller(input.caller, input.userId) : input.userId;
-    const owner = userId ? await this.owner(input.orgId, userId, admin) : null;
+    const owner = userId ? checkOwner(await this.store.users.get(userId), input.orgId, userId, admin) : null;
     // A user's key without explicit scopes gets what the user's role grants and its kind may hold.
     const defaults = owner
       ? allScopes.filter((s) => ROLE_SCOPES[owner.role].includes(s) && (admin || s !== 'admin:write') && (kind !== 'public' || PUBLIC_KEY_SCOPES.has(s)))
@@ -143,12 +159,7 @@ export class KeyService {
     const scopes = checkScopes(input.scopes ?? defaults, kind, admin);
     if (scopes.length === 0) throw new ApiError('invalid_request', 'a key needs at least one scope', { param: 'scopes' });
     if (input.caller) checkWithinCaller(input.caller, { kind, admin, scopes }, 'create');
-    if (owner) {
-      const outside = scopesOutsideRole(owner.role, scopes);
-      if (outside.length > 0) {
-        throw new ApiError('invalid_request', `user ${owner.id} has role ${owner.role}, which does not grant ${outside.join(', ')}`, { param: 'scopes' });
-      }
-    }
+    if (owner) checkRoleGrants(owner, scopes);
 
     // Limits are per key, so keys without end would be limits without end. Checked before
     // the insert: replicas racing at the cap may pass it by a few; it bounds, not meters.
@@ -180,23 +191,12 @@ export class KeyService {
       revokedAt: null,
       ...(owner ? { userId: owner.id } : {}),
     };
-    await this.store.keys.create(record, this.secretFor(record.id, value, now));
-    // The owner may have been removed while this key was being made: removal revokes
-    // the keys it finds, so one made alongside it is revoked here instead of living on.
-    if (owner && !(await this.store.users.get(owner.id))) {
-      await this.revoke(record.id);
-      throw new ApiError('invalid_request', `user ${owner.id} was removed while the key was being made; the key is revoked`, { param: 'user_id' });
-    }
+    // The owner is checked again as the store holds it while inserting: a role change or
+    // removal racing this create either waits for the key (and then sees it) or is seen
+    // here, so no key outlives its user or keeps more than the user's role grants.
+    const mayOwn = owner ? (user: UserRecord | undefined) => checkRoleGrants(checkOwner(user, input.orgId, owner.id, admin), scopes) : undefined;
+    await this.store.keys.create(record, this.secretFor(record.id, value, now), mayOwn);
     return { record, value };
-  }
-
-  private async owner(orgId: string, userId: string, admin: boolean): Promise<UserRecord> {
-    const user = await this.store.users.get(userId);
-    if (!user || user.orgId !== orgId) throw new ApiError('invalid_request', `user_id ${userId} is not a user of this organization`, { param: 'user_id' });
-    if (admin && !roleMayOwnAdminKey(user.role)) {
-      throw new ApiError('invalid_request', `user ${userId} has role ${user.role}; only admin users own admin keys`, { param: 'admin' });
-    }
-    return user;
   }
 
   async list(orgId?: string): Promise<ApiKeyRecord[]> {
