@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addReadyNode, expectError, startControlPlane, type TestControlPlane } from './harness.js';
 import type { Scope } from '../src/keys/scopes.js';
+import type { Store } from '../src/store/store.js';
 import { MAX_USERS_PER_ORG } from '../src/users/user-service.js';
 import { WebhookReceiver, until } from './webhooks-support.js';
 
@@ -179,6 +180,39 @@ describe('what an attacker can reach', () => {
     expectError(await a().get(theirs.id), 404, 'not_found');
   });
 
+  it("a user's admin key makes keys for that user only, so none it makes outlives the user", async () => {
+    const leaver = (await a().invite({ email: 'leaver-admin@example.com', role: 'admin' })).body;
+    const colleague = (await a().invite({ email: 'colleague@example.com', role: 'admin' })).body;
+    const userKey = (await a().createKey({ user_id: leaver.id, admin: true })).body;
+    const theirs = as(userKey.key);
+
+    // Without user_id the key is the caller's user's, with the same checks as an explicit one.
+    const minted = await theirs.createKey({ admin: true, name: 'ci' });
+    expect(minted.status).toBe(201);
+    expect(minted.body).toMatchObject({ admin: true, user_id: leaver.id });
+    expect((await theirs.createKey({ user_id: leaver.id, scopes: ['inference:read'] })).body.user_id).toBe(leaver.id);
+    // Another user's key, or one of the org itself, is refused: its value would outlive this user.
+    const other = expectError(await theirs.createKey({ user_id: colleague.id, admin: true }), 403, 'forbidden_scope');
+    expect(other).toMatchObject({ param: 'user_id' });
+    expect(other.message).toContain(leaver.id);
+    expect(expectError(await theirs.createKey({ user_id: null, admin: true }), 400, 'invalid_request').param).toBe('user_id');
+    // Rotating hands over a value too: only the user's own keys.
+    const orgKey = (await a().createKey({})).body;
+    const colleagueKey = (await a().createKey({ user_id: colleague.id, scopes: ['inference:read'] })).body;
+    for (const keyId of [orgKey.key_id, colleagueKey.key_id]) {
+      const refused = cp.request('POST', `/v1/admin/keys/${keyId}/rotate`, { key: userKey.key, body: {} });
+      expect(expectError(await refused, 403, 'forbidden_scope').message).toContain(leaver.id);
+    }
+    expect((await cp.request('POST', `/v1/admin/keys/${minted.body.key_id}/rotate`, { key: userKey.key, body: {} })).status).toBe(200);
+    // The org's own admin key still makes keys for any user, and for the org.
+    expect((await a().createKey({ user_id: colleague.id, admin: true })).body.user_id).toBe(colleague.id);
+    expect((await a().createKey({ admin: true })).body.user_id).toBeNull();
+
+    const removed = await a().remove(leaver.id);
+    expect(removed.body.revoked_key_ids).toContain(minted.body.key_id);
+    for (const key of [userKey.key, minted.body.key]) expectError(await as(key).list(), 401, 'unauthorized');
+  });
+
   it('cannot fill the database with invites: an org holds at most 1,000 users', async () => {
     const crowded = await cp.app.services.orgs.create('crowded-org');
     const crowdedAdmin = await cp.key({ admin: true, orgId: crowded.id });
@@ -285,4 +319,31 @@ describe('org settings', () => {
     const unpinned = await chat();
     expect(unpinned.body.error.message).not.toContain('apac');
   });
+});
+
+describe('on PostgreSQL, a role change racing a key create', () => {
+  let pg: TestControlPlane<Store> | undefined;
+  afterAll(async () => {
+    await pg?.close();
+  });
+
+  it('never leaves a viewer owning an admin key: the create or the role change is refused', async () => {
+    pg = await startControlPlane({ engine: 'postgres' });
+    const owner = await pg.key({ admin: true });
+    const call = (method: string, path: string, body: unknown) => pg!.request(method, path, { key: owner, body });
+    const outcomes = new Map<string, number>();
+    for (let i = 0; i < 40; i++) {
+      const user = (await call('POST', '/v1/admin/users', { email: `racer${i}@example.com`, role: 'admin' })).body;
+      const [made, demoted] = await Promise.all([
+        call('POST', '/v1/admin/keys', { user_id: user.id, admin: true }),
+        new Promise((r) => setTimeout(r, (i % 10) * 0.25)).then(() => call('PATCH', `/v1/admin/users/${user.id}`, { role: 'viewer' })),
+      ]);
+      const outcome = `${made.status}/${demoted.status}`;
+      outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+      expect(['201/400', '400/200']).toContain(outcome);
+      const role = (await call('GET', `/v1/admin/users/${user.id}`, undefined)).body.role;
+      const live = (await pg.store.keys.list(pg.org.id)).filter((k) => k.userId === user.id && k.revokedAt === null);
+      expect({ role, admin: live.some((k) => k.admin) }).toEqual(role === 'viewer' ? { role, admin: false } : { role: 'admin', admin: true });
+    }
+  }, 120_000);
 });

@@ -92,6 +92,66 @@ describe('key creation', () => {
   });
 });
 
+describe('a key makes no key stronger than itself', () => {
+  const create = (key: string, body: unknown) => cp.request('POST', '/v1/admin/keys', { key, body });
+  const rotate = (key: string, keyId: string) => cp.request('POST', `/v1/admin/keys/${keyId}/rotate`, { key, body: {} });
+
+  it('an admin key narrowed to admin:write creates keys within its own scopes only (403 forbidden_scope naming the rest)', async () => {
+    const narrow = (await create(admin, { admin: true, scopes: ['admin:write'], name: 'key-manager' })).body;
+    expect(narrow.scopes).toEqual(['admin:write']);
+    expectError(await cp.request('GET', '/v1/billing/balance', { key: narrow.key }), 403, 'forbidden_scope');
+
+    const count = async () => (await cp.store.keys.list(cp.org.id)).length;
+    const before = await count();
+    const all = expectError(await create(narrow.key, { kind: 'live', admin: true }), 403, 'forbidden_scope');
+    expect(all.message).toContain('billing:read');
+    expect(all.message).toContain('compute:write');
+    expect(all.param).toBe('scopes');
+    const one = expectError(await create(narrow.key, { scopes: ['inference:read'] }), 403, 'forbidden_scope');
+    expect(one.message).toContain('inference:read');
+    expect(one.message).not.toContain('admin:write');
+    expect(await count()).toBe(before);
+    // Within its own scopes it still works.
+    const same = await create(narrow.key, { admin: true, scopes: ['admin:write'] });
+    expect(same.status).toBe(201);
+    expect(same.body.scopes).toEqual(['admin:write']);
+  });
+
+  it('a sandbox admin key creates sandbox keys only: no live or public key, which real GPUs and models would bill', async () => {
+    const sandbox = (await create(admin, { admin: true, kind: 'test', name: 'sandbox-admin' })).body;
+    expect(sandbox.key).toMatch(/^svc_sk_test_/);
+    for (const body of [{ kind: 'live', admin: true }, { kind: 'live', scopes: ['inference:read'] }, {}, { kind: 'public' }]) {
+      const refused = expectError(await create(sandbox.key, body), 403, 'forbidden_scope');
+      expect(refused.param).toBe('kind');
+      expect(refused.message).toContain('svc_sk_test_');
+    }
+    const test = await create(sandbox.key, { kind: 'test', admin: true });
+    expect(test.status).toBe(201);
+    expect(test.body.key).toMatch(/^svc_sk_test_/);
+    expectError(await cp.request('POST', '/v1/instances', { key: test.body.key, body: {} }), 403, 'forbidden_scope');
+  });
+
+  it('rotating hands over a value, so a key rotates only keys it holds at least as much as', async () => {
+    const narrow = (await create(admin, { admin: true, scopes: ['admin:write'] })).body;
+    const sandbox = (await create(admin, { admin: true, kind: 'test' })).body;
+    const strong = (await create(admin, { admin: true })).body;
+    const live = (await create(admin, { scopes: ['inference:read'] })).body;
+
+    const refused = expectError(await rotate(narrow.key, strong.key_id), 403, 'forbidden_scope');
+    expect(refused.message).toContain('billing:read');
+    expect(expectError(await rotate(sandbox.key, live.key_id), 403, 'forbidden_scope').message).toContain('svc_sk_test_');
+    // The refused rotations changed nothing: the old values alone still work, without expiry.
+    for (const k of [strong, live]) expect((await models(k.key)).status).toBe(200);
+    expect(cp.store.db.prepare('SELECT COUNT(*) AS n FROM api_key_secrets WHERE key_id IN (?, ?)').get(strong.key_id, live.key_id)).toEqual({ n: 2 });
+
+    // Keys within the caller's power rotate as before.
+    expect((await rotate(narrow.key, narrow.key_id)).status).toBe(200);
+    const sandboxed = (await create(admin, { kind: 'test' })).body;
+    expect((await rotate(sandbox.key, sandboxed.key_id)).status).toBe(200);
+    expect((await rotate(admin, strong.key_id)).status).toBe(200);
+  });
+});
+
 describe('rotation', () => {
   it('keeps both values valid for overlap_seconds, then the old one fails with 401', async () => {
     const created = await cp.request('POST', '/v1/admin/keys', { key: admin, body: {} });

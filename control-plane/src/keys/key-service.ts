@@ -26,6 +26,11 @@ export interface CreateKeyInput {
   name?: string | null;
   /** The org user who owns the key: its role caps the key's scopes, and removing the user revokes it. */
   userId?: string | null;
+  /**
+   * The key making this one (`POST /v1/admin/keys`): the new key holds no scope the caller
+   * lacks, and a sandbox caller makes sandbox keys only. Absent for the provider (svcctl).
+   */
+  caller?: ApiKeyRecord;
 }
 
 export interface CreatedKey {
@@ -60,6 +65,72 @@ function checkScopes(scopes: string[], kind: KeyKind, admin: boolean): Scope[] {
   return valid;
 }
 
+/**
+ * A key hands out no more power than it holds: whoever holds a key value can do what the
+ * key can, so a key that could make (or rotate, and so read) a stronger one would be that
+ * stronger key. A sandbox key is free, so everything it makes must be free too.
+ */
+function checkWithinCaller(caller: ApiKeyRecord, key: { kind: KeyKind; admin: boolean; scopes: readonly string[] }, what: string): void {
+  if (caller.kind === 'test' && key.kind !== 'test') {
+    throw new ApiError(
+      'forbidden_scope',
+      `this is a sandbox key (svc_sk_test_), which is free; it cannot ${what} a ${key.kind} key, which is billed: use kind "test" or a live admin key`,
+      { param: 'kind' },
+    );
+  }
+  const lacking = key.scopes.filter((s) => !caller.scopes.includes(s));
+  if (lacking.length > 0) {
+    throw new ApiError('forbidden_scope', `a key cannot ${what} a key with scopes it does not hold itself: this key lacks ${lacking.join(', ')}`, { param: 'scopes' });
+  }
+  if (key.admin && !caller.admin) {
+    throw new ApiError('forbidden_scope', `only an admin key can ${what} an admin key`, { param: 'admin' });
+  }
+}
+
+/** The key's owner, `user` as read: a user of `orgId` that may own an admin key if `admin`. */
+function checkOwner(user: UserRecord | undefined, orgId: string, userId: string, admin: boolean): UserRecord {
+  if (!user || user.orgId !== orgId) throw new ApiError('invalid_request', `user_id ${userId} is not a user of this organization`, { param: 'user_id' });
+  if (admin && !roleMayOwnAdminKey(user.role)) {
+    throw new ApiError('invalid_request', `user ${userId} has role ${user.role}; only admin users own admin keys`, { param: 'admin' });
+  }
+  return user;
+}
+
+function checkRoleGrants(owner: UserRecord, scopes: readonly string[]): void {
+  const outside = scopesOutsideRole(owner.role, scopes);
+  if (outside.length > 0) {
+    throw new ApiError('invalid_request', `user ${owner.id} has role ${owner.role}, which does not grant ${outside.join(', ')}`, { param: 'scopes' });
+  }
+}
+
+/**
+ * Who owns a key that `caller` makes. Removing a user revokes the keys it owns, and nothing
+ * else: a key a user's key made for someone else (another user, or the org itself) would
+ * be a value in that user's hands that outlives it. So a user's key makes keys for its
+ * own user only, and that is the default; only a key of the org itself (no user) picks.
+ */
+function ownerForCaller(caller: ApiKeyRecord, requested: string | null | undefined): string | null | undefined {
+  if (!caller.userId) return requested;
+  if (requested === undefined || requested === caller.userId) return caller.userId;
+  throw new ApiError(
+    'forbidden_scope',
+    `this key belongs to user ${caller.userId} and makes keys for that user only, so that none outlives the user; ` +
+      `a key for ${requested === null ? 'the organization itself' : `user ${requested}`} is made by a key of the organization (one with no user_id)`,
+    { param: 'user_id' },
+  );
+}
+
+/** A user's key rotates (and so reads the value of) only its own user's keys, as it makes only those. */
+function checkOwnedByCallersUser(caller: ApiKeyRecord, key: ApiKeyRecord): void {
+  if (caller.userId && key.userId !== caller.userId) {
+    throw new ApiError(
+      'forbidden_scope',
+      `this key belongs to user ${caller.userId} and rotates that user's keys only; key ${key.id} is ${key.userId ? `user ${key.userId}'s` : "the organization's"}`,
+      { param: 'key_id' },
+    );
+  }
+}
+
 export class KeyService {
   constructor(
     private readonly store: Store,
@@ -73,24 +144,22 @@ export class KeyService {
     if (admin && kind === 'public') {
       throw new ApiError('invalid_request', 'public keys cannot be admin keys', { param: 'admin' });
     }
+    if (input.caller) checkWithinCaller(input.caller, { kind, admin, scopes: [] }, 'create');
     if (!(await this.store.orgs.get(input.orgId))) {
       throw new ApiError('not_found', `no org with id ${input.orgId}`, { param: 'org' });
     }
     // An admin key without explicit scopes gets all its kind may hold; anything else the spec default.
     const allScopes = kind === 'test' ? SCOPES.filter((s) => !SANDBOX_REFUSED_SCOPES.has(s)) : [...SCOPES];
-    const owner = input.userId ? await this.owner(input.orgId, input.userId, admin) : null;
+    const userId = input.caller ? ownerForCaller(input.caller, input.userId) : input.userId;
+    const owner = userId ? checkOwner(await this.store.users.get(userId), input.orgId, userId, admin) : null;
     // A user's key without explicit scopes gets what the user's role grants and its kind may hold.
     const defaults = owner
       ? allScopes.filter((s) => ROLE_SCOPES[owner.role].includes(s) && (admin || s !== 'admin:write') && (kind !== 'public' || PUBLIC_KEY_SCOPES.has(s)))
       : admin ? allScopes : DEFAULT_SCOPES;
     const scopes = checkScopes(input.scopes ?? defaults, kind, admin);
     if (scopes.length === 0) throw new ApiError('invalid_request', 'a key needs at least one scope', { param: 'scopes' });
-    if (owner) {
-      const outside = scopesOutsideRole(owner.role, scopes);
-      if (outside.length > 0) {
-        throw new ApiError('invalid_request', `user ${owner.id} has role ${owner.role}, which does not grant ${outside.join(', ')}`, { param: 'scopes' });
-      }
-    }
+    if (input.caller) checkWithinCaller(input.caller, { kind, admin, scopes }, 'create');
+    if (owner) checkRoleGrants(owner, scopes);
 
     // Limits are per key, so keys without end would be limits without end. Checked before
     // the insert: replicas racing at the cap may pass it by a few; it bounds, not meters.
@@ -122,23 +191,12 @@ export class KeyService {
       revokedAt: null,
       ...(owner ? { userId: owner.id } : {}),
     };
-    await this.store.keys.create(record, this.secretFor(record.id, value, now));
-    // The owner may have been removed while this key was being made: removal revokes
-    // the keys it finds, so one made alongside it is revoked here instead of living on.
-    if (owner && !(await this.store.users.get(owner.id))) {
-      await this.revoke(record.id);
-      throw new ApiError('invalid_request', `user ${owner.id} was removed while the key was being made; the key is revoked`, { param: 'user_id' });
-    }
+    // The owner is checked again as the store holds it while inserting: a role change or
+    // removal racing this create either waits for the key (and then sees it) or is seen
+    // here, so no key outlives its user or keeps more than the user's role grants.
+    const mayOwn = owner ? (user: UserRecord | undefined) => checkRoleGrants(checkOwner(user, input.orgId, owner.id, admin), scopes) : undefined;
+    await this.store.keys.create(record, this.secretFor(record.id, value, now), mayOwn);
     return { record, value };
-  }
-
-  private async owner(orgId: string, userId: string, admin: boolean): Promise<UserRecord> {
-    const user = await this.store.users.get(userId);
-    if (!user || user.orgId !== orgId) throw new ApiError('invalid_request', `user_id ${userId} is not a user of this organization`, { param: 'user_id' });
-    if (admin && !roleMayOwnAdminKey(user.role)) {
-      throw new ApiError('invalid_request', `user ${userId} has role ${user.role}; only admin users own admin keys`, { param: 'admin' });
-    }
-    return user;
   }
 
   async list(orgId?: string): Promise<ApiKeyRecord[]> {
@@ -152,9 +210,14 @@ export class KeyService {
     return key;
   }
 
-  async rotate(keyId: string, overlapSeconds = DEFAULT_OVERLAP_SECONDS, orgId?: string): Promise<RotatedKey> {
+  /** With `caller` (the route), the caller must hold all the key holds: rotating hands over a value. */
+  async rotate(keyId: string, overlapSeconds = DEFAULT_OVERLAP_SECONDS, orgId?: string, caller?: ApiKeyRecord): Promise<RotatedKey> {
     const key = await this.get(keyId, orgId);
     if (key.revokedAt !== null) throw new ApiError('invalid_request', `key ${keyId} is revoked and cannot be rotated`);
+    if (caller) {
+      checkOwnedByCallersUser(caller, key);
+      checkWithinCaller(caller, key, 'rotate');
+    }
     const value = generateKeyValue(key.kind);
     const now = this.clock.now();
     const oldKeyExpiresAt = now + overlapSeconds * 1000;

@@ -42,7 +42,12 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
               scopes: Type.Optional(Type.Array(StringEnum(SCOPES), { minItems: 1, maxItems: SCOPES.length })),
               admin: Type.Optional(Type.Boolean({ default: false })),
               user_id: Type.Optional(
-                Type.String({ minLength: 1, maxLength: 64, description: "The org user who owns the key: scopes must be within the user's role, and removing the user revokes the key" }),
+                Type.String({
+                  minLength: 1,
+                  maxLength: 64,
+                  description:
+                    "The org user who owns the key: scopes must be within the user's role, and removing the user revokes the key. A key that belongs to a user makes keys for that user only (the default when omitted); a key of the organization itself makes the organization's keys (user_id null) when it is omitted",
+                }),
               ),
             },
             { additionalProperties: false },
@@ -52,7 +57,8 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const { name, kind, scopes, admin, user_id } = request.body;
-        const created = await keys.create({ orgId: request.principal!.org.id, name: name ?? null, kind, scopes, admin, userId: user_id ?? null });
+        const { org, key } = request.principal!;
+        const created = await keys.create({ orgId: org.id, name: name ?? null, kind, scopes, admin, userId: user_id, caller: key });
         return reply.code(201).send({ ...keyView(created.record), key: created.value });
       },
     );
@@ -86,7 +92,8 @@ export function adminKeyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
         },
       },
       async (request) => {
-        const rotated = await keys.rotate(request.params.key_id, request.body.overlap_seconds, request.principal!.org.id);
+        const { org, key } = request.principal!;
+        const rotated = await keys.rotate(request.params.key_id, request.body.overlap_seconds, org.id, key);
         return { ...keyView(rotated.record), key: rotated.value, old_key_expires_at: toRfc3339(rotated.oldKeyExpiresAt) };
       },
     );

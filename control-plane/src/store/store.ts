@@ -21,7 +21,7 @@ import type { LedgerStore } from './ledger-store.js';
 import type { ResponseStore } from './response-store.js';
 import type { RemediationStore } from './remediation-store.js';
 import type { OperatorStore } from './operator-store.js';
-import type { UserStore } from './user-store.js';
+import type { UserRecord, UserStore } from './user-store.js';
 import type { RateLimitStore } from './rate-limit-store.js';
 import type { Leadership } from '../leadership.js';
 import type { StoreChange } from './postgres/event-rows.js';
@@ -40,7 +40,13 @@ export interface OrgStore {
 }
 
 export interface KeyStore {
-  create(key: ApiKeyRecord, secret: KeySecretRecord): Promise<void>;
+  /**
+   * Adds the key with its first value. For a key with a `userId`, `mayOwn` is called with
+   * that user as it stands under a lock that role changes and the user's removal wait for
+   * (undefined when there is no such user); if it throws, nothing is written and the error
+   * is re-thrown. So the owner's role a key was checked against is the role it commits under.
+   */
+  create(key: ApiKeyRecord, secret: KeySecretRecord, mayOwn?: (owner: UserRecord | undefined) => void): Promise<void>;
   get(id: string): Promise<ApiKeyRecord | undefined>;
   list(orgId?: string): Promise<ApiKeyRecord[]>;
   findBySecretHash(hash: Buffer): Promise<{ key: ApiKeyRecord; secret: KeySecretRecord } | undefined>;

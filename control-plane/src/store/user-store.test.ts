@@ -88,6 +88,47 @@ describe.each(STORE_ENGINES)('%s user store', (engine) => {
     expect((await store.events.list({ type: 'user.removed' })).length).toBe(1);
   });
 
+  it('a role change racing a key made for the user: one of them is refused, never both applied', async () => {
+    const second = await fixture.open({ poolSize: 2 });
+    // The caller's rules, as the services pass them: only an admin owns an admin key,
+    // and a role that would not cover a live key is refused.
+    const mayOwn = (owner: UserRecord | undefined) => {
+      if (owner?.role !== 'admin') throw new Error(`owner is ${owner?.role ?? 'gone'}`);
+    };
+    const covers = (keys: ApiKeyRecord[]) => {
+      if (keys.some((k) => k.admin)) throw new Error('the user holds an admin key');
+    };
+    for (let i = 0; i < 20; i++) {
+      const id = `user_r${i}`;
+      await store.users.invite({ ...user(id, 'org_1', `r${i}@x.io`), role: 'admin' }, event(`e_r${i}`, 'user.invited', id));
+      const adminKey = { ...key(`key_r${i}`, id), admin: true, scopes: ['admin:write'] };
+      const [made, demoted] = await Promise.allSettled([
+        (i % 2 ? second : store).keys.create(adminKey, secret(adminKey.id), mayOwn),
+        (i % 2 ? store : second).users.setRole(id, 'viewer', covers),
+      ]);
+      expect([made.status, demoted.status].sort()).toEqual(['fulfilled', 'rejected']);
+      const role = (await store.users.get(id))!.role;
+      const live = (await store.keys.list('org_1')).filter((k) => k.userId === id && k.revokedAt === null);
+      expect(role === 'viewer' ? live : []).toEqual([]);
+    }
+  });
+
+  it('a key is made for a user only while the user exists, and a role change sees its live keys', async () => {
+    const mayOwn = (owner: UserRecord | undefined) => {
+      if (!owner) throw new Error('no such user');
+    };
+    await expect(store.keys.create(key('key_x', 'user_missing'), secret('key_x'), mayOwn)).rejects.toThrow('no such user');
+    expect(await store.keys.get('key_x')).toBeUndefined();
+    await store.users.invite(user('user_a', 'org_1', 'a@x.io'), event('e1', 'user.invited', 'user_a'));
+    await store.keys.create(key('key_1', 'user_a'), secret('key_1'), mayOwn);
+    await store.keys.create(key('key_old', 'user_a', 1), secret('key_old'));
+    const seen: string[][] = [];
+    expect(await store.users.setRole('user_a', 'viewer', (keys) => void seen.push(keys.map((k) => k.id)))).toMatchObject({ role: 'viewer' });
+    expect(seen).toEqual([['key_1']]);
+    await expect(store.users.setRole('user_a', 'billing', () => { throw new Error('refused'); })).rejects.toThrow('refused');
+    expect((await store.users.get('user_a'))?.role).toBe('viewer');
+  });
+
   it("keeps an org's default pool, and clears it", async () => {
     expect((await store.orgs.update('org_1', { defaultPool: 'eu' }))?.defaultPool).toBe('eu');
     expect((await store.orgs.get('org_1'))?.defaultPool).toBe('eu');

@@ -29,8 +29,12 @@ export interface UserStore {
   invite(user: UserRecord, event: EventRecord): Promise<boolean>;
   get(id: string): Promise<UserRecord | undefined>;
   list(orgId: string): Promise<UserRecord[]>;
-  /** Sets the user's role; undefined when there is no such user. */
-  setRole(id: string, role: UserRole): Promise<UserRecord | undefined>;
+  /**
+   * Sets the user's role; undefined when there is no such user. `covers` is called with the
+   * user's live keys, read under a lock that a key being made for the user waits for; if it
+   * throws, the role is left as it was and the error is re-thrown.
+   */
+  setRole(id: string, role: UserRole, covers?: (liveKeys: ApiKeyRecord[]) => void): Promise<UserRecord | undefined>;
   /**
    * Deletes the user, revokes every unrevoked key it owns and appends one event per
    * revoked key (`keyEvent`) and `event`, atomically. Undefined when there is no such user.

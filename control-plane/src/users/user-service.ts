@@ -66,12 +66,15 @@ export class UserService {
    */
   async setRole(userId: string, orgId: string, role: Role): Promise<UserRecord> {
     await this.get(userId, orgId);
-    const keys = (await this.store.keys.list(orgId)).filter((k) => k.userId === userId && k.revokedAt === null);
-    const beyond = keys.filter((k) => scopesOutsideRole(role, k.scopes).length > 0 || (k.admin && !roleMayOwnAdminKey(role)));
-    if (beyond.length > 0) {
-      throw new ApiError('invalid_request', `role ${role} does not cover the user's live keys ${beyond.map((k) => k.id).join(', ')}; revoke them first`, { param: 'role' });
-    }
-    const user = await this.store.users.setRole(userId, role);
+    // Checked on the keys as the store reads them while changing the role, under a lock a
+    // key being made for the user waits for: a racing create is seen here, or sees the role.
+    const covers = (keys: ApiKeyRecord[]) => {
+      const beyond = keys.filter((k) => scopesOutsideRole(role, k.scopes).length > 0 || (k.admin && !roleMayOwnAdminKey(role)));
+      if (beyond.length > 0) {
+        throw new ApiError('invalid_request', `role ${role} does not cover the user's live keys ${beyond.map((k) => k.id).join(', ')}; revoke them first`, { param: 'role' });
+      }
+    };
+    const user = await this.store.users.setRole(userId, role, covers);
     if (!user) throw new ApiError('not_found', `no user with id ${userId} in this organization`);
     return user;
   }

@@ -4,8 +4,9 @@
 // reach every process through LISTEN/NOTIFY.
 import type { OperatorStore } from '../operator-store.js';
 import { PgOperatorStore } from './operator-store.js';
-import type { UserStore } from '../user-store.js';
+import type { UserRecord, UserStore } from '../user-store.js';
 import { PgUserStore } from './user-store.js';
+import { toUser } from '../sqlite/user-store.js';
 import pg from 'pg';
 import type { ApiKeyRecord, EventRecord, KeySecretRecord, OrgRecord, StoredEvent } from '../records.js';
 import type { EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
@@ -105,8 +106,14 @@ class PgOrgStore implements OrgStore {
 class PgKeyStore implements KeyStore {
   constructor(private readonly pool: pg.Pool) {}
 
-  async create(key: ApiKeyRecord, secret: KeySecretRecord): Promise<void> {
+  async create(key: ApiKeyRecord, secret: KeySecretRecord, mayOwn?: (owner: UserRecord | undefined) => void): Promise<void> {
     await inTransaction(this.pool, async (client) => {
+      if (key.userId && mayOwn) {
+        // FOR SHARE: a role change or removal of the owner waits until this key is in (and
+        // then sees it), and this waits for one under way (and then reads its outcome).
+        const row = await one(client, 'SELECT * FROM org_users WHERE id = $1 FOR SHARE', [key.userId]);
+        mayOwn(row && toUser(row));
+      }
       await run(
         client,
         `INSERT INTO api_keys (id, org_id, name, kind, admin, scopes, prefix, last4, created_at, revoked_at, user_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,

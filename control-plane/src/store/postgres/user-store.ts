@@ -33,9 +33,15 @@ export class PgUserStore implements UserStore {
     return (await all(this.pool, 'SELECT * FROM org_users WHERE org_id = $1 ORDER BY created_at, id', [orgId])).map(toUser);
   }
 
-  async setRole(id: string, role: UserRole): Promise<UserRecord | undefined> {
-    const row = await one(this.pool, 'UPDATE org_users SET role = $1 WHERE id = $2 RETURNING *', [role, id]);
-    return row && toUser(row);
+  async setRole(id: string, role: UserRole, covers?: (liveKeys: ApiKeyRecord[]) => void): Promise<UserRecord | undefined> {
+    return inTransaction(this.pool, async (client) => {
+      // The row lock waits for a key being made for this user (it holds the row FOR SHARE),
+      // so the keys read next include it; a key made after waits for the new role.
+      if (!(await one(client, 'SELECT 1 FROM org_users WHERE id = $1 FOR UPDATE', [id]))) return undefined;
+      if (covers) covers((await all(client, 'SELECT * FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL ORDER BY created_at, id', [id])).map(toKey));
+      const row = await one(client, 'UPDATE org_users SET role = $1 WHERE id = $2 RETURNING *', [role, id]);
+      return row && toUser(row);
+    });
   }
 
   async remove(id: string, at: number, keyEvent: (key: ApiKeyRecord) => EventRecord, event: EventRecord): Promise<UserRemoval | undefined> {

@@ -34,8 +34,8 @@ import type { RemediationStore } from '../remediation-store.js';
 import { SqliteRemediationStore } from './remediation-store.js';
 import type { OperatorStore } from '../operator-store.js';
 import { SqliteOperatorStore } from './operator-store.js';
-import type { UserStore } from '../user-store.js';
-import { SqliteUserStore } from './user-store.js';
+import type { UserRecord, UserStore } from '../user-store.js';
+import { SqliteUserStore, toUser } from './user-store.js';
 
 type Row = Record<string, unknown>;
 type Db = Database.Database;
@@ -204,8 +204,12 @@ class SqliteKeyStore implements KeyStore {
     );
   }
 
-  async create(key: ApiKeyRecord, secret: KeySecretRecord): Promise<void> {
+  async create(key: ApiKeyRecord, secret: KeySecretRecord, mayOwn?: (owner: UserRecord | undefined) => void): Promise<void> {
     this.db.transaction(() => {
+      if (key.userId && mayOwn) {
+        const row = this.db.prepare('SELECT * FROM org_users WHERE id = ?').get(key.userId) as Row | undefined;
+        mayOwn(row && toUser(row));
+      }
       this.db
         .prepare(
           `INSERT INTO api_keys (id, org_id, name, kind, admin, scopes, prefix, last4, created_at, revoked_at, user_id)
@@ -213,7 +217,7 @@ class SqliteKeyStore implements KeyStore {
         )
         .run(key.id, key.orgId, key.name, key.kind, key.admin ? 1 : 0, json(key.scopes), key.prefix, key.last4, key.createdAt, key.revokedAt, key.userId ?? null);
       this.insertSecret(secret);
-    })();
+    }).immediate();
   }
 
   private insertSecret(secret: KeySecretRecord): void {

@@ -45,9 +45,13 @@ export class SqliteUserStore implements UserStore {
     return (this.db.prepare('SELECT * FROM org_users WHERE org_id = ? ORDER BY created_at, id').all(orgId) as Row[]).map(toUser);
   }
 
-  async setRole(id: string, role: UserRole): Promise<UserRecord | undefined> {
-    const row = this.db.prepare('UPDATE org_users SET role = ? WHERE id = ? RETURNING *').get(role, id) as Row | undefined;
-    return row && toUser(row);
+  async setRole(id: string, role: UserRole, covers?: (liveKeys: ApiKeyRecord[]) => void): Promise<UserRecord | undefined> {
+    return this.db.transaction(() => {
+      if (!this.db.prepare('SELECT 1 FROM org_users WHERE id = ?').get(id)) return undefined;
+      if (covers) covers((this.db.prepare('SELECT * FROM api_keys WHERE user_id = ? AND revoked_at IS NULL ORDER BY created_at, id').all(id) as Row[]).map(toKey));
+      const row = this.db.prepare('UPDATE org_users SET role = ? WHERE id = ? RETURNING *').get(role, id) as Row | undefined;
+      return row && toUser(row);
+    }).immediate();
   }
 
   async remove(id: string, at: number, keyEvent: (key: ApiKeyRecord) => EventRecord, event: EventRecord): Promise<UserRemoval | undefined> {
