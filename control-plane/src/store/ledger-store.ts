@@ -48,6 +48,8 @@ export interface SlaInstance {
   /** When it stopped being served; null while it runs. */
   endedAt: number | null;
   expiresAt: number | null;
+  /** On-demand: how many of its seconds since `ready` its lines bill (net of seconds given back at its end); 0 for reservations. */
+  billedSeconds: number;
   /** Its last status change: whether it went from ready straight to its end (no drain asked for). */
   endedWithoutDrain: boolean;
   /** An operator terminated it (the operator audit trail says so): its end is the provider's doing. */

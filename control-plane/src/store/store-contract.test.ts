@@ -1048,8 +1048,23 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       ]);
       expect((await store.ledger.slaInstances({ from: NOV + 25, to: DEC })).map((i) => i.id).sort()).toEqual(['inst_b', 'inst_c']);
       expect(await store.ledger.slaInstances({ instanceId: 'inst_d' })).toEqual([
-        { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, endedWithoutDrain: false, terminatedByOperator: false },
+        { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, billedSeconds: 0, endedWithoutDrain: false, terminatedByOperator: false },
       ]);
+    });
+
+    it('tells the SLA how many seconds an on-demand instance was billed, seconds given back at its end deducted', async () => {
+      // Billed 2 h while its node was away; the node came back without it and its end gave back all but 1 h.
+      await store.instances.create(onDemand('inst_1', { readyAt: NOV }), event('evt_1'), null);
+      await store.instances.accrueOnDemand('inst_1', 7_200, { id: 'chg_a', createdAt: NOV + 7_200_000 - 1 });
+      expect((await store.ledger.slaInstances({ instanceId: 'inst_1' }))[0]).toMatchObject({ billedSeconds: 7_200, endedAt: null });
+      await store.instances.transition('inst_1', 'ready', { status: 'terminated', terminatedAt: NOV + 9_000_000, updatedAt: NOV + 9_000_000 }, (i) => event('evt_end', 'instance.lifecycle', i.id), {
+        onDemandSeconds: 3_600,
+        id: 'chg_end',
+        orgId: 'org_1',
+        instanceId: 'inst_1',
+        createdAt: NOV + 9_000_000,
+      });
+      expect((await store.ledger.slaInstances({ from: NOV, to: DEC }))[0]).toMatchObject({ id: 'inst_1', billedSeconds: 3_600, endedAt: NOV + 9_000_000 });
     });
   });
 

@@ -133,7 +133,7 @@ export class PgLedgerStore implements LedgerStore {
         : ['i.ready_at IS NOT NULL AND i.ready_at < $2 AND (i.terminated_at IS NULL OR i.terminated_at >= $1)', [range.from, range.to]];
     const rows = await all(
       this.pool,
-      `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at,
+      `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
               t.from_status AS last_from, t.to_status AS last_to,
               EXISTS (SELECT 1 FROM operator_audit a WHERE a.target = i.id AND a.action = 'terminateInstance') AS ended_by_operator
          FROM instances i

@@ -34,6 +34,7 @@ export const toSlaInstance = (r: Row): SlaInstance => ({
   readyAt: r.ready_at === null ? null : Number(r.ready_at),
   endedAt: r.terminated_at === null ? null : Number(r.terminated_at),
   expiresAt: r.expires_at === null ? null : Number(r.expires_at),
+  billedSeconds: Number(r.billed_seconds),
   endedWithoutDrain: r.last_from === 'ready' && (r.last_to === 'terminated' || r.last_to === 'failed'),
   // SQLite answers EXISTS with 1 or 0, PostgreSQL with a boolean.
   terminatedByOperator: r.ended_by_operator === true || r.ended_by_operator === 1,
@@ -174,7 +175,7 @@ export class SqliteLedgerStore implements LedgerStore {
     const where = 'instanceId' in range ? 'i.id = @instanceId' : 'i.ready_at IS NOT NULL AND i.ready_at < @to AND (i.terminated_at IS NULL OR i.terminated_at >= @from)';
     const rows = this.db
       .prepare(
-        `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at,
+        `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
                 (SELECT t.from_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_from,
                 (SELECT t.to_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_to,
                 EXISTS (SELECT 1 FROM operator_audit a WHERE a.target = i.id AND a.action = 'terminateInstance') AS ended_by_operator
