@@ -12,8 +12,9 @@ import { STORE_ENGINES, storeFixture, type StoreFixture } from '../../../test/su
 import type { ApiKeyRecord, EventRecord, IdempotencyOwner, KeySecretRecord, OrgRecord, StoredResponse } from './records.js';
 import type { Store } from './store.js';
 import type { EnrollmentTokenRecord, NodeRecord } from './node-store.js';
-import { GpuAlreadyClaimed } from './instance-store.js';
-import type { InstanceRecord } from '../instances/instance-record.js';
+import { GpuAlreadyClaimed, type UpFrontAdmission } from './instance-store.js';
+import type { ChargeRecord, InstanceRecord } from '../instances/instance-record.js';
+import { upFrontRefusal } from '../billing/spending.js';
 import type { ReplicaRecord } from '../replicas/replica-record.js';
 import type { UsageRecord } from './usage-store.js';
 import type { StoredResponseRecord } from './response-store.js';
@@ -1132,6 +1133,44 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.events.list({ type: 'instance.lifecycle' })).toHaveLength(1);
       const total = (await store.instances.chargesFor('inst_1')).reduce((sum, c) => sum + c.amountMicros, 0);
       expect(total).toBe(won[0]!.status === 'failed' ? 0 : 7);
+    });
+
+    it('up-front charges racing on one prepaid balance: only what it covers is admitted, creates and extends, on either process', async () => {
+      const other = await fx.open();
+      const reservation = (id: string, amountMicros: number): ChargeRecord => ({ id, orgId: 'org_1', instanceId: id.replace('chg', 'inst'), kind: 'reservation', amountMicros, description: id, createdAt: 5 });
+      // The admission the billing rules give (billing/spending.ts): refused, nothing written, past the balance.
+      const admission = (amountMicros: number): UpFrontAdmission => ({
+        period: '1970-01',
+        admit(account) {
+          const refusal = upFrontRefusal(account, amountMicros * 1_000);
+          if (refusal) throw new ApiError('insufficient_quota', refusal);
+        },
+      });
+      await store.ledger.setAccount('org_1', { mode: 'prepaid' });
+      await store.ledger.addCredit({ id: 'cr_1', orgId: 'org_1', kind: 'grant', amountNanos: 100_000_000_000, instanceId: null, period: null, description: 'top-up', createdBy: null, createdAt: 1 });
+      const creates = await Promise.allSettled(
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 ? other : store).instances.create(instance(`inst_${i}`), event(`evt_${i}`), reservation(`chg_${i}`, 99_000_000), undefined, undefined, admission(99_000_000)),
+        ),
+      );
+      expect(creates.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of creates.filter((c) => c.status === 'rejected')) expect((r as PromiseRejectedResult).reason).toMatchObject({ type: 'insufficient_quota' });
+      const winner = `inst_${creates.findIndex((r) => r.status === 'fulfilled')}`;
+      expect((await store.instances.list('org_1', { limit: 10 })).data.map((i) => i.id)).toEqual([winner]);
+      expect((await store.ledger.account('org_1', '1970-01')).spentNanos).toBe(99_000_000_000);
+
+      // $1 left, then $10 more: one $10 extension of the winner fits, never two.
+      await store.instances.transition(winner, 'provisioning', { status: 'ready', readyAt: 10, expiresAt: 3_600_000, updatedAt: 10 }, (u) => event('evt_ready', 'instance.lifecycle', u.id), null);
+      await store.ledger.addCredit({ id: 'cr_2', orgId: 'org_1', kind: 'grant', amountNanos: 10_000_000_000, instanceId: null, period: null, description: 'top-up', createdBy: null, createdAt: 2 });
+      const extends_ = await Promise.allSettled(
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 ? other : store).instances.extend(winner, { hours: 1, maxTotalHours: 720, now: 20 }, { ...reservation(`chg_x${i}`, 10_000_000), instanceId: winner, kind: 'extension' }, undefined, admission(10_000_000)),
+        ),
+      );
+      expect(extends_.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      expect((await store.instances.get(winner))!.durationHours).toBe(1.5 + 1);
+      const account = await store.ledger.account('org_1', '1970-01');
+      expect(account.creditedNanos - account.spentNanos).toBe(1_000_000_000);
     });
 
     it('month-end accrual on two replicas racing terminations: every second billed once', async () => {

@@ -6,7 +6,7 @@ import type pg from 'pg';
 import type { Dimension, HourRow, LedgerLine } from '../../billing/ledger.js';
 import type { BillingAccount, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
 import type { CreditLine, InvoiceDraft } from '../../billing/invoice.js';
-import { toBillingAccount, toLine, toSlaInstance } from '../sqlite/ledger-store.js';
+import { accountQuery, toBillingAccount, toLine, toSlaInstance } from '../sqlite/ledger-store.js';
 import { all, inTransaction, one, run } from './pg-pool.js';
 
 const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', instance_id: 'instance_id', sku: 'sku', pool: 'pool', kind: 'kind' };
@@ -69,12 +69,7 @@ export class PgLedgerStore implements LedgerStore {
   async account(orgId: string, period: string): Promise<BillingAccount> {
     const row = await one(
       this.pool,
-      `SELECT o.id, o.billing_mode, o.credit_limit_nanos, o.low_balance_nanos,
-              COALESCE(b.spent_nanos, 0) AS spent_nanos, COALESCE(b.credited_nanos, 0) AS credited_nanos,
-              COALESCE(m.amount_nanos, 0) AS period_nanos
-         FROM orgs o LEFT JOIN org_balances b ON b.org_id = o.id
-         LEFT JOIN org_month_totals m ON m.org_id = o.id AND m.period = $1
-        WHERE o.id = $2`,
+      accountQuery('$1', '$2'),
       [period, orgId],
     );
     if (!row) throw new Error(`no org ${orgId}`);

@@ -11,6 +11,15 @@ const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', insta
 
 const nullable = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 
+/** The query of an org's account (toBillingAccount's columns); `period` and `org` are the engine's placeholders. */
+export const accountQuery = (period: string, org: string): string =>
+  `SELECT o.id, o.billing_mode, o.credit_limit_nanos, o.low_balance_nanos,
+          COALESCE(b.spent_nanos, 0) AS spent_nanos, COALESCE(b.credited_nanos, 0) AS credited_nanos,
+          COALESCE(m.amount_nanos, 0) AS period_nanos
+     FROM orgs o LEFT JOIN org_balances b ON b.org_id = o.id
+     LEFT JOIN org_month_totals m ON m.org_id = o.id AND m.period = ${period}
+    WHERE o.id = ${org}`;
+
 /** An org's billing settings and running totals; PostgreSQL's store selects the same columns. */
 export const toBillingAccount = (orgId: string, row: Row): BillingAccount => ({
   orgId,
@@ -72,14 +81,7 @@ export class SqliteLedgerStore implements LedgerStore {
        VALUES (@id, @orgId, @kind, @amountNanos, @instanceId, @period, @description, @createdBy, @createdAt)
        ON CONFLICT DO NOTHING`,
     );
-    this.readAccount = db.prepare(
-      `SELECT o.id, o.billing_mode, o.credit_limit_nanos, o.low_balance_nanos,
-              COALESCE(b.spent_nanos, 0) AS spent_nanos, COALESCE(b.credited_nanos, 0) AS credited_nanos,
-              COALESCE(m.amount_nanos, 0) AS period_nanos
-         FROM orgs o LEFT JOIN org_balances b ON b.org_id = o.id
-         LEFT JOIN org_month_totals m ON m.org_id = o.id AND m.period = ?
-        WHERE o.id = ?`,
-    );
+    this.readAccount = db.prepare(accountQuery('?', '?'));
   }
 
   async lines(orgId: string, range: { from: number; to: number }, page: { limit: number; after?: { createdAt: number; id: string } }): Promise<LedgerLine[]> {
