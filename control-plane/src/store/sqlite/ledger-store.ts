@@ -11,11 +11,17 @@ const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', insta
 
 const nullable = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 
-/** The query of an org's account (toBillingAccount's columns); `period` and `org` are the engine's placeholders. */
+/**
+ * The query of an org's account (toBillingAccount's columns); `period` and `org` are the
+ * engine's placeholders. The amounts come back as text: running totals can pass 2^53
+ * nano-dollars (about $9.0M spent over an org's life), where PostgreSQL's int8 parser
+ * refuses the value (pg-pool.ts) and the balance, and every billable request's check,
+ * would fail; read as text they round to the nearest number instead, on both engines.
+ */
 export const accountQuery = (period: string, org: string): string =>
-  `SELECT o.id, o.billing_mode, o.credit_limit_nanos, o.low_balance_nanos,
-          COALESCE(b.spent_nanos, 0) AS spent_nanos, COALESCE(b.credited_nanos, 0) AS credited_nanos,
-          COALESCE(m.amount_nanos, 0) AS period_nanos
+  `SELECT o.id, o.billing_mode, CAST(o.credit_limit_nanos AS TEXT) AS credit_limit_nanos, CAST(o.low_balance_nanos AS TEXT) AS low_balance_nanos,
+          CAST(COALESCE(b.spent_nanos, 0) AS TEXT) AS spent_nanos, CAST(COALESCE(b.credited_nanos, 0) AS TEXT) AS credited_nanos,
+          CAST(COALESCE(m.amount_nanos, 0) AS TEXT) AS period_nanos
      FROM orgs o LEFT JOIN org_balances b ON b.org_id = o.id
      LEFT JOIN org_month_totals m ON m.org_id = o.id AND m.period = ${period}
     WHERE o.id = ${org}`;
