@@ -2,7 +2,7 @@
 // prepaid and postpaid, set the credit limit and the low-balance threshold. Customers
 // read their account (GET /v1/billing/balance); only operators change it.
 import { ApiError, newId, type Clock } from '@svc/shared';
-import type { BillingAccount, BillingMode, LedgerStore } from '../store/ledger-store.js';
+import type { AccountAdmission, BillingAccount, BillingMode, LedgerStore } from '../store/ledger-store.js';
 import { billingPeriod } from './periods.js';
 import type { BalanceGuard } from './spending.js';
 
@@ -54,11 +54,16 @@ export class BillingService {
 
   async grant(orgId: string, amountNanos: number, description: string, createdBy: string | null): Promise<BillingAccount> {
     if (!Number.isSafeInteger(amountNanos) || amountNanos <= 0) throw new ApiError('invalid_request', 'a credit must be a positive amount', { param: 'amount' });
-    // Checked against the account read just before: two grants given at the same moment are
-    // checked apart, and may together pass the range; the account still reads (rounded).
-    const refusal = grantRefusal(await this.account(orgId), amountNanos);
-    if (refusal) throw new ApiError('invalid_request', refusal, { param: 'usd' });
-    await this.ledger.addCredit({ id: newId('credit'), orgId, kind: 'grant', amountNanos, instanceId: null, period: null, description, createdBy, createdAt: this.clock.now() });
+    // Checked in the transaction that writes it, under the org's lock: grants given at the
+    // same moment are checked one after the other and never pass the range together.
+    const admission: AccountAdmission = {
+      period: billingPeriod(this.clock.now()).id,
+      admit(account) {
+        const refusal = grantRefusal(account, amountNanos);
+        if (refusal) throw new ApiError('invalid_request', refusal, { param: 'usd' });
+      },
+    };
+    await this.ledger.addCredit({ id: newId('credit'), orgId, kind: 'grant', amountNanos, instanceId: null, period: null, description, createdBy, createdAt: this.clock.now() }, admission);
     this.guard.invalidate(orgId);
     return this.account(orgId);
   }

@@ -1,8 +1,7 @@
 // Whether an org may start new billable work, and when it is told its balance runs low.
 // Pure rules over its billing account; BalanceGuard applies them on the billable routes.
 import { ApiError, type Clock } from '@svc/shared';
-import type { BillingAccount, LedgerStore } from '../store/ledger-store.js';
-import type { UpFrontAdmission } from '../store/instance-store.js';
+import type { AccountAdmission, BillingAccount, LedgerStore } from '../store/ledger-store.js';
 import { billingPeriod } from './periods.js';
 
 export type SpendingDecision = { allowed: true } | { allowed: false; message: string };
@@ -83,7 +82,7 @@ export class BalanceGuard {
    * second-old view), under the org's lock, so charges sent at once never overdraw it
    * together; it throws insufficient_quota when the org may not be charged.
    */
-  upFrontAdmission(chargeNanos: number): UpFrontAdmission {
+  upFrontAdmission(chargeNanos: number): AccountAdmission {
     return {
       period: billingPeriod(this.clock.now()).id,
       admit(account) {

@@ -9,7 +9,8 @@ import { billedUntil } from '../billing/billing-end.js';
 import { accrualBoundaries, finalSeconds, secondsRun } from '../billing/accrual.js';
 import { reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
 import type { Pool } from '../models/catalog.js';
-import { GpuAlreadyClaimed, OrgGpuQuotaExceeded, type AnswerWith, type InstanceStore, type UpFrontAdmission } from '../store/instance-store.js';
+import { GpuAlreadyClaimed, OrgGpuQuotaExceeded, type AnswerWith, type InstanceStore } from '../store/instance-store.js';
+import type { AccountAdmission } from '../store/ledger-store.js';
 import type { EventRecord } from '../store/records.js';
 import { REDACTED, accessView, sameAccess, type ViewerRights } from './instance-access.js';
 import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, TransitionCharge } from './instance-record.js';
@@ -76,9 +77,9 @@ export interface InstanceServiceOptions {
   /**
    * Whether the org may be charged this many micro-dollars up front (a reservation, an
    * extension): its prepaid balance or credit limit, checked by the store in the
-   * transaction that writes the charge (store/instance-store.ts UpFrontAdmission).
+   * transaction that writes the charge (store/ledger-store.ts AccountAdmission).
    */
-  upFront?: (amountMicros: number) => UpFrontAdmission;
+  upFront?: (amountMicros: number) => AccountAdmission;
 }
 
 export class InstanceService {

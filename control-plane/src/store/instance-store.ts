@@ -5,7 +5,7 @@
 import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../instances/instance-record.js';
 import { TERMINAL, type InstanceStatus } from '../instances/lifecycle.js';
 import type { EventRecord, IdempotencyCompletion } from './records.js';
-import type { BillingAccount } from './ledger-store.js';
+import type { AccountAdmission } from './ledger-store.js';
 
 export class GpuAlreadyClaimed extends Error {
   constructor(readonly gpuUuid: string) {
@@ -29,18 +29,6 @@ export class OrgGpuQuotaExceeded extends Error {
 export const heldGpusQuery = (org: string): string =>
   `SELECT COALESCE(SUM(gpus), 0) AS held FROM instances WHERE org_id = ${org} AND status NOT IN (${[...TERMINAL].map((s) => `'${s}'`).join(', ')})`;
 
-/**
- * Whether an up-front charge (a reservation, an extension) may be written: the store reads
- * the org's account inside the transaction that writes the charge, holding the org's lock
- * until it commits, and `admit` throws to refuse it (nothing is written). Charges sent at
- * once, on any replica, are so admitted one after the other, each seeing those before it.
- */
-export interface UpFrontAdmission {
-  /** The month ('YYYY-MM') whose bill a credit limit applies to. */
-  period: string;
-  admit(account: BillingAccount): void;
-}
-
 export interface InstancePage {
   data: InstanceRecord[];
   hasMore: boolean;
@@ -57,9 +45,9 @@ export interface InstanceStore {
    * Inserts the instance with its GPU claims (and an up-front charge); throws GpuAlreadyClaimed
    * on a race, and OrgGpuQuotaExceeded when the org's instances that are not ended would then
    * hold more than `gpuQuota` GPUs (checked in the same transaction, so concurrent creates on
-   * any replica cannot pass it together). `upFront` admits its charge (see UpFrontAdmission).
+   * any replica cannot pass it together). `upFront` admits its charge (see AccountAdmission).
    */
-  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number, upFront?: UpFrontAdmission): Promise<void>;
+  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number, upFront?: AccountAdmission): Promise<void>;
   get(id: string): Promise<InstanceRecord | undefined>;
   /** Newest first; `after` is the id of the last instance of the previous page. */
   list(orgId: string, options: { statuses?: InstanceStatus[]; limit: number; after?: string }): Promise<InstancePage>;
@@ -86,9 +74,9 @@ export interface InstanceStore {
    * ending (draining, terminated, failed), has not expired at `extension.now`, and stays
    * within `extension.maxTotalHours` in all; undefined, and nothing written, otherwise.
    * Concurrent extensions each add their own hours. `upFront` admits its charge (see
-   * UpFrontAdmission); a refusal throws, and nothing is written.
+   * AccountAdmission); a refusal throws, and nothing is written.
    */
-  extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith, upFront?: UpFrontAdmission): Promise<InstanceRecord | undefined>;
+  extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith, upFront?: AccountAdmission): Promise<InstanceRecord | undefined>;
   /**
    * Bills on-demand instance `id`, if it is still ready or draining, up to `totalSeconds`
    * since it became ready: one `on_demand` line (billing/accrual.ts) for the seconds not

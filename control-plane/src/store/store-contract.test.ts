@@ -12,14 +12,15 @@ import { STORE_ENGINES, storeFixture, type StoreFixture } from '../../../test/su
 import type { ApiKeyRecord, EventRecord, IdempotencyOwner, KeySecretRecord, OrgRecord, StoredResponse } from './records.js';
 import type { Store } from './store.js';
 import type { EnrollmentTokenRecord, NodeRecord } from './node-store.js';
-import { GpuAlreadyClaimed, type UpFrontAdmission } from './instance-store.js';
+import { GpuAlreadyClaimed } from './instance-store.js';
 import type { ChargeRecord, InstanceRecord } from '../instances/instance-record.js';
 import { upFrontRefusal } from '../billing/spending.js';
+import { grantRefusal } from '../billing/billing-service.js';
 import type { ReplicaRecord } from '../replicas/replica-record.js';
 import type { UsageRecord } from './usage-store.js';
 import type { StoredResponseRecord } from './response-store.js';
 import type { RemediationRecord } from './remediation-store.js';
-import type { CreditRecord } from './ledger-store.js';
+import type { AccountAdmission, CreditRecord } from './ledger-store.js';
 import type { HealthEventRecord } from './node-store.js';
 import type { InvoiceDraft } from '../billing/invoice.js';
 import type { HourRow } from '../billing/ledger.js';
@@ -1139,7 +1140,7 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       const other = await fx.open();
       const reservation = (id: string, amountMicros: number): ChargeRecord => ({ id, orgId: 'org_1', instanceId: id.replace('chg', 'inst'), kind: 'reservation', amountMicros, description: id, createdAt: 5 });
       // The admission the billing rules give (billing/spending.ts): refused, nothing written, past the balance.
-      const admission = (amountMicros: number): UpFrontAdmission => ({
+      const admission = (amountMicros: number): AccountAdmission => ({
         period: '1970-01',
         admit(account) {
           const refusal = upFrontRefusal(account, amountMicros * 1_000);
@@ -1171,6 +1172,29 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect((await store.instances.get(winner))!.durationHours).toBe(1.5 + 1);
       const account = await store.ledger.account('org_1', '1970-01');
       expect(account.creditedNanos - account.spentNanos).toBe(1_000_000_000);
+    });
+
+    it('grants racing past what an account can hold: only those within it are written, on either process', async () => {
+      const other = await fx.open();
+      const admission: AccountAdmission = {
+        period: '1970-01',
+        admit(account) {
+          const refusal = grantRefusal(account, 2_000_000_000_000_000);
+          if (refusal) throw new ApiError('invalid_request', refusal);
+        },
+      };
+      // $2M each: four fit under $9,007,199.25, a fifth would not.
+      const grants = await Promise.allSettled(
+        Array.from({ length: 6 }, (_, i) =>
+          (i % 2 ? other : store).ledger.addCredit(
+            { id: `cr_${i}`, orgId: 'org_1', kind: 'grant', amountNanos: 2_000_000_000_000_000, instanceId: null, period: null, description: 'big', createdBy: 'op', createdAt: 1 + i },
+            admission,
+          ),
+        ),
+      );
+      expect(grants.filter((g) => g.status === 'fulfilled')).toHaveLength(4);
+      for (const g of grants.filter((r) => r.status === 'rejected')) expect((g as PromiseRejectedResult).reason).toMatchObject({ type: 'invalid_request' });
+      expect((await store.ledger.account('org_1', '1970-01')).creditedNanos).toBe(8_000_000_000_000_000);
     });
 
     it('month-end accrual on two replicas racing terminations: every second billed once', async () => {

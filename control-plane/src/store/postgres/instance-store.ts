@@ -7,8 +7,9 @@ import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../insta
 import { onDemandLine } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { ENDING_STATUSES, TERMINAL } from '../../instances/lifecycle.js';
-import { GpuAlreadyClaimed, heldGpusQuery, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore, type UpFrontAdmission } from '../instance-store.js';
-import { accountQuery, toBillingAccount } from '../sqlite/ledger-store.js';
+import { GpuAlreadyClaimed, heldGpusQuery, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import type { AccountAdmission } from '../ledger-store.js';
+import { admitOnAccount } from './ledger-store.js';
 import type { EventRecord } from '../records.js';
 import { ON_DEMAND_COLUMNS, toCharge, toColumns, toOnDemandState, toRecord } from '../sqlite/instance-store.js';
 import { completeClaim } from './idempotency-store.js';
@@ -34,19 +35,6 @@ export async function claimAll(client: pg.ClientBase, nodeId: string | null, uui
     const claimed = await run(client, 'INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [uuid, nodeId, owner, at]);
     if (claimed === 0) throw new GpuAlreadyClaimed(uuid);
   }
-}
-
-/**
- * Admits an up-front charge inside the caller's transaction: one per org at a time, across
- * replicas, from this read of the account to the commit of the charge (the lock is the
- * transaction's), so the next one reads the account with this charge in it.
- */
-async function admitUpFront(client: pg.ClientBase, orgId: string, upFront: UpFrontAdmission | undefined): Promise<void> {
-  if (!upFront) return;
-  await client.query("SELECT pg_advisory_xact_lock(hashtextextended('svc-org-money:' || $1, 0))", [orgId]);
-  const row = await one(client, accountQuery('$1', '$2'), [upFront.period, orgId]);
-  if (!row) throw new Error(`no org ${orgId}`);
-  upFront.admit(toBillingAccount(orgId, row));
 }
 
 export class PgInstanceStore implements InstanceStore {
@@ -84,7 +72,7 @@ export class PgInstanceStore implements InstanceStore {
     return row && toRecord(row);
   }
 
-  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number, upFront?: UpFrontAdmission): Promise<void> {
+  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number, upFront?: AccountAdmission): Promise<void> {
     await inTransaction(this.pool, async (client) => {
       if (gpuQuota !== undefined) {
         // One create per org at a time, across replicas, from this count to the commit.
@@ -93,7 +81,7 @@ export class PgInstanceStore implements InstanceStore {
         if (held + instance.gpus > gpuQuota) throw new OrgGpuQuotaExceeded(held, gpuQuota);
       }
       // After the GPU quota's lock, always in this order, so two creates never wait on each other crosswise.
-      await admitUpFront(client, instance.orgId, upFront);
+      await admitOnAccount(client, instance.orgId, upFront);
       await claimAll(client, instance.nodeId, instance.gpuUuids, instance.id, instance.createdAt);
       await insertRow(client, 'instances', toColumns(instance));
       await insertEvent(client, event);
@@ -192,7 +180,7 @@ export class PgInstanceStore implements InstanceStore {
     });
   }
 
-  async extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith, upFront?: UpFrontAdmission): Promise<InstanceRecord | undefined> {
+  async extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith, upFront?: AccountAdmission): Promise<InstanceRecord | undefined> {
     return inTransaction(this.pool, async (client) => {
       // One conditional statement: concurrent extensions queue on the row and each adds its hours to what the last left.
       const changed = await run(
@@ -202,7 +190,7 @@ export class PgInstanceStore implements InstanceStore {
         [id, extension.hours, Math.round(extension.hours * 3_600_000), extension.now, ENDING_STATUSES, extension.maxTotalHours],
       );
       if (changed === 0) return undefined;
-      await admitUpFront(client, charge.orgId, upFront);
+      await admitOnAccount(client, charge.orgId, upFront);
       await this.insertCharge(client, charge);
       const updated = (await this.getOn(client, id))!;
       await completeClaim(client, answer?.(updated));

@@ -4,10 +4,23 @@
 // or finalize one org's month twice.
 import type pg from 'pg';
 import type { Dimension, HourRow, LedgerLine } from '../../billing/ledger.js';
-import type { BillingAccount, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
+import type { AccountAdmission, BillingAccount, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
 import type { CreditLine, InvoiceDraft } from '../../billing/invoice.js';
 import { accountQuery, toBillingAccount, toLine, toSlaInstance } from '../sqlite/ledger-store.js';
-import { all, inTransaction, one, run } from './pg-pool.js';
+import { all, inTransaction, one, run, type Queryable } from './pg-pool.js';
+
+/**
+ * Applies `admission` to the org's account inside the caller's transaction: one change of
+ * an org's money at a time, across replicas, from this read to the commit (the advisory
+ * lock is the transaction's), so the next one reads the account with this one in it.
+ */
+export async function admitOnAccount(client: pg.ClientBase, orgId: string, admission: AccountAdmission | undefined): Promise<void> {
+  if (!admission) return;
+  await client.query("SELECT pg_advisory_xact_lock(hashtextextended('svc-org-money:' || $1, 0))", [orgId]);
+  const row = await one(client, accountQuery('$1', '$2'), [admission.period, orgId]);
+  if (!row) throw new Error(`no org ${orgId}`);
+  admission.admit(toBillingAccount(orgId, row));
+}
 
 const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', instance_id: 'instance_id', sku: 'sku', pool: 'pool', kind: 'kind' };
 
@@ -56,9 +69,19 @@ export class PgLedgerStore implements LedgerStore {
     }));
   }
 
-  async addCredit(credit: CreditRecord): Promise<boolean> {
+  async addCredit(credit: CreditRecord, admission?: AccountAdmission): Promise<boolean> {
+    if (admission) {
+      return inTransaction(this.pool, async (client) => {
+        await admitOnAccount(client, credit.orgId, admission);
+        return this.insertCredit(client, credit);
+      });
+    }
+    return this.insertCredit(this.pool, credit);
+  }
+
+  private async insertCredit(db: Queryable, credit: CreditRecord): Promise<boolean> {
     const inserted = await run(
-      this.pool,
+      db,
       `INSERT INTO credits (id, org_id, kind, amount_nanos, instance_id, period, description, created_by, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
       [credit.id, credit.orgId, credit.kind, credit.amountNanos, credit.instanceId, credit.period, credit.description, credit.createdBy, credit.createdAt],

@@ -2,7 +2,7 @@
 // Rollups group in SQL by hour: a month of a busy org is many lines but few hour rows.
 import type Database from 'better-sqlite3';
 import type { Dimension, HourRow, LedgerKind, LedgerLine } from '../../billing/ledger.js';
-import type { BillingAccount, BillingMode, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
+import type { AccountAdmission, BillingAccount, BillingMode, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
 import type { CreditLine, InvoiceDraft } from '../../billing/invoice.js';
 
 type Row = Record<string, unknown>;
@@ -25,6 +25,18 @@ export const accountQuery = (period: string, org: string): string =>
      FROM orgs o LEFT JOIN org_balances b ON b.org_id = o.id
      LEFT JOIN org_month_totals m ON m.org_id = o.id AND m.period = ${period}
     WHERE o.id = ${org}`;
+
+/**
+ * Applies `admission` to the org's account inside the caller's immediate transaction: no
+ * other writer, in this process or another, runs between this read and the commit of what
+ * it admits.
+ */
+export function admitOnAccount(db: Database.Database, orgId: string, admission: AccountAdmission | undefined): void {
+  if (!admission) return;
+  const row = db.prepare(accountQuery('?', '?')).get(admission.period, orgId) as Row | undefined;
+  if (!row) throw new Error(`no org ${orgId}`);
+  admission.admit(toBillingAccount(orgId, row));
+}
 
 /** An org's billing settings and running totals; PostgreSQL's store selects the same columns. */
 export const toBillingAccount = (orgId: string, row: Row): BillingAccount => ({
@@ -133,8 +145,14 @@ export class SqliteLedgerStore implements LedgerStore {
     }));
   }
 
-  async addCredit(credit: CreditRecord): Promise<boolean> {
-    return this.insertCredit.run(credit).changes === 1;
+  async addCredit(credit: CreditRecord, admission?: AccountAdmission): Promise<boolean> {
+    if (!admission) return this.insertCredit.run(credit).changes === 1;
+    return this.db
+      .transaction(() => {
+        admitOnAccount(this.db, credit.orgId, admission);
+        return this.insertCredit.run(credit).changes === 1;
+      })
+      .immediate();
   }
 
   async account(orgId: string, period: string): Promise<BillingAccount> {
