@@ -208,7 +208,7 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
         defaultImage: config.defaultInstanceImage,
         terminationGraceMs: config.terminationGraceMs,
         gpuQuotaOf: async (orgId) => (await store.orgs.get(orgId))?.gpuQuota ?? config.orgMaxGpus,
-        chargeUpFront: (orgId, amountMicros) => balanceGuard.checkUpFront(orgId, amountMicros * 1_000),
+        upFront: (amountMicros) => balanceGuard.upFrontAdmission(amountMicros * 1_000),
       },
       log,
     ),

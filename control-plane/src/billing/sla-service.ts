@@ -7,7 +7,7 @@ import type { NodeStore } from '../store/node-store.js';
 import type { LedgerStore, SlaInstance } from '../store/ledger-store.js';
 import { NANOS_PER_MICRO } from './ledger.js';
 import { billingPeriod, type BillingPeriod } from './periods.js';
-import { availability, outagesFromTimeline, slaCreditNanos, type Availability, type Interval } from './sla.js';
+import { availability, onDemandBilledUntil, outagesFromTimeline, slaCreditNanos, type Availability, type Interval } from './sla.js';
 
 /** A provider-caused end shows as the instance leaving `ready` for its end during (or just after) an outage of its node or GPUs. */
 const END_AFTER_OUTAGE_MS = 60_000;
@@ -63,7 +63,15 @@ export class SlaService {
       (instance.terminatedByOperator ||
         (instance.endedWithoutDrain && outages.some((o) => instance.endedAt! >= o.start && instance.endedAt! <= (o.end ?? Infinity) + END_AFTER_OUTAGE_MS)));
     return availability(
-      { mode: instance.mode, readyAt: instance.readyAt, endedAt: instance.endedAt, endedByProvider, expiresAt: instance.expiresAt, outages },
+      {
+        mode: instance.mode,
+        readyAt: instance.readyAt,
+        endedAt: instance.endedAt,
+        endedByProvider,
+        expiresAt: instance.expiresAt,
+        billedUntil: onDemandBilledUntil(instance.mode, instance.readyAt, instance.endedAt, instance.billedSeconds),
+        outages,
+      },
       period,
       this.clock.now(),
     );

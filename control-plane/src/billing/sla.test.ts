@@ -5,7 +5,7 @@ const H = 3_600_000;
 const NOV = { start: Date.UTC(2026, 10, 1), end: Date.UTC(2026, 11, 1) };
 const MONTH_MS = NOV.end - NOV.start; // 720 h
 const t = (hours: number) => NOV.start + hours * H;
-const base: SlaInputs = { mode: 'on_demand', readyAt: t(0), endedAt: null, endedByProvider: false, expiresAt: null, outages: [] };
+const base: SlaInputs = { mode: 'on_demand', readyAt: t(0), endedAt: null, endedByProvider: false, expiresAt: null, billedUntil: null, outages: [] };
 
 describe('unionLength', () => {
   it.each([
@@ -38,6 +38,18 @@ describe('availability over a month', () => {
   it('counts nothing expected for an instance never ready, or ready after the month', () => {
     expect(availability({ ...base, readyAt: null }, NOV, NOV.end)).toMatchObject({ expectedMs: 0, availability: 1, met: true });
     expect(availability({ ...base, readyAt: NOV.end + H }, NOV, NOV.end + 2 * H).expectedMs).toBe(0);
+  });
+
+  it('ends an on-demand window where its billing ended: time given back earns no credit', () => {
+    // Ran 1 h, its node went away for 3 days and came back without it: billed to the node's
+    // last contact, so the outage after it was never paid for and is not credited.
+    const givenBack = { ...base, endedAt: t(73), billedUntil: t(1), outages: [{ start: t(1) + 30_000, end: t(73) }] };
+    expect(availability(givenBack, NOV, NOV.end)).toMatchObject({ expectedMs: H, downMs: 0, met: true });
+    // Billed past its end (the 60 s minimum): the window still closes at its end.
+    expect(availability({ ...base, endedAt: t(0) + 10_000, billedUntil: t(0) + 60_000 }, NOV, NOV.end).expectedMs).toBe(10_000);
+    // A reservation is paid up front for its reserved time: its window is unchanged.
+    const reserved = { ...base, mode: 'reserved', endedAt: t(100), endedByProvider: true, expiresAt: t(110), billedUntil: t(1) } as const;
+    expect(availability(reserved, NOV, NOV.end).expectedMs).toBe(110 * H);
   });
 
   it('measures the month so far while it runs', () => {

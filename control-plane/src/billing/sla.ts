@@ -9,6 +9,9 @@
 //   operator terminating it)
 //   does not: a reservation should have run to its expiry, so the rest is downtime; an
 //   on-demand instance is not billed after its end, so only the outage before it counts.
+// - An on-demand window also ends where its billing ended: a node that came back without
+//   its container has the hours it was away given back, and a credit is a share of what
+//   was billed, never of time the tenant did not pay for.
 // - Downtime is the union of the provider-caused outages inside the window.
 // - Credit: a share of what the instance's hours in the month are worth at its rate.
 
@@ -28,6 +31,8 @@ export interface SlaInputs {
   endedByProvider: boolean;
   /** Reservations: when the reserved time ends. */
   expiresAt: number | null;
+  /** On-demand, once it has ended: where its billing ended (billing/billing-end.ts); null otherwise. */
+  billedUntil: number | null;
   outages: readonly Interval[];
 }
 
@@ -77,7 +82,12 @@ export function availability(inputs: SlaInputs, period: { start: number; end: nu
   if (inputs.readyAt === null) return { expectedMs: 0, downMs: 0, availability: 1, target, met: true };
   const from = Math.max(inputs.readyAt, period.start);
   // A reservation should be ready until it expires, not after.
-  let lifeEnd = Math.min(inputs.endedAt ?? Number.POSITIVE_INFINITY, inputs.mode === 'reserved' && inputs.expiresAt !== null ? inputs.expiresAt : Number.POSITIVE_INFINITY);
+  let lifeEnd = Math.min(
+    inputs.endedAt ?? Number.POSITIVE_INFINITY,
+    inputs.mode === 'reserved' && inputs.expiresAt !== null ? inputs.expiresAt : Number.POSITIVE_INFINITY,
+    // An on-demand instance is owed nothing for time it was not billed for.
+    inputs.mode === 'on_demand' && inputs.billedUntil !== null ? inputs.billedUntil : Number.POSITIVE_INFINITY,
+  );
   const outages = [...inputs.outages];
   if (inputs.endedAt !== null && inputs.endedByProvider && inputs.mode === 'reserved' && inputs.expiresAt !== null && inputs.expiresAt > inputs.endedAt) {
     lifeEnd = inputs.expiresAt;
@@ -89,6 +99,17 @@ export function availability(inputs: SlaInputs, period: { start: number; end: nu
   const downMs = unionLength(outages, from, to, now);
   const value = 1 - downMs / expectedMs;
   return { expectedMs, downMs, availability: value, target, met: value >= target };
+}
+
+/**
+ * Where an on-demand instance's billing ended: its lines bill `billedSeconds` since `ready`
+ * (net of what its end gave back). Null while it runs (accruals lag by up to an hour, and
+ * the month-end accrual runs before credits are issued), for reservations (paid up front
+ * for their reserved time), and for an instance never ready.
+ */
+export function onDemandBilledUntil(mode: InstanceMode, readyAt: number | null, endedAt: number | null, billedSeconds: number): number | null {
+  if (mode !== 'on_demand' || readyAt === null || endedAt === null) return null;
+  return readyAt + billedSeconds * 1000;
 }
 
 /** The credit owed, in nano-dollars: a share of `ratePerHourNanos` times the expected hours. */

@@ -1,7 +1,7 @@
 // Whether an org may start new billable work, and when it is told its balance runs low.
 // Pure rules over its billing account; BalanceGuard applies them on the billable routes.
 import { ApiError, type Clock } from '@svc/shared';
-import type { BillingAccount, LedgerStore } from '../store/ledger-store.js';
+import type { AccountAdmission, BillingAccount, LedgerStore } from '../store/ledger-store.js';
 import { billingPeriod } from './periods.js';
 
 export type SpendingDecision = { allowed: true } | { allowed: false; message: string };
@@ -77,13 +77,19 @@ export class BalanceGuard {
   }
 
   /**
-   * Throws insufficient_quota when the org may not be charged `chargeNanos` up front, read
-   * from the ledger now (money, not a cached second-old view). Two charges checked at the
-   * same moment may both pass: it bounds, as the other checks do, not meters.
+   * The admission of a charge of `chargeNanos` up front: the store applies it to the org's
+   * account as it is inside the transaction that writes the charge (money, not a cached
+   * second-old view), under the org's lock, so charges sent at once never overdraw it
+   * together; it throws insufficient_quota when the org may not be charged.
    */
-  async checkUpFront(orgId: string, chargeNanos: number): Promise<void> {
-    const refusal = upFrontRefusal(await this.ledger.account(orgId, billingPeriod(this.clock.now()).id), chargeNanos);
-    if (refusal) throw new ApiError('insufficient_quota', refusal);
+  upFrontAdmission(chargeNanos: number): AccountAdmission {
+    return {
+      period: billingPeriod(this.clock.now()).id,
+      admit(account) {
+        const refusal = upFrontRefusal(account, chargeNanos);
+        if (refusal) throw new ApiError('insufficient_quota', refusal);
+      },
+    };
   }
 
   /** Forgets what it read (a credit was just granted, a limit changed). */

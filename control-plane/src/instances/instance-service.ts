@@ -10,6 +10,7 @@ import { accrualBoundaries, finalSeconds, secondsRun } from '../billing/accrual.
 import { reservationChargeMicros, reservationRateMicros, usdToMicros, microsToUsd } from '../billing/pricing.js';
 import type { Pool } from '../models/catalog.js';
 import { GpuAlreadyClaimed, OrgGpuQuotaExceeded, type AnswerWith, type InstanceStore } from '../store/instance-store.js';
+import type { AccountAdmission } from '../store/ledger-store.js';
 import type { EventRecord } from '../store/records.js';
 import { REDACTED, accessView, sameAccess, type ViewerRights } from './instance-access.js';
 import type { ChargeRecord, InstanceAccessRecord, InstanceRecord, TransitionCharge } from './instance-record.js';
@@ -73,8 +74,12 @@ export interface InstanceServiceOptions {
   terminationGraceMs: number;
   /** GPUs an org's instances may hold at once (its own quota, else SVC_ORG_MAX_GPUS); absent: no quota. */
   gpuQuotaOf?: (orgId: string) => Promise<number>;
-  /** Throws when the org may not be charged this many micro-dollars up front (a reservation, an extension): its prepaid balance or credit limit. */
-  chargeUpFront?: (orgId: string, amountMicros: number) => Promise<void>;
+  /**
+   * Whether the org may be charged this many micro-dollars up front (a reservation, an
+   * extension): its prepaid balance or credit limit, checked by the store in the
+   * transaction that writes the charge (store/ledger-store.ts AccountAdmission).
+   */
+  upFront?: (amountMicros: number) => AccountAdmission;
 }
 
 export class InstanceService {
@@ -159,9 +164,9 @@ export class InstanceService {
       const charge = reserved
         ? this.charge(record, 'reservation', reservationChargeMicros(rateMicros, input.gpus, input.duration_hours!), `${input.duration_hours} h reservation of ${input.gpus} x ${sku.id}`)
         : null;
-      if (charge) await this.options.chargeUpFront?.(orgId, charge.amountMicros);
+      const upFront = charge ? this.options.upFront?.(charge.amountMicros) : undefined;
       try {
-        await this.store.create(record, this.lifecycleEvent(record), charge, answer, gpuQuota);
+        await this.store.create(record, this.lifecycleEvent(record), charge, answer, gpuQuota, upFront);
       } catch (err) {
         if (err instanceof OrgGpuQuotaExceeded) {
           throw new ApiError(
@@ -208,12 +213,11 @@ export class InstanceService {
       throw new ApiError('no_capacity', `sku ${record.sku} has no capacity to extend in pool ${record.pool}: the instance's node is not schedulable`);
     }
     const charge = this.charge(record, 'extension', reservationChargeMicros(record.rateMicros, record.gpus, hours), `${hours} h extension of ${record.gpus} x ${record.sku}`);
-    await this.options.chargeUpFront?.(orgId, charge.amountMicros);
     // The checks above again, in the statement that extends: another extension, an end or
     // the expiry may have come in between (on another replica too), and a charge is only
-    // written with the hours it pays for.
+    // written with the hours it pays for; the balance is checked in the same transaction.
     const now = this.clock.now();
-    const updated = await this.store.extend(id, { hours, maxTotalHours: MAX_TOTAL_HOURS, now }, charge, answer);
+    const updated = await this.store.extend(id, { hours, maxTotalHours: MAX_TOTAL_HOURS, now }, charge, answer, this.options.upFront?.(charge.amountMicros));
     if (updated) return updated;
     const current = await this.get(orgId, id);
     throw extensionRefusal(current, hours, now) ?? new ApiError('conflict', `instance ${id} changed while it was being extended; retry`);

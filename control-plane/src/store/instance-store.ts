@@ -5,6 +5,7 @@
 import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../instances/instance-record.js';
 import { TERMINAL, type InstanceStatus } from '../instances/lifecycle.js';
 import type { EventRecord, IdempotencyCompletion } from './records.js';
+import type { AccountAdmission } from './ledger-store.js';
 
 export class GpuAlreadyClaimed extends Error {
   constructor(readonly gpuUuid: string) {
@@ -44,9 +45,9 @@ export interface InstanceStore {
    * Inserts the instance with its GPU claims (and an up-front charge); throws GpuAlreadyClaimed
    * on a race, and OrgGpuQuotaExceeded when the org's instances that are not ended would then
    * hold more than `gpuQuota` GPUs (checked in the same transaction, so concurrent creates on
-   * any replica cannot pass it together).
+   * any replica cannot pass it together). `upFront` admits its charge (see AccountAdmission).
    */
-  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number): Promise<void>;
+  create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number, upFront?: AccountAdmission): Promise<void>;
   get(id: string): Promise<InstanceRecord | undefined>;
   /** Newest first; `after` is the id of the last instance of the previous page. */
   list(orgId: string, options: { statuses?: InstanceStatus[]; limit: number; after?: string }): Promise<InstancePage>;
@@ -72,9 +73,10 @@ export interface InstanceStore {
    * and idempotent answer, in one transaction, only while it is a reservation that is not
    * ending (draining, terminated, failed), has not expired at `extension.now`, and stays
    * within `extension.maxTotalHours` in all; undefined, and nothing written, otherwise.
-   * Concurrent extensions each add their own hours.
+   * Concurrent extensions each add their own hours. `upFront` admits its charge (see
+   * AccountAdmission); a refusal throws, and nothing is written.
    */
-  extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith): Promise<InstanceRecord | undefined>;
+  extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith, upFront?: AccountAdmission): Promise<InstanceRecord | undefined>;
   /**
    * Bills on-demand instance `id`, if it is still ready or draining, up to `totalSeconds`
    * since it became ready: one `on_demand` line (billing/accrual.ts) for the seconds not

@@ -21,6 +21,19 @@ export interface BillingAccount {
   periodNanos: number;
 }
 
+/**
+ * A check of an org's account made inside the transaction that changes its money (an
+ * up-front charge, a grant): the store takes the org's lock, reads the account and calls
+ * `admit`, which throws to refuse (nothing is written); the lock is held to the commit.
+ * Changes sent at once, on any replica, are so admitted one after the other, each seeing
+ * those before it.
+ */
+export interface AccountAdmission {
+  /** The month ('YYYY-MM') whose bill a credit limit applies to. */
+  period: string;
+  admit(account: BillingAccount): void;
+}
+
 export interface CreditRecord {
   id: string;
   orgId: string;
@@ -48,6 +61,8 @@ export interface SlaInstance {
   /** When it stopped being served; null while it runs. */
   endedAt: number | null;
   expiresAt: number | null;
+  /** On-demand: how many of its seconds since `ready` its lines bill (net of seconds given back at its end); 0 for reservations. */
+  billedSeconds: number;
   /** Its last status change: whether it went from ready straight to its end (no drain asked for). */
   endedWithoutDrain: boolean;
   /** An operator terminated it (the operator audit trail says so): its end is the provider's doing. */
@@ -65,8 +80,8 @@ export interface LedgerStore {
   lines(orgId: string, range: { from: number; to: number }, page: { limit: number; after?: { createdAt: number; id: string } }): Promise<LedgerLine[]>;
   /** Sums the org's lines in the range by UTC hour and the given dimensions. */
   hourly(orgId: string, range: { from: number; to: number }, dimensions: readonly Dimension[]): Promise<HourRow[]>;
-  /** Appends a credit; false when an SLA credit for that instance and month exists already. */
-  addCredit(credit: CreditRecord): Promise<boolean>;
+  /** Appends a credit; false when an SLA credit for that instance and month exists already. `admission` may refuse it (see AccountAdmission). */
+  addCredit(credit: CreditRecord, admission?: AccountAdmission): Promise<boolean>;
   /** The org's account, with the net bill of `period` ('YYYY-MM'). */
   account(orgId: string, period: string): Promise<BillingAccount>;
   credits(orgId: string, range: { from: number; to: number }): Promise<CreditLine[]>;

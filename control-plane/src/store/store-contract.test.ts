@@ -13,12 +13,14 @@ import type { ApiKeyRecord, EventRecord, IdempotencyOwner, KeySecretRecord, OrgR
 import type { Store } from './store.js';
 import type { EnrollmentTokenRecord, NodeRecord } from './node-store.js';
 import { GpuAlreadyClaimed } from './instance-store.js';
-import type { InstanceRecord } from '../instances/instance-record.js';
+import type { ChargeRecord, InstanceRecord } from '../instances/instance-record.js';
+import { upFrontRefusal } from '../billing/spending.js';
+import { grantRefusal } from '../billing/billing-service.js';
 import type { ReplicaRecord } from '../replicas/replica-record.js';
 import type { UsageRecord } from './usage-store.js';
 import type { StoredResponseRecord } from './response-store.js';
 import type { RemediationRecord } from './remediation-store.js';
-import type { CreditRecord } from './ledger-store.js';
+import type { AccountAdmission, CreditRecord } from './ledger-store.js';
 import type { HealthEventRecord } from './node-store.js';
 import type { InvoiceDraft } from '../billing/invoice.js';
 import type { HourRow } from '../billing/ledger.js';
@@ -1048,8 +1050,23 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       ]);
       expect((await store.ledger.slaInstances({ from: NOV + 25, to: DEC })).map((i) => i.id).sort()).toEqual(['inst_b', 'inst_c']);
       expect(await store.ledger.slaInstances({ instanceId: 'inst_d' })).toEqual([
-        { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, endedWithoutDrain: false, terminatedByOperator: false },
+        { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, billedSeconds: 0, endedWithoutDrain: false, terminatedByOperator: false },
       ]);
+    });
+
+    it('tells the SLA how many seconds an on-demand instance was billed, seconds given back at its end deducted', async () => {
+      // Billed 2 h while its node was away; the node came back without it and its end gave back all but 1 h.
+      await store.instances.create(onDemand('inst_1', { readyAt: NOV }), event('evt_1'), null);
+      await store.instances.accrueOnDemand('inst_1', 7_200, { id: 'chg_a', createdAt: NOV + 7_200_000 - 1 });
+      expect((await store.ledger.slaInstances({ instanceId: 'inst_1' }))[0]).toMatchObject({ billedSeconds: 7_200, endedAt: null });
+      await store.instances.transition('inst_1', 'ready', { status: 'terminated', terminatedAt: NOV + 9_000_000, updatedAt: NOV + 9_000_000 }, (i) => event('evt_end', 'instance.lifecycle', i.id), {
+        onDemandSeconds: 3_600,
+        id: 'chg_end',
+        orgId: 'org_1',
+        instanceId: 'inst_1',
+        createdAt: NOV + 9_000_000,
+      });
+      expect((await store.ledger.slaInstances({ from: NOV, to: DEC }))[0]).toMatchObject({ id: 'inst_1', billedSeconds: 3_600, endedAt: NOV + 9_000_000 });
     });
   });
 
@@ -1117,6 +1134,67 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.events.list({ type: 'instance.lifecycle' })).toHaveLength(1);
       const total = (await store.instances.chargesFor('inst_1')).reduce((sum, c) => sum + c.amountMicros, 0);
       expect(total).toBe(won[0]!.status === 'failed' ? 0 : 7);
+    });
+
+    it('up-front charges racing on one prepaid balance: only what it covers is admitted, creates and extends, on either process', async () => {
+      const other = await fx.open();
+      const reservation = (id: string, amountMicros: number): ChargeRecord => ({ id, orgId: 'org_1', instanceId: id.replace('chg', 'inst'), kind: 'reservation', amountMicros, description: id, createdAt: 5 });
+      // The admission the billing rules give (billing/spending.ts): refused, nothing written, past the balance.
+      const admission = (amountMicros: number): AccountAdmission => ({
+        period: '1970-01',
+        admit(account) {
+          const refusal = upFrontRefusal(account, amountMicros * 1_000);
+          if (refusal) throw new ApiError('insufficient_quota', refusal);
+        },
+      });
+      await store.ledger.setAccount('org_1', { mode: 'prepaid' });
+      await store.ledger.addCredit({ id: 'cr_1', orgId: 'org_1', kind: 'grant', amountNanos: 100_000_000_000, instanceId: null, period: null, description: 'top-up', createdBy: null, createdAt: 1 });
+      const creates = await Promise.allSettled(
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 ? other : store).instances.create(instance(`inst_${i}`), event(`evt_${i}`), reservation(`chg_${i}`, 99_000_000), undefined, undefined, admission(99_000_000)),
+        ),
+      );
+      expect(creates.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of creates.filter((c) => c.status === 'rejected')) expect((r as PromiseRejectedResult).reason).toMatchObject({ type: 'insufficient_quota' });
+      const winner = `inst_${creates.findIndex((r) => r.status === 'fulfilled')}`;
+      expect((await store.instances.list('org_1', { limit: 10 })).data.map((i) => i.id)).toEqual([winner]);
+      expect((await store.ledger.account('org_1', '1970-01')).spentNanos).toBe(99_000_000_000);
+
+      // $1 left, then $10 more: one $10 extension of the winner fits, never two.
+      await store.instances.transition(winner, 'provisioning', { status: 'ready', readyAt: 10, expiresAt: 3_600_000, updatedAt: 10 }, (u) => event('evt_ready', 'instance.lifecycle', u.id), null);
+      await store.ledger.addCredit({ id: 'cr_2', orgId: 'org_1', kind: 'grant', amountNanos: 10_000_000_000, instanceId: null, period: null, description: 'top-up', createdBy: null, createdAt: 2 });
+      const extends_ = await Promise.allSettled(
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 ? other : store).instances.extend(winner, { hours: 1, maxTotalHours: 720, now: 20 }, { ...reservation(`chg_x${i}`, 10_000_000), instanceId: winner, kind: 'extension' }, undefined, admission(10_000_000)),
+        ),
+      );
+      expect(extends_.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      expect((await store.instances.get(winner))!.durationHours).toBe(1.5 + 1);
+      const account = await store.ledger.account('org_1', '1970-01');
+      expect(account.creditedNanos - account.spentNanos).toBe(1_000_000_000);
+    });
+
+    it('grants racing past what an account can hold: only those within it are written, on either process', async () => {
+      const other = await fx.open();
+      const admission: AccountAdmission = {
+        period: '1970-01',
+        admit(account) {
+          const refusal = grantRefusal(account, 2_000_000_000_000_000);
+          if (refusal) throw new ApiError('invalid_request', refusal);
+        },
+      };
+      // $2M each: four fit under $9,007,199.25, a fifth would not.
+      const grants = await Promise.allSettled(
+        Array.from({ length: 6 }, (_, i) =>
+          (i % 2 ? other : store).ledger.addCredit(
+            { id: `cr_${i}`, orgId: 'org_1', kind: 'grant', amountNanos: 2_000_000_000_000_000, instanceId: null, period: null, description: 'big', createdBy: 'op', createdAt: 1 + i },
+            admission,
+          ),
+        ),
+      );
+      expect(grants.filter((g) => g.status === 'fulfilled')).toHaveLength(4);
+      for (const g of grants.filter((r) => r.status === 'rejected')) expect((g as PromiseRejectedResult).reason).toMatchObject({ type: 'invalid_request' });
+      expect((await store.ledger.account('org_1', '1970-01')).creditedNanos).toBe(8_000_000_000_000_000);
     });
 
     it('month-end accrual on two replicas racing terminations: every second billed once', async () => {

@@ -8,6 +8,8 @@ import { onDemandLine } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { ENDING_STATUSES, TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, heldGpusQuery, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import type { AccountAdmission } from '../ledger-store.js';
+import { admitOnAccount } from './ledger-store.js';
 import type { EventRecord } from '../records.js';
 import { ON_DEMAND_COLUMNS, toCharge, toColumns, toOnDemandState, toRecord } from '../sqlite/instance-store.js';
 import { completeClaim } from './idempotency-store.js';
@@ -70,7 +72,7 @@ export class PgInstanceStore implements InstanceStore {
     return row && toRecord(row);
   }
 
-  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number): Promise<void> {
+  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number, upFront?: AccountAdmission): Promise<void> {
     await inTransaction(this.pool, async (client) => {
       if (gpuQuota !== undefined) {
         // One create per org at a time, across replicas, from this count to the commit.
@@ -78,6 +80,8 @@ export class PgInstanceStore implements InstanceStore {
         const held = Number((await one(client, heldGpusQuery('$1'), [instance.orgId]))!.held);
         if (held + instance.gpus > gpuQuota) throw new OrgGpuQuotaExceeded(held, gpuQuota);
       }
+      // After the GPU quota's lock, always in this order, so two creates never wait on each other crosswise.
+      await admitOnAccount(client, instance.orgId, upFront);
       await claimAll(client, instance.nodeId, instance.gpuUuids, instance.id, instance.createdAt);
       await insertRow(client, 'instances', toColumns(instance));
       await insertEvent(client, event);
@@ -176,7 +180,7 @@ export class PgInstanceStore implements InstanceStore {
     });
   }
 
-  async extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith): Promise<InstanceRecord | undefined> {
+  async extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith, upFront?: AccountAdmission): Promise<InstanceRecord | undefined> {
     return inTransaction(this.pool, async (client) => {
       // One conditional statement: concurrent extensions queue on the row and each adds its hours to what the last left.
       const changed = await run(
@@ -186,6 +190,7 @@ export class PgInstanceStore implements InstanceStore {
         [id, extension.hours, Math.round(extension.hours * 3_600_000), extension.now, ENDING_STATUSES, extension.maxTotalHours],
       );
       if (changed === 0) return undefined;
+      await admitOnAccount(client, charge.orgId, upFront);
       await this.insertCharge(client, charge);
       const updated = (await this.getOn(client, id))!;
       await completeClaim(client, answer?.(updated));

@@ -4,10 +4,23 @@
 // or finalize one org's month twice.
 import type pg from 'pg';
 import type { Dimension, HourRow, LedgerLine } from '../../billing/ledger.js';
-import type { BillingAccount, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
+import type { AccountAdmission, BillingAccount, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
 import type { CreditLine, InvoiceDraft } from '../../billing/invoice.js';
-import { toBillingAccount, toLine, toSlaInstance } from '../sqlite/ledger-store.js';
-import { all, inTransaction, one, run } from './pg-pool.js';
+import { accountQuery, toBillingAccount, toLine, toSlaInstance } from '../sqlite/ledger-store.js';
+import { all, inTransaction, one, run, type Queryable } from './pg-pool.js';
+
+/**
+ * Applies `admission` to the org's account inside the caller's transaction: one change of
+ * an org's money at a time, across replicas, from this read to the commit (the advisory
+ * lock is the transaction's), so the next one reads the account with this one in it.
+ */
+export async function admitOnAccount(client: pg.ClientBase, orgId: string, admission: AccountAdmission | undefined): Promise<void> {
+  if (!admission) return;
+  await client.query("SELECT pg_advisory_xact_lock(hashtextextended('svc-org-money:' || $1, 0))", [orgId]);
+  const row = await one(client, accountQuery('$1', '$2'), [admission.period, orgId]);
+  if (!row) throw new Error(`no org ${orgId}`);
+  admission.admit(toBillingAccount(orgId, row));
+}
 
 const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', instance_id: 'instance_id', sku: 'sku', pool: 'pool', kind: 'kind' };
 
@@ -56,9 +69,19 @@ export class PgLedgerStore implements LedgerStore {
     }));
   }
 
-  async addCredit(credit: CreditRecord): Promise<boolean> {
+  async addCredit(credit: CreditRecord, admission?: AccountAdmission): Promise<boolean> {
+    if (admission) {
+      return inTransaction(this.pool, async (client) => {
+        await admitOnAccount(client, credit.orgId, admission);
+        return this.insertCredit(client, credit);
+      });
+    }
+    return this.insertCredit(this.pool, credit);
+  }
+
+  private async insertCredit(db: Queryable, credit: CreditRecord): Promise<boolean> {
     const inserted = await run(
-      this.pool,
+      db,
       `INSERT INTO credits (id, org_id, kind, amount_nanos, instance_id, period, description, created_by, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
       [credit.id, credit.orgId, credit.kind, credit.amountNanos, credit.instanceId, credit.period, credit.description, credit.createdBy, credit.createdAt],
@@ -69,12 +92,7 @@ export class PgLedgerStore implements LedgerStore {
   async account(orgId: string, period: string): Promise<BillingAccount> {
     const row = await one(
       this.pool,
-      `SELECT o.id, o.billing_mode, o.credit_limit_nanos, o.low_balance_nanos,
-              COALESCE(b.spent_nanos, 0) AS spent_nanos, COALESCE(b.credited_nanos, 0) AS credited_nanos,
-              COALESCE(m.amount_nanos, 0) AS period_nanos
-         FROM orgs o LEFT JOIN org_balances b ON b.org_id = o.id
-         LEFT JOIN org_month_totals m ON m.org_id = o.id AND m.period = $1
-        WHERE o.id = $2`,
+      accountQuery('$1', '$2'),
       [period, orgId],
     );
     if (!row) throw new Error(`no org ${orgId}`);
@@ -133,7 +151,7 @@ export class PgLedgerStore implements LedgerStore {
         : ['i.ready_at IS NOT NULL AND i.ready_at < $2 AND (i.terminated_at IS NULL OR i.terminated_at >= $1)', [range.from, range.to]];
     const rows = await all(
       this.pool,
-      `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at,
+      `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
               t.from_status AS last_from, t.to_status AS last_to,
               EXISTS (SELECT 1 FROM operator_audit a WHERE a.target = i.id AND a.action = 'terminateInstance') AS ended_by_operator
          FROM instances i

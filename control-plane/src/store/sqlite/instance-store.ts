@@ -6,6 +6,8 @@ import { onDemandLine, type OnDemandState } from '../../billing/accrual.js';
 import type { InstanceStatus } from '../../instances/lifecycle.js';
 import { ENDING_STATUSES, TERMINAL } from '../../instances/lifecycle.js';
 import { GpuAlreadyClaimed, heldGpusQuery, OrgGpuQuotaExceeded, type AnswerWith, type InstancePage, type InstanceStore } from '../instance-store.js';
+import type { AccountAdmission } from '../ledger-store.js';
+import { admitOnAccount } from './ledger-store.js';
 import { completeClaim } from './idempotency-store.js';
 import type { EventRecord } from '../records.js';
 import { insertEvent } from './event-rows.js';
@@ -106,13 +108,14 @@ export class SqliteInstanceStore implements InstanceStore {
     return row && toRecord(row);
   }
 
-  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number): Promise<void> {
+  async create(instance: InstanceRecord, event: EventRecord, charge: ChargeRecord | null, answer?: AnswerWith, gpuQuota?: number, upFront?: AccountAdmission): Promise<void> {
     this.db.transaction(() => {
       if (gpuQuota !== undefined) {
         // An immediate transaction: no other writer runs between this count and the insert.
         const held = Number((this.db.prepare(heldGpusQuery('?')).get(instance.orgId) as { held: number }).held);
         if (held + instance.gpus > gpuQuota) throw new OrgGpuQuotaExceeded(held, gpuQuota);
       }
+      admitOnAccount(this.db, instance.orgId, upFront);
       // gpu_claims' primary key makes a second claim of one GPU impossible, across processes too.
       const claim = this.db.prepare('INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
       for (const uuid of instance.gpuUuids) {
@@ -215,7 +218,7 @@ export class SqliteInstanceStore implements InstanceStore {
     }).immediate();
   }
 
-  async extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith): Promise<InstanceRecord | undefined> {
+  async extend(id: string, extension: { hours: number; maxTotalHours: number; now: number }, charge: ChargeRecord, answer?: AnswerWith, upFront?: AccountAdmission): Promise<InstanceRecord | undefined> {
     return this.db.transaction(() => {
       const changed = this.db
         .prepare(
@@ -224,6 +227,7 @@ export class SqliteInstanceStore implements InstanceStore {
         )
         .run({ id, hours: extension.hours, ms: Math.round(extension.hours * 3_600_000), now: extension.now, ending: JSON.stringify(ENDING_STATUSES), max: extension.maxTotalHours });
       if (changed.changes === 0) return undefined;
+      admitOnAccount(this.db, charge.orgId, upFront);
       this.insertCharge(charge);
       const updated = this.getSync(id)!;
       completeClaim(this.db, answer?.(updated));

@@ -2,7 +2,7 @@
 // Rollups group in SQL by hour: a month of a busy org is many lines but few hour rows.
 import type Database from 'better-sqlite3';
 import type { Dimension, HourRow, LedgerKind, LedgerLine } from '../../billing/ledger.js';
-import type { BillingAccount, BillingMode, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
+import type { AccountAdmission, BillingAccount, BillingMode, CreditRecord, LedgerStore, SlaInstance, StoredInvoice } from '../ledger-store.js';
 import type { CreditLine, InvoiceDraft } from '../../billing/invoice.js';
 
 type Row = Record<string, unknown>;
@@ -10,6 +10,33 @@ type Row = Record<string, unknown>;
 const COLUMN: Record<string, string> = { model: 'model', key_id: 'key_id', instance_id: 'instance_id', sku: 'sku', pool: 'pool', kind: 'kind' };
 
 const nullable = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
+
+/**
+ * The query of an org's account (toBillingAccount's columns); `period` and `org` are the
+ * engine's placeholders. The amounts come back as text: running totals can pass 2^53
+ * nano-dollars (about $9.0M spent over an org's life), where PostgreSQL's int8 parser
+ * refuses the value (pg-pool.ts) and the balance, and every billable request's check,
+ * would fail; read as text they round to the nearest number instead, on both engines.
+ */
+export const accountQuery = (period: string, org: string): string =>
+  `SELECT o.id, o.billing_mode, CAST(o.credit_limit_nanos AS TEXT) AS credit_limit_nanos, CAST(o.low_balance_nanos AS TEXT) AS low_balance_nanos,
+          CAST(COALESCE(b.spent_nanos, 0) AS TEXT) AS spent_nanos, CAST(COALESCE(b.credited_nanos, 0) AS TEXT) AS credited_nanos,
+          CAST(COALESCE(m.amount_nanos, 0) AS TEXT) AS period_nanos
+     FROM orgs o LEFT JOIN org_balances b ON b.org_id = o.id
+     LEFT JOIN org_month_totals m ON m.org_id = o.id AND m.period = ${period}
+    WHERE o.id = ${org}`;
+
+/**
+ * Applies `admission` to the org's account inside the caller's immediate transaction: no
+ * other writer, in this process or another, runs between this read and the commit of what
+ * it admits.
+ */
+export function admitOnAccount(db: Database.Database, orgId: string, admission: AccountAdmission | undefined): void {
+  if (!admission) return;
+  const row = db.prepare(accountQuery('?', '?')).get(admission.period, orgId) as Row | undefined;
+  if (!row) throw new Error(`no org ${orgId}`);
+  admission.admit(toBillingAccount(orgId, row));
+}
 
 /** An org's billing settings and running totals; PostgreSQL's store selects the same columns. */
 export const toBillingAccount = (orgId: string, row: Row): BillingAccount => ({
@@ -34,6 +61,7 @@ export const toSlaInstance = (r: Row): SlaInstance => ({
   readyAt: r.ready_at === null ? null : Number(r.ready_at),
   endedAt: r.terminated_at === null ? null : Number(r.terminated_at),
   expiresAt: r.expires_at === null ? null : Number(r.expires_at),
+  billedSeconds: Number(r.billed_seconds),
   endedWithoutDrain: r.last_from === 'ready' && (r.last_to === 'terminated' || r.last_to === 'failed'),
   // SQLite answers EXISTS with 1 or 0, PostgreSQL with a boolean.
   terminatedByOperator: r.ended_by_operator === true || r.ended_by_operator === 1,
@@ -71,14 +99,7 @@ export class SqliteLedgerStore implements LedgerStore {
        VALUES (@id, @orgId, @kind, @amountNanos, @instanceId, @period, @description, @createdBy, @createdAt)
        ON CONFLICT DO NOTHING`,
     );
-    this.readAccount = db.prepare(
-      `SELECT o.id, o.billing_mode, o.credit_limit_nanos, o.low_balance_nanos,
-              COALESCE(b.spent_nanos, 0) AS spent_nanos, COALESCE(b.credited_nanos, 0) AS credited_nanos,
-              COALESCE(m.amount_nanos, 0) AS period_nanos
-         FROM orgs o LEFT JOIN org_balances b ON b.org_id = o.id
-         LEFT JOIN org_month_totals m ON m.org_id = o.id AND m.period = ?
-        WHERE o.id = ?`,
-    );
+    this.readAccount = db.prepare(accountQuery('?', '?'));
   }
 
   async lines(orgId: string, range: { from: number; to: number }, page: { limit: number; after?: { createdAt: number; id: string } }): Promise<LedgerLine[]> {
@@ -124,8 +145,14 @@ export class SqliteLedgerStore implements LedgerStore {
     }));
   }
 
-  async addCredit(credit: CreditRecord): Promise<boolean> {
-    return this.insertCredit.run(credit).changes === 1;
+  async addCredit(credit: CreditRecord, admission?: AccountAdmission): Promise<boolean> {
+    if (!admission) return this.insertCredit.run(credit).changes === 1;
+    return this.db
+      .transaction(() => {
+        admitOnAccount(this.db, credit.orgId, admission);
+        return this.insertCredit.run(credit).changes === 1;
+      })
+      .immediate();
   }
 
   async account(orgId: string, period: string): Promise<BillingAccount> {
@@ -174,7 +201,7 @@ export class SqliteLedgerStore implements LedgerStore {
     const where = 'instanceId' in range ? 'i.id = @instanceId' : 'i.ready_at IS NOT NULL AND i.ready_at < @to AND (i.terminated_at IS NULL OR i.terminated_at >= @from)';
     const rows = this.db
       .prepare(
-        `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at,
+        `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
                 (SELECT t.from_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_from,
                 (SELECT t.to_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_to,
                 EXISTS (SELECT 1 FROM operator_audit a WHERE a.target = i.id AND a.action = 'terminateInstance') AS ended_by_operator
