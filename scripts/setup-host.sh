@@ -101,6 +101,16 @@ if ! docker_up; then
   log "docker: started ($(docker version -f '{{.Server.Version}}, {{.Server.APIVersion}}' 2>/dev/null || echo '?'))"
 fi
 
+# Containers inherit containerd's limits and cannot raise them: with these three unlimited
+# the agent gives every container unlimited ones, so no tenant can starve another of
+# root's host-wide counts of queued signals, message queues and locked shared memory
+# (node-agent/src/host-facts/shared-rlimits.ts; the agent raises them too, at its start).
+if [ "$(id -u)" = 0 ] && command -v prlimit >/dev/null; then
+  for pid in $(pidof containerd 2>/dev/null); do
+    prlimit --pid "$pid" --sigpending=unlimited:unlimited --msgqueue=unlimited:unlimited --memlock=unlimited:unlimited || true
+  done
+fi
+
 # --- loopback registry ------------------------------------------------------
 registry_up() { curl -fsS --max-time 2 -o /dev/null "http://$REGISTRY_ADDR/v2/" 2>/dev/null; }
 

@@ -23,6 +23,7 @@ import { GIB, MIB } from './runtime/task-limits.js';
 import { cgroupVersion } from './host-facts/cgroup-version.js';
 import type { IsolationWarning } from './host-facts/isolation-warnings.js';
 import { applyKernelSettings, corePatternGoesToTheHost, kernelSettingsFor } from './host-facts/kernel-settings.js';
+import { raiseForContainers, SHARED_RLIMITS, unlimitedForContainers } from './host-facts/shared-rlimits.js';
 import { DiskPressureWatch, dockerDiskFacts } from './host-facts/disk-pressure.js';
 import { dockerRootDir } from './runtime/disk-usage.js';
 import { collectHostFacts } from './host-facts/host-facts.js';
@@ -69,6 +70,15 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
     const { name, changedMessage, failedMessage } = outcome.setting;
     if (outcome.changed) log.info({ sysctl: name, from: outcome.from, to: outcome.to }, changedMessage);
     else if ('error' in outcome) log.warn({ sysctl: name, err: outcome.error }, failedMessage);
+  }
+  const notRaised = await raiseForContainers();
+  if (notRaised.length > 0) log.warn({ failures: notRaised }, 'could not raise containerd\'s limits of queued signals, message queues and locked memory to unlimited');
+  const unlimited = await unlimitedForContainers();
+  if (SHARED_RLIMITS.some((r) => r.bounded !== undefined && !unlimited.has(r.name))) {
+    isolationWarnings.push('shared_rlimits');
+    log.warn(
+      "containers cannot have root's host-wide counts of queued real-time signals and POSIX message queues unlimited here (containerd's hard limits are bounded): instances are held far below the host's default, but can starve each other's; set LimitSIGPENDING=infinity and LimitMSGQUEUE=infinity for containerd (docs/security.md)",
+    );
   }
   if ((await cgroupVersion()) === 1) {
     isolationWarnings.push('cgroup_v1');

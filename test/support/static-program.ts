@@ -15,6 +15,7 @@ const PROGRAMS = {
   'pipe-hog': 'a tenant taking pipe buffers, which the kernel counts per user',
   'subnet-sweep': 'a tenant connecting to every address of its own subnet',
   'io-uring-hog': 'a tenant pinning memory through io_uring, which the kernel counts per user',
+  'rt-signal-hog': 'a tenant queueing real-time signals and message queues, which the kernel counts per user',
 } as const;
 
 export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {

@@ -132,4 +132,4 @@ const NODE_CLOCK_HELP =
   "The node's clock less the control plane's, as the control plane measured it from the agent's Hello and heartbeats (0 within a second). Billing reads the node's times on the control plane's clock; past a second, run NTP on the node.";
 
 const NODE_ISOLATION_HELP =
-  "1 for each part of a node's set-up its agent reports as keeping tenants apart less well (HostFacts.isolation_warnings): pulls_bypass_proxy, no_host_firewall, cgroup_v1, no_log_limit, core_dumps_to_host.";
+  "1 for each part of a node's set-up its agent reports as keeping tenants apart less well (HostFacts.isolation_warnings): pulls_bypass_proxy, no_host_firewall, cgroup_v1, no_log_limit, core_dumps_to_host, shared_rlimits.";

@@ -12,4 +12,6 @@ export type IsolationWarning =
   /** SVC_TASK_LOG_BYTES_PER_SECOND=0: Docker copies whatever an instance prints. */
   | 'no_log_limit'
   /** SVC_CONTAINER_CORE_DUMPS=false with a core_pattern that runs a program on the host. */
-  | 'core_dumps_to_host';
+  | 'core_dumps_to_host'
+  /** containerd's RLIMIT_SIGPENDING/MSGQUEUE could not be made unlimited: instances can starve each other's (shared-rlimits.ts). */
+  | 'shared_rlimits';

@@ -105,6 +105,14 @@ describe('buildContainerSpec for hostile tenants', () => {
     });
   });
 
+  it("gives containers the host-wide per-user limits (queued signals, message queues) the host allows, an instance a bounded one otherwise", () => {
+    const bounded = buildContainerSpec(task, host('n', false)).HostConfig!.Ulimits;
+    expect(bounded).toEqual([{ Name: 'sigpending', Soft: 1024, Hard: 1024 }, { Name: 'msgqueue', Soft: 81920, Hard: 81920 }]);
+    expect(buildContainerSpec({ ...task, kind: 'replica', taskId: 'rep_1' }, host('n', false)).HostConfig!.Ulimits).toBeUndefined();
+    const open = { ...host('n', false), unlimitedRlimits: new Set(['sigpending', 'msgqueue', 'memlock'] as const) };
+    expect(buildContainerSpec(task, open).HostConfig!.Ulimits?.map((u) => [u.Name, u.Hard])).toEqual([['sigpending', -1], ['msgqueue', -1], ['memlock', -1]]);
+  });
+
   it('clamps them to a small host (a dev machine still runs the instance)', () => {
     const hc = buildContainerSpec({ ...task, resources: { nanoCpus: 52e9, memoryBytes: 450 * GIB, shmBytes: 64 * GIB } }, host('n', false)).HostConfig!;
     expect({ NanoCpus: hc.NanoCpus, Memory: hc.Memory, ShmSize: hc.ShmSize }).toEqual({ NanoCpus: 1e9, Memory: 22 * GIB, ShmSize: 22 * GIB });

@@ -11,6 +11,7 @@ import { containerLimits, type ContainerLimits, type HostCapacity, type LimitSet
 import { networkName } from './task-network.js';
 import { PTS_TARGET, ptsDir, type TaskPts } from './task-pts.js';
 import type { BlockDevice } from '../host-facts/block-device.js';
+import { containerUlimits, type SharedRlimit } from '../host-facts/shared-rlimits.js';
 import { INSTANCE_CGROUP_PARENT } from './socket-memory.js';
 
 export const LABEL_INSTANCE = 'svc.instance';
@@ -66,6 +67,8 @@ export interface HostCapabilities {
   disk?: BlockDevice;
   /** cgroup v1 under cgroupfs: the agent makes instances' memory cgroups with a TCP limit (socket-memory.ts). */
   socketLimits?: boolean;
+  /** The per-user kernel limits containers may have unlimited here (host-facts/shared-rlimits.ts); absent: none. */
+  unlimitedRlimits?: ReadonlySet<SharedRlimit>;
 }
 
 /**
@@ -150,6 +153,7 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
   // Tenants only: a replica is the provider's own model server.
   const limited = task.kind === 'instance' && host.logLimit && image ? limitedCommand(image, task.command, host.logLimit) : null;
   const mounts: NonNullable<NonNullable<ContainerCreateOptions['HostConfig']>['Mounts']> = [];
+  const ulimits = containerUlimits(task.kind, host.unlimitedRlimits ?? new Set());
   if (limited) mounts.push({ Type: 'bind', Source: host.logLimit!.path, Target: LOG_INIT_TARGET, ReadOnly: true });
   if (task.kind === 'instance' && host.pts) mounts.push({ Type: 'bind', Source: ptsDir(host.pts.root, containerName(task)), Target: PTS_TARGET });
   return {
@@ -182,6 +186,8 @@ export function buildContainerSpec(task: TaskSpec, host: HostCapabilities, image
       MemorySwap: limits.memoryBytes,
       ShmSize: limits.shmBytes,
       PidsLimit: limits.pidsLimit,
+      // Counts the kernel keeps per user for the whole host (see shared-rlimits.ts).
+      ...(ulimits.length > 0 ? { Ulimits: ulimits } : {}),
       ...diskThrottle(limits, host.disk),
       // The agent makes this cgroup, with its TCP limit, before the start (socket-memory.ts).
       ...(task.kind === 'instance' && host.socketLimits ? { CgroupParent: INSTANCE_CGROUP_PARENT } : {}),

@@ -34,6 +34,7 @@ import { ownSubnetRules, type OwnNetwork } from './task-own-subnet.js';
 import { detachPts, mountPts, ptsDir, sweepPts, unmountPts, type TaskPts } from './task-pts.js';
 import { containerLimits, DEFAULT_LIMIT_SETTINGS, type LimitSettings } from './task-limits.js';
 import { diskUnder } from '../host-facts/block-device.js';
+import { unlimitedForContainers } from '../host-facts/shared-rlimits.js';
 import { limitRunningSocketMemory, limitSocketMemory, memoryCgroupOf, needsSocketLimits, releaseSocketCgroup, type EngineCgroups } from './socket-memory.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
@@ -397,6 +398,7 @@ export class DockerRuntime implements TaskRuntime {
           // Not found (an engine on another host, btrfs, ZFS): disk bandwidth goes unlimited.
           const disk = info.DockerRootDir ? await diskUnder(info.DockerRootDir).catch(() => undefined) : undefined;
           const socketLimits = this.socketLimits && (await needsSocketLimits(info));
+          const unlimitedRlimits = await unlimitedForContainers();
           return {
             nodeId: this.nodeId,
             nvidiaRuntime: this.nvidiaRuntime ?? listsNvidiaRuntime(info),
@@ -406,6 +408,7 @@ export class DockerRuntime implements TaskRuntime {
             ...(this.pts ? { pts: this.pts } : {}),
             ...(disk ? { disk } : {}),
             ...(socketLimits ? { socketLimits } : {}),
+            unlimitedRlimits,
           };
         },
         (err: unknown) => {
