@@ -370,6 +370,10 @@ export class InstanceService {
     }
     if (decision.stop && record.status === 'draining') record = await this.sendStop(record, decision.stop, context.unseenSince ?? null);
     if (decision.restart) this.dispatcher.startTask(record.nodeId!, this.startOrder(record));
+    if (decision.kill && record.nodeId) {
+      this.log.warn({ instance: id, node: record.nodeId, status: record.status }, 'the node runs the container of an instance that has ended; killing it');
+      this.dispatcher.stopTask(record.nodeId, { taskId: id, timeoutMs: 0, force: true });
+    }
     return record;
   }
 

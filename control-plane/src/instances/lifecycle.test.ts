@@ -40,7 +40,7 @@ describe('instance lifecycle table', () => {
 });
 
 describe('what happens to an instance (decide)', () => {
-  const d = (over: Partial<Decision>): Decision => ({ event: null, stop: null, restart: false, progress: false, access: false, ...over });
+  const d = (over: Partial<Decision>): Decision => ({ event: null, stop: null, restart: false, progress: false, access: false, kill: false, ...over });
   it.each<[InstanceStatus, Occurrence, Decision]>([
     ['provisioning', { kind: 'report', state: 'pulling' }, d({ event: 'start', progress: true })],
     ['starting', { kind: 'report', state: 'pulling' }, d({ progress: true })],
@@ -78,14 +78,22 @@ describe('what happens to an instance (decide)', () => {
     ['provisioning', { kind: 'undeliverable' }, d({})],
     ['provisioning', { kind: 'hello', running: false }, d({ restart: true })],
     ['provisioning', { kind: 'node_lost' }, d({ event: 'fail' })],
+    // Failed as "node lost before ready", then reported alive by its node: its GPUs went to
+    // others, so its container is killed there.
+    ['failed', { kind: 'report', state: 'running' }, d({ kill: true })],
+    ['failed', { kind: 'report', state: 'pulling' }, d({ kill: true })],
+    ['terminated', { kind: 'report', state: 'unhealthy' }, d({ kill: true })],
+    ['terminated', { kind: 'hello', running: true }, d({ kill: true })],
+    ['failed', { kind: 'report', state: 'stopping' }, d({})],
+    ['terminated', { kind: 'report', state: 'gone' }, d({})],
   ])('%s + %j', (status, happened, expected) => {
     expect(decide(status, happened)).toEqual(expected);
   });
 
-  it('does nothing to a terminal instance, whatever happens', () => {
+  it('does nothing to a terminal instance but kill a container still reported alive', () => {
     const all: Occurrence[] = [
-      { kind: 'report', state: 'running' },
-      { kind: 'hello', running: true },
+      { kind: 'report', state: 'exited' },
+      { kind: 'hello', running: false },
       { kind: 'terminate', force: true },
       { kind: 'expire' },
       { kind: 'forget' },

@@ -82,22 +82,34 @@ export interface Decision {
   progress: boolean;
   /** Refresh the SSH/Jupyter endpoints the node reported. */
   access: boolean;
+  /**
+   * The instance ended here (failed, terminated) yet its node reports its container alive:
+   * kill it there at once, nothing recorded. Its GPUs are free again for others, so a
+   * container left running would share them with the next tenant.
+   */
+  kill: boolean;
 }
 
-const NOTHING: Decision = { event: null, stop: null, restart: false, progress: false, access: false };
+const NOTHING: Decision = { event: null, stop: null, restart: false, progress: false, access: false, kill: false };
+/** Task states of a container that holds its GPUs (or is about to). */
+const ALIVE: ReadonlySet<AgentTaskState> = new Set(['pulling', 'starting', 'running', 'unhealthy', 'restarting']);
 const act = (d: Partial<Decision>): Decision => ({ ...NOTHING, ...d });
 
 type Early = 'provisioning' | 'starting';
 const isEarly = (s: InstanceStatus): s is Early => s === 'provisioning' || s === 'starting';
 
 /**
- * The one place that decides what happens to an instance. Terminal instances take nothing.
- * A draining instance keeps hearing its stop until the node reports the container gone:
- * on every Hello that still lists it, on a `running` report, on a repeated terminate and
- * when its stop is overdue.
+ * The one place that decides what happens to an instance. Terminal instances take nothing,
+ * except that a container the node still reports alive is killed (an instance failed as
+ * "node lost before ready" whose node turned out to be running it). A draining instance
+ * keeps hearing its stop until the node reports the container gone: on every Hello that
+ * still lists it, on a `running` report, on a repeated terminate and when its stop is overdue.
  */
 export function decide(status: InstanceStatus, happened: Occurrence): Decision {
-  if (TERMINAL.has(status)) return NOTHING;
+  if (TERMINAL.has(status)) {
+    const alive = (happened.kind === 'report' && ALIVE.has(happened.state)) || (happened.kind === 'hello' && happened.running);
+    return alive ? act({ kill: true }) : NOTHING;
+  }
   switch (happened.kind) {
     case 'report':
       return onReport(status, happened.state);

@@ -191,6 +191,11 @@ describe('ReplicaService', () => {
     expect(await store.replicas.get(first!.id)).toMatchObject({ status: 'lost', message: 'node n1 is unreachable' });
     expect(replicas.ready()).toEqual([]);
     expect((await store.replicas.listActive()).map((r) => r.nodeId)).toEqual(['n2']);
+
+    // Its node speaks again, still running it: its GPUs may be an instance's by now, so it is killed.
+    await replicas.onTaskState('n1', state(first!.id, 'running', { endpoint: '127.0.0.1:40001' }));
+    expect(dispatcher.stopped).toEqual([['n1', { replicaId: first!.id, timeoutMs: 0, force: true }]]);
+    expect(await store.replicas.get(first!.id)).toMatchObject({ status: 'lost' });
   });
 
   it('claims GPUs for vLLM replicas in gpu_claims and releases them when the replica ends', async () => {

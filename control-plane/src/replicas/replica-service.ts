@@ -17,6 +17,9 @@ import type { ReplicaDispatcher, StartReplicaOrder } from './replica-dispatch.js
 import type { LiveReplica, LiveReplicaDirectory, ReplicaDirectory } from './replica-directory.js';
 import type { ReplicaRecord } from './replica-record.js';
 import { countsAsRestart, nextReplicaStatus, replicaEventOf, TERMINAL_REPLICA_STATUSES, type ReplicaEvent } from './replica-status.js';
+
+/** Task states of a container that holds its GPUs (or is about to). */
+const ALIVE_STATES: ReadonlySet<string> = new Set(['pulling', 'starting', 'running', 'unhealthy', 'restarting']);
 import { reconcileReplicas, type ReconcileAction, type ReplicaNode, type Shortfall } from './reconcile.js';
 
 export interface ReplicaLogger {
@@ -202,6 +205,13 @@ export class ReplicaService implements ReplicaDirectory {
     return this.enqueue(state.task_id, async () => {
       const record = await this.store.get(state.task_id);
       if (!record || record.nodeId !== nodeId) return;
+      if (TERMINAL_REPLICA_STATUSES.has(record.status) && ALIVE_STATES.has(state.state)) {
+        // Ended here (lost with its node, and re-placed), yet its node runs it: its GPUs may
+        // be an instance's by now, so it is killed there rather than left beside a tenant.
+        this.log.warn({ replica: record.id, node: nodeId, status: record.status }, 'the node runs a replica that has ended; killing it');
+        this.dispatcher.stopReplica(nodeId, { replicaId: record.id, timeoutMs: 0, force: true });
+        return;
+      }
       await this.applyEvent(record, event, { message: state.message, endpoint: state.endpoint });
     }).then(() => undefined);
   }
