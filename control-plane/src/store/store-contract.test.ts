@@ -444,6 +444,29 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.nodes.takeRelayedCommands(['node_1', 'node_2'], 10)).toEqual([relayed('node_2', '{"command_id":"other"}', 21)]);
     });
 
+    it('claims no GPU that turned unhealthy, and none on a node no longer schedulable, since placement read them', async () => {
+      await store.nodes.createToken(token('ntk_a', 'a'));
+      await store.nodes.enroll(Buffer.from('a'), 10, node('node_1'), Buffer.from('s'));
+      const up = { nodeId: 'node_1', gpuUuid: null, gpuIndex: null, kind: 'node_up' as const, xid: null, healthy: null, message: 'up', at: 20 };
+      await store.nodes.setStatus('node_1', 'ready', up);
+      const gpu = (uuid: string, index: number) => ({ uuid, index, name: 'NVIDIA H100 80GB HBM3', memoryTotalBytes: 80e9, healthy: true, healthReason: '', sample: {}, sampledAt: 20 });
+      await store.nodes.flushTelemetry([{ nodeId: 'node_1', lastSeenAt: 20, gpus: [gpu('GPU-a', 0), gpu('GPU-b', 1), gpu('GPU-c', 2), gpu('GPU-d', 3)] }]);
+      await store.nodes.recordHealthEvent({ nodeId: 'node_1', gpuUuid: 'GPU-b', gpuIndex: 1, kind: 'xid', xid: 79, healthy: false, message: 'XID 79', at: 21 });
+      expect(await store.nodes.claimGpus('node_1', ['GPU-a', 'GPU-b'], 'rep_1', 22)).toBe(false);
+      await expect(store.instances.create(instance('inst_1', { nodeId: 'node_1', gpuUuids: ['GPU-b'] }), event('evt_1'), null)).rejects.toBeInstanceOf(GpuAlreadyClaimed);
+      await store.nodes.setFlags('node_1', { draining: true });
+      await expect(store.instances.create(instance('inst_1', { nodeId: 'node_1', gpuUuids: ['GPU-c'] }), event('evt_1'), null)).rejects.toBeInstanceOf(GpuAlreadyClaimed);
+      await store.nodes.setFlags('node_1', { draining: false, cordoned: true });
+      expect(await store.nodes.claimGpus('node_1', ['GPU-c'], 'rep_1', 23)).toBe(false);
+      await store.nodes.setFlags('node_1', { cordoned: false });
+      await store.nodes.setStatus('node_1', 'unreachable', { ...up, kind: 'node_down', at: 24 });
+      expect(await store.nodes.claimGpus('node_1', ['GPU-c'], 'rep_1', 25)).toBe(false);
+      await store.nodes.setStatus('node_1', 'ready', { ...up, at: 26 });
+      await store.instances.create(instance('inst_1', { nodeId: 'node_1', gpuUuids: ['GPU-c'] }), event('evt_1'), null);
+      expect(await store.nodes.claimGpus('node_1', ['GPU-d'], 'rep_1', 27)).toBe(true);
+      expect(await store.instances.claimedGpuUuids()).toEqual(new Set(['GPU-c', 'GPU-d']));
+    });
+
     it('claims GPUs all or nothing and releases them by owner', async () => {
       expect(await store.nodes.claimGpus('node_1', ['GPU-a', 'GPU-b'], 'inst_1', 1)).toBe(true);
       expect(await store.nodes.claimGpus('node_1', ['GPU-c', 'GPU-b'], 'inst_2', 2)).toBe(false);

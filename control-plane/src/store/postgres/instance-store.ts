@@ -31,8 +31,17 @@ export async function insertRow(db: Queryable, table: string, columns: Record<st
 /** Claims every GPU for `owner` inside the caller's transaction; throws GpuAlreadyClaimed on the first taken one. */
 export async function claimAll(client: pg.ClientBase, nodeId: string | null, uuids: readonly string[], owner: string, at: number): Promise<void> {
   for (const uuid of uuids) {
-    // gpu_claims' primary key makes a second claim of one GPU impossible, across replicas too.
-    const claimed = await run(client, 'INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [uuid, nodeId, owner, at]);
+    // gpu_claims' primary key makes a second claim of one GPU impossible, across replicas
+    // too; a GPU now unhealthy, or a node no longer schedulable, takes none (sqlite/gpu-claim.ts).
+    const claimed = await run(
+      client,
+      `INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at)
+       SELECT $1, $2, $3, $4
+       WHERE NOT EXISTS (SELECT 1 FROM node_gpus WHERE uuid = $1 AND NOT healthy)
+         AND NOT EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND (status <> 'ready' OR cordoned OR draining OR forgotten_at IS NOT NULL))
+       ON CONFLICT DO NOTHING`,
+      [uuid, nodeId, owner, at],
+    );
     if (claimed === 0) throw new GpuAlreadyClaimed(uuid);
   }
 }

@@ -1,5 +1,6 @@
 // SQLite implementation of the instance store. Placement claims, transitions and the
 // events/charges they cause are written in one transaction each.
+import { CLAIM_GPU, claimParams } from './gpu-claim.js';
 import type Database from 'better-sqlite3';
 import type { ChargeRecord, InstanceRecord, TransitionCharge } from '../../instances/instance-record.js';
 import { onDemandLine, type OnDemandState } from '../../billing/accrual.js';
@@ -117,9 +118,9 @@ export class SqliteInstanceStore implements InstanceStore {
       }
       admitOnAccount(this.db, instance.orgId, upFront);
       // gpu_claims' primary key makes a second claim of one GPU impossible, across processes too.
-      const claim = this.db.prepare('INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
+      const claim = this.db.prepare(CLAIM_GPU);
       for (const uuid of instance.gpuUuids) {
-        if (claim.run(uuid, instance.nodeId, instance.id, instance.createdAt).changes === 0) throw new GpuAlreadyClaimed(uuid);
+        if (claim.run(claimParams(uuid, instance.nodeId, instance.id, instance.createdAt)).changes === 0) throw new GpuAlreadyClaimed(uuid);
       }
       const columns = toColumns(instance);
       const names = Object.keys(columns);

@@ -1,6 +1,7 @@
 // SQLite implementation of the node registry's store part. The telemetry flush is the
 // hot path (every GPU of every node, once per flush interval): its statements are
 // prepared once and run inside one transaction.
+import { CLAIM_GPU, claimParams } from './gpu-claim.js';
 import type Database from 'better-sqlite3';
 import type { Pool } from '../../models/catalog.js';
 import type {
@@ -391,13 +392,11 @@ export class SqliteNodeStore implements NodeStore {
   }
 
   async claimGpus(nodeId: string, uuids: string[], owner: string, at: number): Promise<boolean> {
-    const insert = this.db.prepare(
-      'INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
-    );
+    const insert = this.db.prepare(CLAIM_GPU);
     const claimAll = this.db.transaction(() => {
       for (const uuid of uuids) {
         // Throwing rolls the whole claim back: all or nothing.
-        if (insert.run(uuid, nodeId, owner, at).changes === 0) throw new ClaimConflict();
+        if (insert.run(claimParams(uuid, nodeId, owner, at)).changes === 0) throw new ClaimConflict();
       }
     });
     try {

@@ -1,4 +1,5 @@
 // SQLite implementation of the replica store.
+import { CLAIM_GPU, claimParams } from './gpu-claim.js';
 import type Database from 'better-sqlite3';
 import type { ReplicaRecord } from '../../replicas/replica-record.js';
 import { TERMINAL_REPLICA_STATUSES, type ReplicaStatus } from '../../replicas/replica-status.js';
@@ -59,9 +60,9 @@ export class SqliteReplicaStore implements ReplicaStore {
   async create(replica: ReplicaRecord): Promise<void> {
     this.db.transaction(() => {
       // gpu_claims' primary key: an instance and a replica (or two replicas) never share a GPU.
-      const claim = this.db.prepare('INSERT INTO gpu_claims (gpu_uuid, node_id, owner, claimed_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
+      const claim = this.db.prepare(CLAIM_GPU);
       for (const uuid of replica.gpuUuids) {
-        if (claim.run(uuid, replica.nodeId, replica.id, replica.createdAt).changes === 0) throw new GpuAlreadyClaimed(uuid);
+        if (claim.run(claimParams(uuid, replica.nodeId, replica.id, replica.createdAt)).changes === 0) throw new GpuAlreadyClaimed(uuid);
       }
       const columns = toColumns(replica);
       const names = Object.keys(columns);
