@@ -247,6 +247,23 @@ describe('key changes reach every replica', () => {
   });
 });
 
+describe('instances', () => {
+  it('creates placed at the same moment through two replicas all get GPUs while GPUs are free, none of them shared', async () => {
+    const [one, two] = replicas;
+    const nodes = [await addReadyNode({ app: one!.app, store: one!.store, clock } as never), await addReadyNode({ app: one!.app, store: one!.store, clock } as never)];
+    await one!.app.services.orgs.update(org.id, { gpuQuota: 64 });
+    const creates = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => call(i % 2 ? two! : one!, 'POST', '/v1/instances', admin, { sku: 'h100-80gb', gpus: 1, pool: 'na' })),
+    );
+    // They all chose the same free GPUs at first; only one claim of a GPU wins, and the others place again.
+    expect(creates.map((c) => c.status)).toEqual(Array.from({ length: 12 }, () => 201));
+    const held = new Set((await one!.store.instances.claimedGpuUuids()));
+    expect(held.size).toBe(12);
+    expect(nodes.flatMap((n) => n.gpuUuids).filter((u) => held.has(u))).toHaveLength(12);
+    for (const c of creates) await call(one!, 'POST', `/v1/instances/${c.body.id}/terminate`, admin, { force: true });
+  });
+});
+
 describe('replica directory', () => {
   it('a model server marked running through replica 2 is routable from replicas 1 and 3', async () => {
     const { nodeId, gpuUuids } = await addReadyNode({ app: replicas[1]!.app, store: replicas[1]!.store, clock } as never, { gpus: 1 });

@@ -4,6 +4,7 @@
 // terminate, expiry, a node lost or forgotten) is decided by lifecycle.ts `decide`; this
 // service only carries it out. Status changes are persisted with their
 // `instance.lifecycle` event and their charge or refund in one transaction.
+import { randomInt } from 'node:crypto';
 import { ApiError, newId, type Clock } from '@svc/shared';
 import { billedUntil } from '../billing/billing-end.js';
 import { accrualBoundaries, finalSeconds, secondsRun } from '../billing/accrual.js';
@@ -25,7 +26,8 @@ export const INSTANCE_LIFECYCLE_EVENT = 'instance.lifecycle';
 export const MAX_CREATE_HOURS = 168;
 export const MAX_TOTAL_HOURS = 720;
 /** Two creates racing for one GPU: the loser places again with fresh claims. */
-const PLACEMENT_ATTEMPTS = 5;
+/** Placements tried when concurrent creates took the chosen GPUs first (each retry reads the claims again). */
+const PLACEMENT_ATTEMPTS = 8;
 /** How long past its grace a stop may go unconfirmed before the sweep sends it again. */
 export const STOP_CONFIRM_MS = 30_000;
 
@@ -129,7 +131,9 @@ export class InstanceService {
     for (let attempt = 1; ; attempt++) {
       const claimed = await this.store.claimedGpuUuids();
       const nodes = (await this.inventory.nodes()).map((n) => ({ ...n, gpus: n.gpus.map((g) => ({ ...g, claimed: g.claimed || claimed.has(g.uuid) })) }));
-      const placement = place(nodes, { gpuModel: sku.gpu_model, gpuCount: input.gpus, pools: input.pool ? [input.pool] : sold });
+      // A retry lost its GPUs to a create placed at the same moment: another turn of the node's free GPUs.
+      const turn = attempt === 1 ? 0 : randomInt(1 << 16);
+      const placement = place(nodes, { gpuModel: sku.gpu_model, gpuCount: input.gpus, pools: input.pool ? [input.pool] : sold }, turn);
       if (!placement.ok) throw new ApiError('no_capacity', `${placement.reason}; try another pool or fewer GPUs`);
 
       const now = this.clock.now();

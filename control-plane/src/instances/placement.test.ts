@@ -53,6 +53,16 @@ describe('place', () => {
     const result = place([node('n', 'na', 2, { unhealthy: 1 })], { gpuModel: H100, gpuCount: 2, pools: ['na'] });
     expect(result).toEqual({ ok: true, nodeId: 'n', pool: 'na', gpuUuids: ['GPU-n-1', 'GPU-n-2'] });
   });
+
+  it.each<[number, string[]]>([
+    [0, ['GPU-n-0', 'GPU-n-1']],
+    [1, ['GPU-n-1', 'GPU-n-2']],
+    [3, ['GPU-n-3', 'GPU-n-0']],
+    [6, ['GPU-n-2', 'GPU-n-3']],
+  ])('a retry takes turn %d of the same node\'s free GPUs', (turn, expected) => {
+    const result = place([node('n', 'na', 4), node('m', 'na', 8)], { gpuModel: H100, gpuCount: 2, pools: ['na'] }, turn);
+    expect(result).toEqual({ ok: true, nodeId: 'n', pool: 'na', gpuUuids: expected });
+  });
 });
 
 describe('freeCapacity', () => {

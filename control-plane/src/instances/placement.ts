@@ -34,7 +34,12 @@ function freeGpus(node: CandidateNode, model: string): CandidateGpu[] {
   return node.gpus.filter((g) => g.model === model && g.healthy && !g.claimed);
 }
 
-export function place(nodes: readonly CandidateNode[], request: PlacementRequest): Placement {
+/**
+ * `turn` rotates which of the chosen node's free GPUs are taken (0: the lowest UUIDs).
+ * Requests placed at the same moment all pick the same node and, at turn 0, the same GPUs;
+ * only one claim of a GPU can win, so a retry after losing one takes another turn.
+ */
+export function place(nodes: readonly CandidateNode[], request: PlacementRequest, turn = 0): Placement {
   for (const pool of request.pools) {
     const fits = nodes
       .filter((n) => n.pool === pool && n.schedulable)
@@ -44,7 +49,9 @@ export function place(nodes: readonly CandidateNode[], request: PlacementRequest
       .sort((a, b) => a.free.length - b.free.length || (a.node.id < b.node.id ? -1 : 1));
     const best = fits[0];
     if (best) {
-      const gpus = [...best.free].sort((a, b) => (a.uuid < b.uuid ? -1 : 1)).slice(0, request.gpuCount);
+      const sorted = [...best.free].sort((a, b) => (a.uuid < b.uuid ? -1 : 1));
+      const start = turn % sorted.length;
+      const gpus = [...sorted.slice(start), ...sorted.slice(0, start)].slice(0, request.gpuCount);
       return { ok: true, nodeId: best.node.id, pool, gpuUuids: gpus.map((g) => g.uuid) };
     }
   }
