@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { applyKernelSettings, CORE_PATTERN, kernelSettingsFor, SHARED_TABLES, type KernelSetting } from './kernel-settings.js';
+import { applyKernelSettings, CORE_PATTERN, kernelSettingsFor, OOM_REPORTS, SHARED_TABLES, type KernelSetting } from './kernel-settings.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kernel-settings-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -67,8 +67,16 @@ describe('applyKernelSettings', () => {
   });
 
   it('leaves the core pattern to the host when SVC_CONTAINER_CORE_DUMPS=false', () => {
-    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual([...SHARED_NAMES, 'kernel.io_uring_disabled', 'kernel.core_pattern']);
-    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual([...SHARED_NAMES, 'kernel.io_uring_disabled']);
+    expect(kernelSettingsFor({ containerCoreDumps: true }).map((s) => s.name)).toEqual([...SHARED_NAMES, 'kernel.io_uring_disabled', 'vm.oom_dump_tasks', 'kernel.core_pattern']);
+    expect(kernelSettingsFor({ containerCoreDumps: false }).map((s) => s.name)).toEqual([...SHARED_NAMES, 'kernel.io_uring_disabled', 'vm.oom_dump_tasks']);
+  });
+
+  it("turns off the out-of-memory report's list of every process, on this host too", async () => {
+    const [outcome] = await applyKernelSettings([OOM_REPORTS]);
+    expect(outcome).not.toHaveProperty('error');
+    expect(readFileSync(OOM_REPORTS.path, 'utf8').trim()).toBe('0');
+    expect(OOM_REPORTS.wanted('1')).toBe('0');
+    expect(OOM_REPORTS.wanted('0')).toBeNull();
   });
 
   it("leaves this host's shared tables and per-user counts at least at their targets", async () => {

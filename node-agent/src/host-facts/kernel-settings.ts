@@ -99,6 +99,22 @@ export const IO_URING: KernelSetting = {
     "io_uring stays open to containers (kernel.io_uring_disabled needs Linux 6.6): one tenant can take the per-user budget of memory it pins, and every other container's io_uring, a model server's too, fails with ENOMEM",
 };
 
+/**
+ * The kernel's out-of-memory report lists every process of the cgroup that ran out
+ * (vm.oom_dump_tasks=1, the default): a tenant holding thousands of idle processes and
+ * allocating past its limit in a loop wrote 38,277 records (4.9 MB) in 12 s to the host's
+ * kernel log, overwriting what the host logged and costing journald CPU and disk outside
+ * any limit. Off, each kill is a few lines; the agent reports the kill from the container
+ * (Docker's OOMKilled).
+ */
+export const OOM_REPORTS: KernelSetting = {
+  name: 'vm.oom_dump_tasks',
+  path: '/proc/sys/vm/oom_dump_tasks',
+  wanted: (current) => (current === '0' ? null : '0'),
+  changedMessage: "out-of-memory reports no longer list every process of the container: a tenant looping out of memory with thousands of processes had flooded the host's kernel log",
+  failedMessage: "out-of-memory reports list every process of the container: a tenant looping out of memory can flood the host's kernel log",
+};
+
 /** Whether the kernel hands a crashing process's dump to a handler on the host (a pipe or a socket) rather than to a file the process writes itself. */
 export function dumpsGoToTheHost(corePattern: string): boolean {
   return corePattern.startsWith('|') || corePattern.startsWith('@');
@@ -123,7 +139,7 @@ export async function corePatternGoesToTheHost(): Promise<boolean> {
 
 /** What the agent sets at start, under its configuration. */
 export function kernelSettingsFor(options: { containerCoreDumps: boolean }): KernelSetting[] {
-  return options.containerCoreDumps ? [...SHARED_TABLES, IO_URING, CORE_PATTERN] : [...SHARED_TABLES, IO_URING];
+  return options.containerCoreDumps ? [...SHARED_TABLES, IO_URING, OOM_REPORTS, CORE_PATTERN] : [...SHARED_TABLES, IO_URING, OOM_REPORTS];
 }
 
 export type KernelSettingOutcome = { setting: KernelSetting } & (
