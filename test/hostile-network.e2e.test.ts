@@ -360,6 +360,14 @@ describe('as a hostile tenant', () => {
     const r = await execFileAsync('docker', ['exec', sealed.containerId, 'sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${PUBLIC_ADDRESS} 80 2>&1; true`]);
     expect(r.stdout).toMatch(REFUSED);
     expect(r.stdout).not.toContain(outside.body);
+    // Nor through Docker's embedded DNS, which forwards what it does not know to the host's
+    // resolvers (a resolver on the host's loopback it queries from the host's namespace,
+    // past every rule on the instance's bridge): refused before it, so not even the name
+    // it answers itself (the container's own, on its network) comes back.
+    const name = (await docker.getContainer(sealed.containerId).inspect()).Name.replace(/^\//, '');
+    const dns = await execFileAsync('docker', ['exec', sealed.containerId, 'sh', '-c', `nslookup ${name} 127.0.0.11 2>&1; true`]);
+    expect(dns.stdout).not.toMatch(/^Name:/m);
+    expect(dns.stdout).toMatch(/refused|can't resolve|timed out|no servers/i);
   }, 60_000);
 
   it("A printing without pause reaches the host's Docker log at the agent's limit, through a limiter it cannot go around", async () => {

@@ -24,7 +24,7 @@ import { commandBehindLimiter, envValue, lookUpProgram, type StatResult } from '
 import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js';
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
-import { dnsLimitRules } from './task-dns-limit.js';
+import { dnsLimitRules, embeddedDnsRefusal } from './task-dns-limit.js';
 import { registryListed, registryOf, registryRefusal, type RegistryPolicy } from './image-registry.js';
 import { cameFromRepository, withDefaultTag } from './image-reference.js';
 import { imageConfigProblem, type ImageConfig } from './image-config-check.js';
@@ -612,7 +612,7 @@ export class DockerRuntime implements TaskRuntime {
 
   /** The filter table of a started instance's namespace: its DNS cap, and nothing to its subnet but its gateway. */
   private instanceFilterRules(started: Docker.ContainerInspectInfo): string[] {
-    const rules = this.dnsQueriesPerSecond > 0 ? dnsLimitRules(this.dnsQueriesPerSecond) : [];
+    const rules = this.instanceOutbound === 'none' ? embeddedDnsRefusal() : this.dnsQueriesPerSecond > 0 ? dnsLimitRules(this.dnsQueriesPerSecond) : [];
     const network = ownNetworkOf(started);
     return network ? [...rules, ...ownSubnetRules(network)] : rules;
   }

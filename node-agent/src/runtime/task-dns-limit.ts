@@ -15,6 +15,18 @@ export const EMBEDDED_DNS = '127.0.0.11';
 const TCP_BYTES_PER_QUERY = 64;
 
 /**
+ * Rules that refuse the embedded DNS outright, for an instance with no way out
+ * (SVC_INSTANCE_OUTBOUND=none). Docker's embedded DNS forwards every name it does not know
+ * to the host's resolvers, and a resolver on the host's loopback (dnsmasq, unbound, a
+ * node-local cache) it queries from the host's own namespace, past every rule that holds
+ * the instance's bridge: a two-way DNS tunnel out of an instance promised none. Alone on
+ * its network, the instance has no name to look up but its own, which /etc/hosts holds.
+ */
+export function embeddedDnsRefusal(): string[] {
+  return [`-A OUTPUT -d ${EMBEDDED_DNS}/32 -p udp -j REJECT`, `-A OUTPUT -d ${EMBEDDED_DNS}/32 -p tcp -j REJECT --reject-with tcp-reset`];
+}
+
+/**
  * Rules for the OUTPUT chain of the container's filter table, dropping what goes to the
  * embedded DNS past `queriesPerSecond`, with a burst of twice that. UDP is counted in
  * packets (one query each). TCP, which can carry many queries a segment, in bytes.
