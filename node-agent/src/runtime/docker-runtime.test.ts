@@ -696,6 +696,21 @@ describe('isolation and limits', () => {
     await runtime.destroyTask(h.containerId, { force: true });
   }, 60_000);
 
+  it("tracks none of an instance's own flows in its namespace but the embedded DNS's: the connection table's memory is charged to nobody", async () => {
+    const h = await runtime.startTask(task());
+    const pid = (await docker.getContainer(h.containerId).inspect()).State.Pid;
+    const fill = readFileSync(await buildStaticProgram('conntrack-fill'));
+    expect((await ContainerProcess.run(docker, h.containerId, ['sh', '-c', 'cat > /tmp/conntrack-fill && chmod +x /tmp/conntrack-fill'], { stdin: fill })).code).toBe(0);
+    const filled = await ContainerProcess.run(docker, h.containerId, ['/tmp/conntrack-fill', '20000']);
+    expect(filled.stdout.trim()).toBe('sent 20000');
+    const count = async () => Number((await promisify(execFile)('nsenter', [`--target=${pid}`, '--net', '--', 'cat', '/proc/sys/net/netfilter/nf_conntrack_count'])).stdout.trim());
+    expect(await count()).toBeLessThan(100);
+    // The embedded DNS still answers (its replies are translated back by tracked flows).
+    const name = (await docker.getContainer(h.containerId).inspect()).Name.replace(/^\//, '');
+    expect(await execIn(docker, h.containerId, ['sh', '-c', `nslookup ${name} 127.0.0.11 2>&1`])).toMatch(/^Name:/m);
+    await runtime.destroyTask(h.containerId, { force: true });
+  }, 60_000);
+
   it("throttles an instance's reads and writes on the disk holding Docker's data to its share, in bytes and in operations; a replica is not throttled", async () => {
     const disk = await diskUnder(((await docker.info()) as { DockerRootDir: string }).DockerRootDir);
     expect(disk, 'the disk under Docker\'s data root').toBeDefined();

@@ -1,12 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { dnsLimitRules } from './task-dns-limit.js';
-import { namespaceFilter } from './task-namespace-filter.js';
+import { namespaceFilter, UNTRACKED } from './task-namespace-filter.js';
 import { ownSubnetRules } from './task-own-subnet.js';
 
 describe('namespaceFilter', () => {
   it('replaces the whole filter table of the namespace, so a retried start comes out the same', () => {
     const rules = [...dnsLimitRules(100), ...ownSubnetRules({ address: '172.28.0.2', prefixLength: 16, gateway: '172.28.0.1' })];
-    expect(namespaceFilter(rules)).toBe(['*filter', ':INPUT ACCEPT [0:0]', ':FORWARD ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ...rules, 'COMMIT', ''].join('\n'));
+    expect(namespaceFilter(rules)).toBe(
+      ['*raw', ':PREROUTING ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ...UNTRACKED, 'COMMIT', '*filter', ':INPUT ACCEPT [0:0]', ':FORWARD ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ...rules, 'COMMIT', ''].join('\n'),
+    );
   });
 });
 
