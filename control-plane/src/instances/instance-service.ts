@@ -307,7 +307,7 @@ export class InstanceService {
     for (const record of await this.store.listActive()) {
       if (record.expiresAt === null || record.expiresAt > now) continue;
       if (record.status === 'draining' && record.stop && !stopOverdue(record.stop, now, this.options.terminationGraceMs, STOP_CONFIRM_MS)) continue;
-      const after = await this.happen(record.id, null, { kind: 'expire' }, {});
+      const after = await this.happen(record.id, null, { kind: 'expire' }, { reason: 'the reservation ended before the instance was ready (refunded)' });
       if (record.status !== 'draining' && after?.status === 'draining') expired++;
     }
     return expired;

@@ -67,6 +67,9 @@ describe('what happens to an instance (decide)', () => {
     ['draining', { kind: 'terminate', force: false }, d({ stop: 'resend' })],
     ['draining', { kind: 'terminate', force: true }, d({ stop: 'force' })],
     ['ready', { kind: 'expire' }, d({ event: 'terminate', stop: 'graceful' })],
+    // Ended before it was ever ready: failed (refunded), its pull stopped.
+    ['provisioning', { kind: 'expire' }, d({ event: 'fail', kill: true })],
+    ['starting', { kind: 'expire' }, d({ event: 'fail', kill: true })],
     // Expiry covers draining.
     ['draining', { kind: 'expire' }, d({ stop: 'resend' })],
     ['starting', { kind: 'node_lost' }, d({ event: 'fail' })],

@@ -83,9 +83,10 @@ export interface Decision {
   /** Refresh the SSH/Jupyter endpoints the node reported. */
   access: boolean;
   /**
-   * The instance ended here (failed, terminated) yet its node reports its container alive:
-   * kill it there at once, nothing recorded. Its GPUs are free again for others, so a
-   * container left running would share them with the next tenant.
+   * Kill the container on its node at once, nothing recorded: the instance ended here
+   * (failed, terminated) yet its node reports its container alive, or it fails now while
+   * its container is still being made. Its GPUs are free again for others, so a container
+   * left running would share them with the next tenant.
    */
   kill: boolean;
 }
@@ -127,6 +128,9 @@ export function decide(status: InstanceStatus, happened: Occurrence): Decision {
       if (status === 'draining') return act({ stop: happened.force ? 'force' : 'resend' });
       return act({ event: 'terminate', stop: happened.force ? 'force' : 'graceful' });
     case 'expire':
+      // A reservation that ends before it was ever ready (its image still pulling) gave its
+      // owner nothing: it fails, refunded as any failed provision, and the pull is stopped.
+      if (isEarly(status)) return act({ event: 'fail', kill: true });
       return status === 'draining' ? act({ stop: 'resend' }) : act({ event: 'terminate', stop: 'graceful' });
     case 'node_lost':
       // Ready instances wait for the node (or an operator's forget): billing follows the stop.
