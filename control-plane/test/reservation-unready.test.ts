@@ -18,8 +18,8 @@ describe.each(STORE_ENGINES)('on %s', (engine) => {
     key = await cp.key({ scopes: ['compute:write', 'compute:read', 'billing:read'] });
     await addReadyNode(cp, { pool: 'eu', gpus: 8 });
     cp.app.services.taskDispatcher.attach((_nodeId, command) => {
-      if (command.start_task) sent.push({ kind: 'start', taskId: command.start_task.task_id });
-      if (command.stop_task) sent.push({ kind: 'stop', taskId: command.stop_task.task_id, force: command.stop_task.force });
+      if (command.start_task) sent.push({ kind: 'start', taskId: command.start_task.task_id ?? '' });
+      if (command.stop_task) sent.push({ kind: 'stop', taskId: command.stop_task.task_id ?? '', force: command.stop_task.force });
       return true;
     });
   });

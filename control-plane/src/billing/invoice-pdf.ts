@@ -81,6 +81,7 @@ export function renderInvoicePdf(invoice: PdfInvoice, parties: { issuer: string;
     ['Subtotal', invoice.subtotalNanos, false],
     ['Credits', invoice.creditsNanos, false],
     ['Total', invoice.totalNanos, true],
+    ...(invoice.creditAppliedNanos ? ([['Credit from earlier invoices', -invoice.creditAppliedNanos, false]] as Array<[string, number, boolean]>) : []),
   ];
   for (const [label, nanos, bold] of totals) {
     doc.font(bold ? 'Helvetica-Bold' : 'Helvetica').text(label, amountX - 120, y, { width: 110 });

@@ -3,7 +3,7 @@
 // replica; the store keeps one invoice per org and month, so it never doubles.
 import { newId, type Clock } from '@svc/shared';
 import type { LedgerStore, StoredInvoice } from '../store/ledger-store.js';
-import { draftInvoice, invoiceNumber, type InvoiceDraft } from './invoice.js';
+import { creditCarriedIn, draftInvoice, invoiceNumber, type InvoiceDraft } from './invoice.js';
 import { rollup, type Dimension } from './ledger.js';
 import type { BillingPeriod } from './periods.js';
 
@@ -21,7 +21,8 @@ export class InvoiceService {
     await this.flushUsage();
     const range = { from: period.start, to: period.end };
     const rows = rollup(await this.ledger.hourly(orgId, range, GROUPS), GROUPS, 'month');
-    return draftInvoice(orgId, period, rows, await this.ledger.credits(orgId, range));
+    const earlier = (await this.ledger.listInvoices(orgId)).filter((i) => i.periodEnd <= period.start).sort((a, b) => a.periodStart - b.periodStart);
+    return draftInvoice(orgId, period, rows, await this.ledger.credits(orgId, range), creditCarriedIn(earlier.map((i) => i.totalNanos)));
   }
 
   /** Finalizes every org's invoice of `period` (a month that has ended); returns those newly finalized. */

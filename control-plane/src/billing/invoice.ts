@@ -29,7 +29,11 @@ export interface InvoiceDraft {
   /** Credits applied (negative or zero). */
   creditsNanos: number;
   totalNanos: number;
-  /** What the customer owes, in cents, rounded half up from the exact total; never below zero. */
+  /** Credit left over from earlier invoices (their totals below zero), applied to this one first; absent on invoices finalized before it was carried. */
+  creditAppliedNanos?: number;
+  /** Credit this invoice leaves for the next: what was carried in and not used, and this total below zero. */
+  creditCarriedForwardNanos?: number;
+  /** What the customer owes, in cents, rounded half up from the exact total less the credit carried in; never below zero. */
   amountDueCents: number;
 }
 
@@ -57,10 +61,24 @@ export function nanosToCents(nanos: number): number {
 }
 
 /**
- * `rows`: the month rolled up by `kind`, `sku` and `model` (one bucket). `credits`: the
- * month's credit lines. Items are ordered as a customer reads them.
+ * The credit an org carries into a month from its earlier invoices' totals, oldest first:
+ * a month whose total is below zero (a prepaid grant, an SLA credit larger than the bill)
+ * leaves the rest for the next, and a month with charges uses what is carried first. Before,
+ * each invoice stopped at zero and the rest was never applied: a prepaid org that used $100
+ * of a $1,000 grant in each of two months was asked $100 for the second.
  */
-export function draftInvoice(orgId: string, period: BillingPeriod, rows: readonly RollupRow[], credits: readonly CreditLine[]): InvoiceDraft {
+export function creditCarriedIn(earlierTotalsNanos: readonly number[]): number {
+  let carried = 0;
+  for (const total of earlierTotalsNanos) carried = Math.max(0, carried - total);
+  return carried;
+}
+
+/**
+ * `rows`: the month rolled up by `kind`, `sku` and `model` (one bucket). `credits`: the
+ * month's credit lines; `carriedInNanos`: creditCarriedIn of the org's earlier invoices.
+ * Items are ordered as a customer reads them.
+ */
+export function draftInvoice(orgId: string, period: BillingPeriod, rows: readonly RollupRow[], credits: readonly CreditLine[], carriedInNanos = 0): InvoiceDraft {
   const compute: InvoiceItem[] = [];
   const inference: InvoiceItem[] = [];
   for (const row of rows) {
@@ -89,6 +107,7 @@ export function draftInvoice(orgId: string, period: BillingPeriod, rows: readonl
   const subtotalNanos = [...compute, ...inference].reduce((s, i) => s + i.amountNanos, 0);
   const creditsNanos = creditItems.reduce((s, i) => s + i.amountNanos, 0);
   const totalNanos = subtotalNanos + creditsNanos;
+  const creditAppliedNanos = Math.min(carriedInNanos, Math.max(0, totalNanos));
   return {
     orgId,
     period: period.id,
@@ -98,7 +117,9 @@ export function draftInvoice(orgId: string, period: BillingPeriod, rows: readonl
     subtotalNanos,
     creditsNanos,
     totalNanos,
-    amountDueCents: Math.max(0, nanosToCents(totalNanos)),
+    creditAppliedNanos,
+    creditCarriedForwardNanos: Math.max(0, carriedInNanos - totalNanos),
+    amountDueCents: Math.max(0, nanosToCents(totalNanos - creditAppliedNanos)),
   };
 }
 

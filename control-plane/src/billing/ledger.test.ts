@@ -282,6 +282,8 @@ describe.each(STORE_ENGINES)('ledger and rollups on %s', (engine: StoreEngine) =
           const invoices = new InvoiceService(store.ledger, clock);
           let invoiced = 0;
           let sequence = 0;
+          let carried = 0;
+          let due = 0;
           for (const period of [OCT, NOV, DEC, JAN].map(billingPeriod)) {
             clock.set(period.end + 10_000);
             const finalized = await invoices.finalize(period);
@@ -299,7 +301,13 @@ describe.each(STORE_ENGINES)('ledger and rollups on %s', (engine: StoreEngine) =
             expect(final.subtotalNanos + final.creditsNanos).toBe(final.totalNanos);
             expect(final.items.filter((i) => i.section !== 'credits').reduce((sum, i) => sum + i.amountNanos, 0)).toBe(final.subtotalNanos);
             expect(final.items.filter((i) => i.section === 'credits').reduce((sum, i) => sum + i.amountNanos, 0)).toBe(final.creditsNanos);
-            expect(final.amountDueCents).toBe(Math.max(0, nanosToCents(final.totalNanos)));
+            // Credit left by earlier months (their totals below zero) is used first; the rest goes on.
+            const applied = Math.min(carried, Math.max(0, final.totalNanos));
+            expect(final.creditAppliedNanos).toBe(applied);
+            expect(final.amountDueCents).toBe(Math.max(0, nanosToCents(final.totalNanos - applied)));
+            carried = Math.max(0, carried - final.totalNanos);
+            expect(final.creditCarriedForwardNanos).toBe(carried);
+            due += Math.max(0, final.totalNanos - applied);
             // Stored as returned, and never finalized twice.
             expect(await store.ledger.getInvoice(orgId, final.id)).toEqual(final);
             expect(await invoices.finalize(period)).toEqual([]);
@@ -307,6 +315,8 @@ describe.each(STORE_ENGINES)('ledger and rollups on %s', (engine: StoreEngine) =
           }
           expect((await store.ledger.listInvoices(orgId)).length).toBe(sequence);
           expect(invoiced).toBe(ledgerTotal);
+          // What every invoice asked, before rounding, is the ledger plus the credit still carried.
+          expect(due).toBe(ledgerTotal + carried);
           finalizedInvoices += sequence;
         },
       ),
