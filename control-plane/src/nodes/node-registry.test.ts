@@ -131,4 +131,46 @@ describe('NodeRegistry on replicas sharing one store', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('a holder that heard its node throughout, but could not write for a while, brings it back once it can; the other replica can mark it again later', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-registry-'));
+    const store = openSqliteStore(dir);
+    const clock = new ManualClock(1_000_000);
+    const timing = resolveNodeTiming({ reportIntervalMs: 1000, nodeDeadlineMs: 3000, telemetryFlushMs: 0 });
+    const log = createLogger('silent', 'test');
+    const holder = new NodeRegistry(store.nodes, clock, timing, log);
+    const other = new NodeRegistry(store.nodes, clock, timing, log);
+    try {
+      const enrollment = new EnrollmentService(store.nodes, clock, 3600);
+      const node = (await enrollment.enroll({ token: (await enrollment.createToken({ pool: 'na' })).value, hostname: 'h', pool: 'na', protocolVersion: 1 })).node;
+      await holder.sessionStarted(node, { hostname: 'h', agentVersion: 't', protocolVersion: 1 });
+      await other.load();
+      other.start();
+      // The holder hears the node every second but writes nothing (its database is away).
+      for (let i = 0; i < 4; i++) {
+        clock.advance(1000);
+        holder.seen(node.id);
+      }
+      expect(await other.sweep()).toEqual([node.id]);
+      expect((await store.nodes.getNode(node.id))?.status).toBe('unreachable');
+      // The database is back: the holder writes, and squares its view with the store's.
+      clock.advance(1000);
+      holder.seen(node.id);
+      await holder.flush();
+      clock.advance(3001 - 1000);
+      holder.seen(node.id);
+      expect(await holder.sweep()).toEqual([]);
+      expect((await store.nodes.getNode(node.id))?.status).toBe('ready');
+      expect((await store.nodes.listHealthEvents(node.id, 10)).map((e) => e.kind).slice(0, 2)).toEqual(['node_up', 'node_down']);
+      // The holder goes for good: the other replica, which had it unreachable, marks it again.
+      clock.advance(3001);
+      expect(await other.sweep()).toEqual([]); // it learns from the store that the node is ready again
+      clock.advance(3001);
+      expect(await other.sweep()).toEqual([node.id]);
+    } finally {
+      await other.stop();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -37,6 +37,8 @@ interface LiveNode {
   lastSeenAt: number;
   /** Something changed since the last flush. */
   dirty: boolean;
+  /** When this process last heard the node on a session it holds; undefined: held elsewhere (or nowhere). */
+  heardAt?: number;
   gpus: Map<string, LiveGpu>;
   /** The GPU set as stored, sorted and joined; a different set prunes vanished GPUs. */
   storedGpuSet: string;
@@ -159,7 +161,9 @@ export class NodeRegistry {
   async sessionStarted(node: NodeRecord, facts: SessionFacts): Promise<void> {
     const now = this.clock.now();
     const existing = this.live.get(node.id);
-    const previous = existing?.status ?? node.status;
+    // The store's word counts when it says the node was down: another replica may have
+    // marked it while this one still had it as ready.
+    const previous = node.status !== 'ready' ? node.status : (existing?.status ?? node.status);
     const status = nextNodeStatus(previous, 'session_started');
     const event: HealthEventRecord | null =
       previous === 'ready'
@@ -182,6 +186,7 @@ export class NodeRegistry {
     const entry = existing ?? this.liveNode(node, now, await this.store.listGpus(node.id));
     entry.status = status;
     entry.lastSeenAt = now;
+    entry.heardAt = now;
     this.live.set(node.id, entry);
   }
 
@@ -195,6 +200,7 @@ export class NodeRegistry {
     const node = this.live.get(nodeId);
     if (!node) return;
     node.lastSeenAt = this.clock.now();
+    node.heardAt = node.lastSeenAt;
     node.dirty = true;
     if (node.status === 'unreachable') {
       node.status = nextNodeStatus(node.status, 'message_received');
@@ -276,6 +282,7 @@ export class NodeRegistry {
     for (const node of stored.values()) {
       if (!this.live.has(node.id) && node.status === 'ready') this.live.set(node.id, this.liveNode(node, node.lastSeenAt ?? now, []));
     }
+    await this.settleWithStore(stored, now);
     const overdue: LiveNode[] = [];
     for (const node of overdueInMemory) {
       const verdict = storeVerdict(node.lastSeenAt, stored.get(node.id), now, this.timing.deadlineMs, this.watchingSince);
@@ -294,6 +301,29 @@ export class NodeRegistry {
       this.onUnreachable?.(node.id);
     }
     return overdue.map((n) => n.id);
+  }
+
+  /**
+   * Squares this process's view of each node with the store's. A node whose stream this
+   * process holds and hears, yet which the store has unreachable (another replica marked
+   * it while this one could not write its last-seen, a database outage past the deadline),
+   * is ready again, with node_up: nobody else would ever bring it back, and the node stayed
+   * unschedulable until its agent happened to reconnect. A node held elsewhere takes the
+   * store's status, so that this process can mark it again should it go silent later.
+   */
+  private async settleWithStore(stored: ReadonlyMap<string, NodeRecord>, now: number): Promise<void> {
+    for (const node of this.live.values()) {
+      const record = stored.get(node.id);
+      if (!record || record.forgottenAt) continue;
+      const heardHere = node.heardAt !== undefined && now - node.heardAt <= this.timing.deadlineMs;
+      if (heardHere && node.status === 'ready' && record.status === 'unreachable') {
+        await this.persistStatus(node.id, 'ready', 'node_up', 'heard from the node throughout; its last contact could not be written for a while');
+        this.log.info({ node: node.id }, 'node ready again: this replica heard it while another marked it unreachable');
+      } else if (!heardHere && record.status !== node.status && record.status !== 'enrolled') {
+        node.status = record.status;
+        if (record.lastSeenAt !== null) node.lastSeenAt = Math.max(node.lastSeenAt, record.lastSeenAt);
+      }
+    }
   }
 
   private persistStatus(nodeId: string, status: NodeStatus, kind: HealthEventKind, message: string): Promise<void> {
