@@ -1072,6 +1072,11 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
         ['inst_c', NOV + 10, null, false, false],
       ]);
       expect((await store.ledger.slaInstances({ from: NOV + 25, to: DEC })).map((i) => i.id).sort()).toEqual(['inst_b', 'inst_c']);
+      // A reservation its provider ended in November was still owed its December hours: measured in December too.
+      await store.instances.create(instance('inst_e', { createdAt: NOV, expiresAt: DEC + 5 * 86_400_000 }), event('evt_inst_e'), null);
+      await move('inst_e', 'provisioning', 'ready', NOV + 10, { readyAt: NOV + 10 });
+      await move('inst_e', 'ready', 'failed', NOV + 20, { terminatedAt: NOV + 20, failureReason: 'node lost' });
+      expect((await store.ledger.slaInstances({ from: DEC, to: DEC + 31 * 86_400_000 })).map((i) => i.id).sort()).toEqual(['inst_c', 'inst_e']);
       expect(await store.ledger.slaInstances({ instanceId: 'inst_d' })).toEqual([
         { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, billedSeconds: 0, endedWithoutDrain: false, terminatedByOperator: false },
       ]);

@@ -148,7 +148,7 @@ export class PgLedgerStore implements LedgerStore {
     const [where, params]: [string, unknown[]] =
       'instanceId' in range
         ? ['i.id = $1', [range.instanceId]]
-        : ['i.ready_at IS NOT NULL AND i.ready_at < $2 AND (i.terminated_at IS NULL OR i.terminated_at >= $1)', [range.from, range.to]];
+        : ["i.ready_at IS NOT NULL AND i.ready_at < $2 AND (i.terminated_at IS NULL OR i.terminated_at >= $1 OR (i.mode = 'reserved' AND i.expires_at > $1))", [range.from, range.to]];
     const rows = await all(
       this.pool,
       `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,

@@ -198,7 +198,7 @@ export class SqliteLedgerStore implements LedgerStore {
   }
 
   async slaInstances(range: { from: number; to: number } | { instanceId: string }): Promise<SlaInstance[]> {
-    const where = 'instanceId' in range ? 'i.id = @instanceId' : 'i.ready_at IS NOT NULL AND i.ready_at < @to AND (i.terminated_at IS NULL OR i.terminated_at >= @from)';
+    const where = 'instanceId' in range ? 'i.id = @instanceId' : "i.ready_at IS NOT NULL AND i.ready_at < @to AND (i.terminated_at IS NULL OR i.terminated_at >= @from OR (i.mode = 'reserved' AND i.expires_at > @from))";
     const rows = this.db
       .prepare(
         `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
