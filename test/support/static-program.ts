@@ -17,6 +17,7 @@ const PROGRAMS = {
   'io-uring-hog': 'a tenant pinning memory through io_uring, which the kernel counts per user',
   'rt-signal-hog': 'a tenant queueing real-time signals and message queues, which the kernel counts per user',
   'conntrack-fill': "a tenant starting flows in its own namespace, each an entry of the kernel's connection table",
+  pause: 'the only program of an image without a shell',
 } as const;
 
 export function buildStaticProgram(name: keyof typeof PROGRAMS): Promise<string> {

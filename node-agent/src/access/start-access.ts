@@ -26,7 +26,7 @@ type AccessConfig = Pick<
   | 'dataDir' | 'sshPort' | 'jupyterPort' | 'jupyterPortCount' | 'publicHost' | 'accessBindHost' | 'jupyterPublicUrl' | 'jupyterStartTimeoutMs'
   | 'sshMaxChannelsPerConnection' | 'sshMaxConnectionsPerInstance' | 'sshMaxConnectionsPerSource' | 'sshMaxPendingHandshakes'
   | 'sshHandshakeTimeoutMs' | 'sshMaxAuthTries' | 'sshPenalties' | 'sshMaxEnvVars' | 'sshMaxEnvBytes' | 'sshMaxPtyDimension' | 'sshNodeMbps' | 'sshEngineCallsPerSecond'
-  | 'sftpStageLimitBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps' | 'jupyterRequestsPerSecond' | 'jupyterPenalties' | 'hostFirewall'
+  | 'sftpStageLimitBytes' | 'sftpStageBudgetBytes' | 'sftpReorderWindowBytes' | 'jupyterMaxConnections' | 'jupyterMaxConnectionsPerSource' | 'jupyterNodeMbps' | 'jupyterRequestsPerSecond' | 'jupyterPenalties' | 'hostFirewall'
 >;
 
 /** The SSH gateway's bounds, from the settings. */
@@ -44,7 +44,7 @@ export function sshLimitsOf(config: AccessConfig): SshLimits {
     maxEnvVars: config.sshMaxEnvVars,
     maxEnvBytes: config.sshMaxEnvBytes,
     maxPtyDimension: config.sshMaxPtyDimension,
-    sftp: { stageLimitBytes: config.sftpStageLimitBytes, reorderWindowBytes: config.sftpReorderWindowBytes },
+    sftp: { stageLimitBytes: config.sftpStageLimitBytes, stageBudgetBytes: config.sftpStageBudgetBytes, reorderWindowBytes: config.sftpReorderWindowBytes },
   };
 }
 

@@ -474,6 +474,12 @@ export const agentSettings = {
     67_108_864,
     'Largest file SFTP writes stage on the node, only for images without /bin/sh (others stream into the container).',
   ),
+  sftpStageBudgetBytes: setting(
+    'SVC_SFTP_STAGE_BUDGET_BYTES',
+    Type.Integer({ minimum: 0 }),
+    268_435_456,
+    'Bytes all SFTP uploads of one instance may hold staged on the node at once, across its sessions (images without /bin/sh only).',
+  ),
   sftpReorderWindowBytes: setting(
     'SVC_SFTP_REORDER_WINDOW_BYTES',
     Type.Integer({ minimum: 0, maximum: 268_435_456 }),

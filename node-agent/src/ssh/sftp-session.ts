@@ -22,6 +22,7 @@ import type { EngineCallKind } from '../access/instance-pacer.js';
 import { ContainerFs, FsError, type FileStat, type LockHold } from '../access/container-fs.js';
 import { isDirectory, modeString } from '../access/file-modes.js';
 import { WriteOrder } from './write-order.js';
+import type { StageBudget } from '../access/stage-budget.js';
 
 const { OPEN_MODE, STATUS_CODE } = ssh2.utils.sftp;
 /** Entries per READDIR answer, as OpenSSH's sftp-server sends them. */
@@ -45,6 +46,8 @@ export const MAX_HANDLES = 64;
 export interface SftpLimits {
   /** Largest file staged on the node for an image without /bin/sh. */
   stageLimitBytes: number;
+  /** What all of one instance's uploads may hold in staging at once (stage-budget.ts). */
+  stageBudgetBytes: number;
   /** How far ahead of the upload's position writes may arrive and wait. */
   reorderWindowBytes: number;
 }
@@ -78,6 +81,8 @@ interface WriteHandleState {
 /** Images without /bin/sh: the file is staged on the node (bounded) and put whole at close. */
 interface StageHandleState {
   kind: 'stage';
+  /** Bytes of the instance's staging budget this file holds (its largest size so far). */
+  reserved: number;
   path: string;
   staged: FileHandle;
   stagedPath: string;
@@ -146,6 +151,8 @@ export class SftpSession {
     private readonly pace: (kind: EngineCallKind) => Promise<void> = async () => undefined,
     /** Tracks engine streams that lock the container, so stopping the instance ends them. */
     holdEngine?: LockHold,
+    /** The instance's budget of staged bytes, shared by all its sessions; absent: none beyond the per-file limit. */
+    private readonly stageBudget?: StageBudget,
   ) {
     this.fs = new ContainerFs(docker, entry.containerId, pace, holdEngine);
     sftp.on('OPEN', (id, filename, flags, attrs) => this.answer(id, () => this.open(id, filename, flags, attrs)));
@@ -308,21 +315,51 @@ export class SftpSession {
   private async openStaged(id: number, path: string, existing: FileStat | undefined, how: { truncate: boolean; append: boolean; mode: number }): Promise<void> {
     const keep = existing !== undefined && !how.truncate;
     if (keep && existing!.size > this.limits.stageLimitBytes) throw this.stageLimitError(path);
-    const stagedPath = join(await this.stagingDir(), randomBytes(8).toString('hex'));
-    if (keep) {
-      const sink = createWriteStream(stagedPath, { mode: 0o600 });
-      const flushed = once(sink, 'close');
-      try {
-        await this.fs.readFile(path, sink);
-        await flushed;
-      } catch (err) {
-        sink.destroy();
-        throw err;
-      }
+    const reserved = keep ? existing!.size : 0;
+    if (!this.takeStaging(reserved)) throw this.stageBudgetError(path);
+    let stagedPath: string;
+    try {
+      stagedPath = join(await this.stagingDir(), randomBytes(8).toString('hex'));
+    } catch (err) {
+      this.stageBudget?.give(reserved);
+      throw err;
     }
-    const staged = await open(stagedPath, keep ? 'r+' : 'w+', 0o600);
-    const state: StageHandleState = { kind: 'stage', path, staged, stagedPath, writable: true, append: how.append, dirty: !keep, mode: how.mode };
+    let staged: FileHandle;
+    try {
+      if (keep) {
+        const sink = createWriteStream(stagedPath, { mode: 0o600 });
+        const flushed = once(sink, 'close');
+        try {
+          await this.fs.readFile(path, sink);
+          await flushed;
+        } catch (err) {
+          sink.destroy();
+          throw err;
+        }
+      }
+      staged = await open(stagedPath, keep ? 'r+' : 'w+', 0o600);
+    } catch (err) {
+      this.stageBudget?.give(reserved);
+      await rm(stagedPath, { force: true });
+      throw err;
+    }
+    const state: StageHandleState = { kind: 'stage', path, staged, stagedPath, reserved, writable: true, append: how.append, dirty: !keep, mode: how.mode };
     this.sftp.handle(id, this.newHandle(state));
+  }
+
+  private takeStaging(bytes: number): boolean {
+    return bytes === 0 || !this.stageBudget || this.stageBudget.take(bytes);
+  }
+
+  /** Grows what `state` holds of the budget to `size`, when it is more than it holds. */
+  private reserveStaged(state: StageHandleState, size: number): void {
+    if (size <= state.reserved) return;
+    if (!this.takeStaging(size - state.reserved)) throw this.stageBudgetError(state.path);
+    state.reserved = size;
+  }
+
+  private stageBudgetError(path: string): FsError {
+    return new FsError('EUNSUPPORTED', `${path}: this instance's uploads already hold the ${this.stageBudget!.limitBytes} bytes they may stage on the node at once (its image has no /bin/sh to stream them through); close some and retry`);
   }
 
   private stageLimitError(path: string): FsError {
@@ -373,6 +410,7 @@ export class SftpSession {
     if (state.kind === 'stage') {
       const position = state.append ? (await state.staged.stat()).size : offset;
       if (position + data.length > this.limits.stageLimitBytes) throw this.stageLimitError(state.path);
+      this.reserveStaged(state, position + data.length);
       await state.staged.write(data, 0, data.length, position);
       state.dirty = true;
       return this.ok(id);
@@ -456,6 +494,7 @@ export class SftpSession {
     if (attrs.mtime !== undefined) state.mtime = attrs.mtime;
     if (attrs.size !== undefined) {
       if (attrs.size > this.limits.stageLimitBytes) throw this.stageLimitError(state.path);
+      this.reserveStaged(state, attrs.size);
       await state.staged.truncate(attrs.size);
     }
     state.dirty = true;
@@ -495,6 +534,7 @@ export class SftpSession {
     } finally {
       await state.staged.close();
       await rm(state.stagedPath, { force: true });
+      this.stageBudget?.give(state.reserved);
     }
     this.ok(id);
   }
@@ -520,7 +560,10 @@ export class SftpSession {
   /** The channel is gone: stop every stream, remove staged files. What was written stays, as with sshd. */
   private async cleanUp(): Promise<void> {
     for (const state of this.handles.values()) {
-      if (state.kind === 'stage') await state.staged.close().catch(() => undefined);
+      if (state.kind === 'stage') {
+        await state.staged.close().catch(() => undefined);
+        this.stageBudget?.give(state.reserved);
+      }
       if (state.kind === 'read') {
         clearTimeout(state.idle);
         await state.reader?.close().catch(() => undefined);
