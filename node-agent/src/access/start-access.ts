@@ -12,6 +12,12 @@ import { KernelDropList } from './kernel-drop.js';
 import { JupyterPortMemory } from '../jupyter/port-memory.js';
 import { loadOrCreateHostKey } from '../ssh/host-key.js';
 import { SshGateway, type SshLimits } from '../ssh/ssh-gateway.js';
+
+/**
+ * About what all of one instance's SFTP directory listings held open may take of the
+ * agent's memory (instance-budget.ts): ten of the largest listings a session reads.
+ */
+export const LISTING_BUDGET_BYTES = 256 * 1024 * 1024;
 import { AccessRegistry } from './access-registry.js';
 import { InstanceAccessService } from './instance-access.js';
 
@@ -44,7 +50,7 @@ export function sshLimitsOf(config: AccessConfig): SshLimits {
     maxEnvVars: config.sshMaxEnvVars,
     maxEnvBytes: config.sshMaxEnvBytes,
     maxPtyDimension: config.sshMaxPtyDimension,
-    sftp: { stageLimitBytes: config.sftpStageLimitBytes, stageBudgetBytes: config.sftpStageBudgetBytes, reorderWindowBytes: config.sftpReorderWindowBytes },
+    sftp: { stageLimitBytes: config.sftpStageLimitBytes, stageBudgetBytes: config.sftpStageBudgetBytes, listingBudgetBytes: LISTING_BUDGET_BYTES, reorderWindowBytes: config.sftpReorderWindowBytes },
   };
 }
 

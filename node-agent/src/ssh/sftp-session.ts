@@ -22,7 +22,7 @@ import type { EngineCallKind } from '../access/instance-pacer.js';
 import { ContainerFs, FsError, type FileStat, type LockHold } from '../access/container-fs.js';
 import { isDirectory, modeString } from '../access/file-modes.js';
 import { WriteOrder } from './write-order.js';
-import type { StageBudget } from '../access/stage-budget.js';
+import type { InstanceBudget } from '../access/instance-budget.js';
 
 const { OPEN_MODE, STATUS_CODE } = ssh2.utils.sftp;
 /** Entries per READDIR answer, as OpenSSH's sftp-server sends them. */
@@ -46,8 +46,10 @@ export const MAX_HANDLES = 64;
 export interface SftpLimits {
   /** Largest file staged on the node for an image without /bin/sh. */
   stageLimitBytes: number;
-  /** What all of one instance's uploads may hold in staging at once (stage-budget.ts). */
+  /** What all of one instance's uploads may hold in staging at once (instance-budget.ts). */
   stageBudgetBytes: number;
+  /** What all of one instance's directory listings held open may take of the agent's memory, about (instance-budget.ts). */
+  listingBudgetBytes: number;
   /** How far ahead of the upload's position writes may arrive and wait. */
   reorderWindowBytes: number;
 }
@@ -97,7 +99,20 @@ interface StageHandleState {
 interface DirHandleState {
   kind: 'dir';
   entries: FileEntry[];
+  /** What the listing holds of the instance's listing budget, about its size in memory. */
+  held: number;
 }
+
+/** What an instance's SFTP sessions hold on the node, each against a budget of its own. */
+export interface SessionBudgets {
+  /** Bytes staged on the node's disk (uploads to images without /bin/sh). */
+  staged: InstanceBudget;
+  /** Bytes, about, of directory listings held in the agent's memory. */
+  listings: InstanceBudget;
+}
+
+/** About what an entry of a listing held open costs the agent's memory. */
+const listedBytes = (entry: FileEntry): number => 2 * (entry.filename.length + entry.longname.length) + 160;
 
 type HandleState = ReadHandleState | WriteHandleState | StageHandleState | DirHandleState;
 
@@ -151,8 +166,8 @@ export class SftpSession {
     private readonly pace: (kind: EngineCallKind) => Promise<void> = async () => undefined,
     /** Tracks engine streams that lock the container, so stopping the instance ends them. */
     holdEngine?: LockHold,
-    /** The instance's budget of staged bytes, shared by all its sessions; absent: none beyond the per-file limit. */
-    private readonly stageBudget?: StageBudget,
+    /** The instance's budgets (instance-budget.ts), shared by all its sessions; absent: none beyond each file's and listing's own limit. */
+    private readonly budgets?: SessionBudgets,
   ) {
     this.fs = new ContainerFs(docker, entry.containerId, pace, holdEngine);
     sftp.on('OPEN', (id, filename, flags, attrs) => this.answer(id, () => this.open(id, filename, flags, attrs)));
@@ -321,7 +336,7 @@ export class SftpSession {
     try {
       stagedPath = join(await this.stagingDir(), randomBytes(8).toString('hex'));
     } catch (err) {
-      this.stageBudget?.give(reserved);
+      this.budgets?.staged.give(reserved);
       throw err;
     }
     let staged: FileHandle;
@@ -339,7 +354,7 @@ export class SftpSession {
       }
       staged = await open(stagedPath, keep ? 'r+' : 'w+', 0o600);
     } catch (err) {
-      this.stageBudget?.give(reserved);
+      this.budgets?.staged.give(reserved);
       await rm(stagedPath, { force: true });
       throw err;
     }
@@ -348,7 +363,7 @@ export class SftpSession {
   }
 
   private takeStaging(bytes: number): boolean {
-    return bytes === 0 || !this.stageBudget || this.stageBudget.take(bytes);
+    return bytes === 0 || !this.budgets || this.budgets.staged.take(bytes);
   }
 
   /** Grows what `state` holds of the budget to `size`, when it is more than it holds. */
@@ -359,7 +374,7 @@ export class SftpSession {
   }
 
   private stageBudgetError(path: string): FsError {
-    return new FsError('EUNSUPPORTED', `${path}: this instance's uploads already hold the ${this.stageBudget!.limitBytes} bytes they may stage on the node at once (its image has no /bin/sh to stream them through); close some and retry`);
+    return new FsError('EUNSUPPORTED', `${path}: this instance's uploads already hold the ${this.budgets!.staged.limit} bytes they may stage on the node at once (its image has no /bin/sh to stream them through); close some and retry`);
   }
 
   private stageLimitError(path: string): FsError {
@@ -514,7 +529,10 @@ export class SftpSession {
   private async close(id: number, handle: Buffer): Promise<void> {
     const state = this.handleOf(handle);
     this.handles.delete(handle.toString('hex'));
-    if (state.kind === 'dir') return this.ok(id);
+    if (state.kind === 'dir') {
+      this.budgets?.listings.give(state.held);
+      return this.ok(id);
+    }
     if (state.kind === 'read') {
       clearTimeout(state.idle);
       await state.reader?.close();
@@ -534,14 +552,24 @@ export class SftpSession {
     } finally {
       await state.staged.close();
       await rm(state.stagedPath, { force: true });
-      this.stageBudget?.give(state.reserved);
+      this.budgets?.staged.give(state.reserved);
     }
     this.ok(id);
   }
 
   private async opendir(id: number, path: string): Promise<void> {
     const entries = await this.fs.readDir(this.resolve(path), this.paced);
-    this.sftp.handle(id, this.newHandle({ kind: 'dir', entries: entries.map((e) => ({ filename: e.name, longname: longName(e), attrs: attrsOf(e) })) }));
+    const listed = entries.map((e) => ({ filename: e.name, longname: longName(e), attrs: attrsOf(e) }));
+    const held = listed.reduce((sum, e) => sum + listedBytes(e), 0);
+    if (this.budgets && !this.budgets.listings.take(held)) {
+      throw new FsError('EUNSUPPORTED', `${path}: this instance's SFTP sessions already hold the directory listings they may keep open at once (${this.budgets.listings.limit} bytes); close some and retry`);
+    }
+    try {
+      this.sftp.handle(id, this.newHandle({ kind: 'dir', entries: listed, held }));
+    } catch (err) {
+      this.budgets?.listings.give(held);
+      throw err;
+    }
   }
 
   private readdir(id: number, handle: Buffer): void {
@@ -562,13 +590,14 @@ export class SftpSession {
     for (const state of this.handles.values()) {
       if (state.kind === 'stage') {
         await state.staged.close().catch(() => undefined);
-        this.stageBudget?.give(state.reserved);
+        this.budgets?.staged.give(state.reserved);
       }
       if (state.kind === 'read') {
         clearTimeout(state.idle);
         await state.reader?.close().catch(() => undefined);
       }
       if (state.kind === 'write') state.writer?.abort();
+      if (state.kind === 'dir') this.budgets?.listings.give(state.held);
     }
     this.handles.clear();
     if (this.staging) await rm(await this.staging, { recursive: true, force: true });

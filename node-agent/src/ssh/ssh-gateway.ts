@@ -11,7 +11,7 @@
 // and a connection holds a bounded number of channels. Once logged in, a connection shares
 // its instance's bandwidth with the instance's other connections (throttled-socket.ts), and
 // the instances logged in share the node's SSH budget equally.
-import { StageBudgets } from '../access/stage-budget.js';
+import { InstanceBudgets } from '../access/instance-budget.js';
 import { connect, createServer, type Server as NetServer, type Socket } from 'node:net';
 import { listenOn } from '../access/listen.js';
 import type Docker from 'dockerode';
@@ -101,15 +101,17 @@ export class SshGateway {
   private readonly tickets = new Map<string, { ticket: ConnectionTicket; ending: ConnectionEnding }>();
   private readonly penalties: SourcePenalties<SshPenaltyKind> | undefined;
   private readonly connections = new Set<Connection>();
-  /** What each instance's SFTP uploads hold staged on the node, across its sessions. */
-  private readonly stageBudgets: StageBudgets;
+  /** What each instance's SFTP sessions hold on the node (staged uploads, listings), across its sessions. */
+  private readonly stageBudgets: InstanceBudgets;
+  private readonly listingBudgets: InstanceBudgets;
   private readonly sockets = new Set<Socket>();
   private readonly budget: LinkBudget;
   private listeningPort = 0;
   private readonly refusals: RefusalLog;
 
   constructor(private readonly options: SshGatewayOptions) {
-    this.stageBudgets = new StageBudgets(options.limits.sftp.stageBudgetBytes);
+    this.stageBudgets = new InstanceBudgets(options.limits.sftp.stageBudgetBytes);
+    this.listingBudgets = new InstanceBudgets(options.limits.sftp.listingBudgetBytes);
     this.server = new Server(
       {
         hostKeys: [options.hostKey.privateKey],
@@ -343,7 +345,7 @@ export class SshGateway {
           pace: (kind) => this.pace(instance.instanceId, kind),
           connectionOpen: () => connectionOpen,
           holdEngine: (close) => registry.holdEngine(instance.instanceId, close),
-          stageBudget: this.stageBudgets.for(instance.instanceId),
+          budgets: { staged: this.stageBudgets.for(instance.instanceId), listings: this.listingBudgets.for(instance.instanceId) },
         });
         sessions.add(handle);
         session.once('close', () => sessions.delete(handle));

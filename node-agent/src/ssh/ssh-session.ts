@@ -9,7 +9,7 @@ import type { Logger } from '@svc/shared';
 import type { Throttle } from '../access/throttled-socket.js';
 import type { AccessEntry } from '../access/access-registry.js';
 import type { LockHold } from '../access/container-fs.js';
-import type { StageBudget } from '../access/stage-budget.js';
+import type { SessionBudgets } from './sftp-session.js';
 import { ContainerProcess } from '../access/container-process.js';
 import type { EngineCallKind } from '../access/instance-pacer.js';
 import { SftpSession, type SftpLimits } from './sftp-session.js';
@@ -43,8 +43,8 @@ export interface SessionContext {
   connectionOpen(): boolean;
   /** Tracks an engine stream that locks the container (AccessRegistry.holdEngine). */
   holdEngine: LockHold;
-  /** The instance's budget of bytes staged on the node, shared by its sessions. */
-  stageBudget?: StageBudget;
+  /** The instance's budgets of what its SFTP sessions hold on the node, shared by its sessions. */
+  budgets?: SessionBudgets;
 }
 
 /** Handles to what a session runs, so the connection can end it when the instance goes. */
@@ -192,7 +192,7 @@ export function handleSession(session: Session, ctx: SessionContext): SessionHan
   session.on('sftp', (accept, reject) => {
     const sftp = start(accept, reject);
     if (!sftp) return;
-    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell, ctx.throttle, ctx.pace, ctx.holdEngine, ctx.stageBudget);
+    new SftpSession(sftp, ctx.docker, ctx.entry, ctx.log, ctx.limits.sftp, ctx.hasShell, ctx.throttle, ctx.pace, ctx.holdEngine, ctx.budgets);
   });
 
   return {

@@ -1,8 +1,9 @@
-// SFTP uploads into an image without /bin/sh, against a real container: each file is
-// staged on the node and put into the container whole at close, and what all of one
-// instance's uploads hold staged at once is bounded (SVC_SFTP_STAGE_BUDGET_BYTES). Before,
-// only each file was: 10 connections x 32 sessions x 64 open files of 64 MiB could hold
-// 1.3 TB of the host's disk, charged to no instance.
+// What one instance's SFTP sessions may hold on the node at once, against a real container
+// of an image without /bin/sh: uploads staged on the node's disk (each file is put into the
+// container whole at close; SVC_SFTP_STAGE_BUDGET_BYTES for all of them), and directory
+// listings held open in the agent's memory. Before, only each file and each listing was
+// bounded: 10 connections x 32 sessions x 64 handles could hold 1.3 TB of the host's disk,
+// or far more listings than the agent has memory.
 import { readFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import Docker from 'dockerode';
@@ -31,21 +32,25 @@ async function buildNoShellImage(): Promise<void> {
   pack.entry({ name: 'pause', mode: 0o755 }, readFileSync(await buildStaticProgram('pause')));
   pack.entry({ name: 'root', type: 'directory', mode: 0o700 });
   pack.entry({ name: 'tmp', type: 'directory', mode: 0o1777 });
+  pack.entry({ name: 'many', type: 'directory', mode: 0o755 });
+  for (let i = 0; i < 300; i++) pack.entry({ name: `many/file-${i}`, mode: 0o644 }, '');
   pack.finalize();
-  const imported = await docker.importImage(Readable.from(pack as unknown as AsyncIterable<Buffer>) as unknown as NodeJS.ReadableStream, { repo: 'svc-test/no-shell', tag: '1' } as never);
+  // dockerode answers with a promise when given no callback; its typings say void.
+  const importing = docker.importImage(Readable.from(pack as unknown as AsyncIterable<Buffer>) as unknown as NodeJS.ReadableStream, { repo: 'svc-test/no-shell', tag: '1' } as never) as unknown;
+  const imported = await (importing as Promise<NodeJS.ReadableStream>);
   await new Promise((resolve, reject) => docker.modem.followProgress(imported, (err: Error | null) => (err ? reject(err) : resolve(undefined))));
 }
 
 beforeAll(async () => {
   if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
   await buildNoShellImage();
-  container = await docker.createContainer({ Image: IMAGE, Cmd: ['/pause'], Labels: { 'svc.test': 'sftp-staging' } });
+  container = await docker.createContainer({ Image: IMAGE, Cmd: ['/pause'], Labels: { 'svc.test': 'sftp-budgets' } });
   await container.start();
   const defaults = sshLimitsOf(loadAgentConfig({}));
   ({ gateway, port, user } = await startTestGateway({
     instance: { instanceId: INSTANCE, containerId: container.id },
     docker,
-    limits: { sftp: { ...defaults.sftp, stageLimitBytes: 1024 * KIB, stageBudgetBytes: 2048 * KIB } },
+    limits: { sftp: { ...defaults.sftp, stageLimitBytes: 1024 * KIB, stageBudgetBytes: 2048 * KIB, listingBudgetBytes: 150 * KIB } },
   }));
 }, 60_000);
 
@@ -77,6 +82,26 @@ describe('SFTP uploads staged on the node (an image without /bin/sh)', () => {
       await close(b);
       await close(c);
       expect((await stat('/root/c')).size).toBe(data.length);
+    } finally {
+      client.end();
+    }
+  }, 60_000);
+
+  it('hold at most the instance\'s budget of listings open at once; a closed listing gives its part back', async () => {
+    const client = new ssh2.Client();
+    await new Promise<void>((resolve, reject) => client.on('ready', () => resolve()).on('error', reject).connect({ host: '127.0.0.1', port, username: INSTANCE, privateKey: user.privateKey }));
+    try {
+      const sftp = await new Promise<ssh2.SFTPWrapper>((resolve, reject) => client.sftp((err, s) => (err ? reject(err) : resolve(s))));
+      const opendir = (path: string) => new Promise<Buffer>((resolve, reject) => sftp.opendir(path, (err, h) => (err ? reject(err) : resolve(h))));
+      const readdir = (handle: Buffer) => new Promise<number>((resolve, reject) => sftp.readdir(handle, (err, list) => (err ? reject(err) : resolve(list.length))));
+      const close = (handle: Buffer) => new Promise<void>((resolve, reject) => sftp.close(handle, (err) => (err ? reject(err) : resolve())));
+      // 300 entries hold about 90 KiB: one fits the budget of 150 KiB, two do not.
+      const first = await opendir('/many');
+      expect(await readdir(first)).toBeGreaterThan(0);
+      await expect(opendir('/many')).rejects.toThrow(/close some/);
+      await close(first);
+      const again = await opendir('/many');
+      await close(again);
     } finally {
       client.end();
     }
