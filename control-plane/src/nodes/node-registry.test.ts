@@ -87,17 +87,22 @@ describe('NodeRegistry after a control-plane restart', () => {
   });
 });
 
+/** Two replicas' registries on one store (a deadline of 3 s): the one holding the node's stream, and another. */
+function twoReplicas() {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-registry-'));
+  const store = openSqliteStore(dir);
+  const clock = new ManualClock(1_000_000);
+  const timing = resolveNodeTiming({ reportIntervalMs: 1000, nodeDeadlineMs: 3000, telemetryFlushMs: 0 });
+  const log = createLogger('silent', 'test');
+  const holder = new NodeRegistry(store.nodes, clock, timing, log);
+  const other = new NodeRegistry(store.nodes, clock, timing, log);
+  return { dir, store, clock, holder, other, enrollment: new EnrollmentService(store.nodes, clock, 3600) };
+}
+
 describe('NodeRegistry on replicas sharing one store', () => {
   it('a replica that does not hold the stream never marks a node its holder hears, and marks it once the holder stops flushing', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-registry-'));
-    const store = openSqliteStore(dir);
-    const clock = new ManualClock(1_000_000);
-    const timing = resolveNodeTiming({ reportIntervalMs: 1000, nodeDeadlineMs: 3000, telemetryFlushMs: 0 });
-    const log = createLogger('silent', 'test');
-    const holder = new NodeRegistry(store.nodes, clock, timing, log);
-    const other = new NodeRegistry(store.nodes, clock, timing, log);
+    const { dir, store, clock, holder, other, enrollment } = twoReplicas();
     try {
-      const enrollment = new EnrollmentService(store.nodes, clock, 3600);
       const enroll = async (hostname: string) =>
         (await enrollment.enroll({ token: (await enrollment.createToken({ pool: 'na' })).value, hostname, pool: 'na', protocolVersion: 1 })).node;
       const early = await enroll('early');
@@ -133,15 +138,8 @@ describe('NodeRegistry on replicas sharing one store', () => {
   });
 
   it('a holder that heard its node throughout, but could not write for a while, brings it back once it can; the other replica can mark it again later', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-registry-'));
-    const store = openSqliteStore(dir);
-    const clock = new ManualClock(1_000_000);
-    const timing = resolveNodeTiming({ reportIntervalMs: 1000, nodeDeadlineMs: 3000, telemetryFlushMs: 0 });
-    const log = createLogger('silent', 'test');
-    const holder = new NodeRegistry(store.nodes, clock, timing, log);
-    const other = new NodeRegistry(store.nodes, clock, timing, log);
+    const { dir, store, clock, holder, other, enrollment } = twoReplicas();
     try {
-      const enrollment = new EnrollmentService(store.nodes, clock, 3600);
       const node = (await enrollment.enroll({ token: (await enrollment.createToken({ pool: 'na' })).value, hostname: 'h', pool: 'na', protocolVersion: 1 })).node;
       await holder.sessionStarted(node, { hostname: 'h', agentVersion: 't', protocolVersion: 1 });
       await other.load();
