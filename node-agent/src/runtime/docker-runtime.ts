@@ -26,7 +26,8 @@ import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { dnsLimitRules, embeddedDnsRefusal } from './task-dns-limit.js';
 import { registryListed, registryOf, registryRefusal, type RegistryPolicy } from './image-registry.js';
-import { cameFromRepository, withDefaultTag } from './image-reference.js';
+import { namesOfOtherRepositories, withDefaultTag } from './image-reference.js';
+import { DockerAnswerTooLarge, dockerJson } from './docker-json.js';
 import { imageConfigProblem, type ImageConfig } from './image-config-check.js';
 import { imageIdProblem } from '@svc/shared/image-id';
 import { filterNamespace } from './task-namespace-filter.js';
@@ -54,6 +55,12 @@ import {
   type TaskState,
   type TaskStatus,
 } from './runtime.js';
+
+/**
+ * The most of an instance's image description the agent reads (docker-json.ts): configs
+ * are a few KiB; one of 600 MB of labels had made the agent exit.
+ */
+export const MAX_IMAGE_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /** A coarse shape check; the control plane validates references fully before ordering a task. */
 const IMAGE_REFERENCE_SHAPE = /^[A-Za-z0-9][A-Za-z0-9._:/@+\-\[\]]{0,511}$/;
@@ -166,14 +173,14 @@ export class DockerRuntime implements TaskRuntime {
     const host = await this.host();
     const present = await this.ensureImage(spec, onProgress);
     this.imageUsed?.(spec.image);
-    if (spec.kind === 'instance') await this.checkImageConfig(spec.image, present);
+    if (spec.kind === 'instance') this.checkImageConfig(present!);
     await this.ensureNetwork(spec);
     const { networkMbps, memoryBytes } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind, spec.gpuUuids.length);
     let container: Docker.Container;
     try {
       if (networkMbps > 0) await this.shapeBridge(spec, networkMbps);
       if (spec.kind === 'instance' && host.pts) await this.mountPts(spec, host.pts);
-      container = await this.createContainer(spec, host);
+      container = await this.createContainer(spec, host, present);
     } catch (err) {
       // reconcile sweeps them otherwise
       await this.removeNetwork(spec).catch(() => undefined);
@@ -422,24 +429,64 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   /**
-   * Pulls only when the image is missing: a present tag is used as is (no "always pull"),
-   * for an instance only when it came from the repository the instance names. Any other
-   * image under that name (the provider's, tagged or loaded on the node) is pulled over
-   * from that repository, or the instance fails as the pull does.
+   * A replica's image is pulled only when missing. An instance's is always pulled (what
+   * Kubernetes calls Always), however it got on the node, and then read with a bound
+   * (instanceImage): a present copy proves nothing about what the instance may have. One
+   * the operator pulled with credentials ran for a tenant who had none, and Docker 20.10
+   * skips a pull whose image config is already on the node, recording the tenant's
+   * repository as where it came from: a registry serving a manifest that names the ID of
+   * the provider's own image got the tenant that image, its layers never asked for.
    */
   private async ensureImage(spec: TaskSpec, onProgress?: ProgressListener): Promise<Docker.ImageInspectInfo | undefined> {
     const { image } = spec;
+    if (spec.kind === 'instance') {
+      await this.pull(spec, onProgress);
+      return this.instanceImage(image);
+    }
     try {
       const present = await this.docker.getImage(image).inspect();
-      if (spec.kind !== 'instance' || cameFromRepository(present.RepoDigests, image)) {
-        onProgress?.({ image, fraction: 1, status: 'Image is present' });
-        return present;
-      }
+      onProgress?.({ image, fraction: 1, status: 'Image is present' });
+      return present;
     } catch (err) {
       if (!isNotFound(err)) throw engineError(`inspect image ${image}`, err);
     }
     await this.pull(spec, onProgress);
     return undefined;
+  }
+
+  /**
+   * An instance's image as pulled, read with a bound (docker-json.ts), and refused when it
+   * is bigger than that or when the node holds its content under another repository's name
+   * as well (the provider's image, or one pulled with credentials, reached through a
+   * manifest that names its ID): the instance's name is taken off it again.
+   */
+  private async instanceImage(ref: string): Promise<Docker.ImageInspectInfo> {
+    let answer: { status: number; body: Docker.ImageInspectInfo | undefined };
+    try {
+      answer = await dockerJson<Docker.ImageInspectInfo>(this.docker, `/images/${ref}/json`, MAX_IMAGE_ANSWER_BYTES);
+    } catch (err) {
+      if (!(err instanceof DockerAnswerTooLarge)) throw engineError(`inspect image ${ref}`, err);
+      await this.untag(ref);
+      throw new RuntimeError('create_failed', `the image's configuration is larger than ${formatBytes(MAX_IMAGE_ANSWER_BYTES)}, more than this node reads`, false);
+    }
+    if (answer.status === 404 || !answer.body) throw new RuntimeError('pull_failed', `image ${ref} is not on the node after its pull`, true);
+    if (answer.status >= 300) throw engineError(`inspect image ${ref}`, new Error(`HTTP ${answer.status}`));
+    const foreign = namesOfOtherRepositories(answer.body, ref);
+    if (foreign > 0) {
+      await this.untag(ref);
+      throw new RuntimeError(
+        'pull_failed',
+        `the content of ${ref} is on this node under another repository's name, and the node does not give it to an instance under a new one; pull it from the repository it came from`,
+        false,
+      );
+    }
+    return answer.body;
+  }
+
+  /** Takes `ref` off its image (the image goes too when that was its only name); a failure only leaves the name. */
+  private async untag(ref: string): Promise<void> {
+    // Left on failure: the instance fails anyway, and its next start is refused the same way.
+    await this.docker.getImage(ref).remove({ noprune: true }).catch(() => undefined);
   }
 
   /** A replica's pull from a registry of the node's own opens it to dockerd for as long as it runs (image-registry.ts). */
@@ -513,18 +560,21 @@ export class DockerRuntime implements TaskRuntime {
     onProgress(tracker.complete(lastStatus));
   }
 
-  private async createContainer(spec: TaskSpec, host: HostCapabilities, retried = false): Promise<Docker.Container> {
+  /** `inspected`: the instance's image as instanceImage read it (its config already checked). */
+  private async createContainer(spec: TaskSpec, host: HostCapabilities, inspected?: Docker.ImageInspectInfo, retried = false): Promise<Docker.Container> {
     try {
-      const image = spec.kind === 'instance' && host.logLimit ? await this.imageCommand(spec.image) : undefined;
+      const image = spec.kind === 'instance' && host.logLimit ? await this.imageCommand(spec.image, inspected) : undefined;
       return await this.docker.createContainer(buildContainerSpec(spec, host, image));
     } catch (err) {
       if (retried) throw taskFailed('create_failed', `create ${containerName(spec)}`, err);
       // The name is taken: a retried start, or a leftover of an earlier attempt.
-      if (dockerStatus(err) === 409) return this.adoptOrReplace(spec, host, err);
-      // The image vanished between our check and the create (someone removed it): once more.
+      if (dockerStatus(err) === 409) return this.adoptOrReplace(spec, host, inspected, err);
+      // The image vanished between our check and the create (someone removed it): once more,
+      // and what arrives is read and checked again (the registry may serve another config).
       if (isNotFound(err)) {
-        await this.pull(spec);
-        return this.createContainer(spec, host, true);
+        const again = await this.ensureImage(spec);
+        if (spec.kind === 'instance') this.checkImageConfig(again!);
+        return this.createContainer(spec, host, again, true);
       }
       throw taskFailed('create_failed', `create ${containerName(spec)}`, err);
     }
@@ -552,24 +602,17 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   /** An instance's image whose config would have Docker act for it on the host is refused before a container is made (image-config-check.ts). */
-  private async checkImageConfig(ref: string, inspected?: Docker.ImageInspectInfo): Promise<void> {
-    let config: ImageConfig;
-    try {
-      // What the presence check read, or, after a pull, what arrived.
-      config = (inspected ?? (await this.docker.getImage(ref).inspect())).Config;
-    } catch (err) {
-      throw engineError(`inspect image ${ref}`, err);
-    }
-    const problem = imageConfigProblem(config);
+  private checkImageConfig(inspected: Docker.ImageInspectInfo): void {
+    const problem = imageConfigProblem(inspected.Config as ImageConfig);
     if (problem) throw new RuntimeError('create_failed', problem, false);
   }
 
-  private async imageCommand(ref: string): Promise<ImageCommand> {
-    const { Config } = await this.docker.getImage(ref).inspect();
+  private async imageCommand(ref: string, inspected?: Docker.ImageInspectInfo): Promise<ImageCommand> {
+    const { Config } = inspected ?? (await this.docker.getImage(ref).inspect());
     return { entrypoint: asArgs(Config.Entrypoint), cmd: asArgs(Config.Cmd) };
   }
 
-  private async adoptOrReplace(spec: TaskSpec, host: HostCapabilities, conflict: unknown): Promise<Docker.Container> {
+  private async adoptOrReplace(spec: TaskSpec, host: HostCapabilities, inspected: Docker.ImageInspectInfo | undefined, conflict: unknown): Promise<Docker.Container> {
     const name = containerName(spec);
     const existing = await this.inspectTask(name);
     if (existing.nodeId !== this.nodeId || existing.taskId !== spec.taskId) {
@@ -578,7 +621,7 @@ export class DockerRuntime implements TaskRuntime {
     if (existing.state === 'running') return this.docker.getContainer(existing.containerId);
     await this.destroyTask(existing.containerId, { force: true });
     await this.ensureNetwork(spec); // it went with the leftover
-    return this.createContainer(spec, host, true);
+    return this.createContainer(spec, host, inspected, true);
   }
 
   /** Shapes what an instance will be sent, before it starts. */

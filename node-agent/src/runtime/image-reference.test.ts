@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cameFromRepository, repositoryOf, withDefaultTag } from './image-reference.js';
+import { namesOfOtherRepositories, repositoryOf, withDefaultTag } from './image-reference.js';
 
 const ID = 'cd6c63ac89d52ea7e503073ce5f0b817b64eeee9c08da53cbcfd430a7021fb37';
 
@@ -31,16 +31,15 @@ describe('repositoryOf', () => {
   });
 });
 
-describe('cameFromRepository', () => {
-  it('is true when a digest of the named repository is recorded, however either is written', () => {
-    expect(cameFromRepository([`busybox@sha256:${ID}`], 'docker.io/library/busybox:latest')).toBe(true);
-    expect(cameFromRepository([`other@sha256:${ID}`, `127.0.0.1:5000/svc/busybox@sha256:${ID}`], '127.0.0.1:5000/svc/busybox:1')).toBe(true);
-  });
-
-  it('is false for an image tagged or loaded on the node, or pulled from another repository', () => {
-    expect(cameFromRepository([], 'busybox:latest')).toBe(false);
-    expect(cameFromRepository(null, 'busybox:latest')).toBe(false);
-    expect(cameFromRepository([`10.0.0.5:5000/provider/vllm@sha256:${ID}`], 'vllm:latest')).toBe(false);
-    expect(cameFromRepository([`127.0.0.1:5000/svc/busybox@sha256:${ID}`], '127.0.0.1:5000/svc/busybox-other:1')).toBe(false);
+describe('namesOfOtherRepositories', () => {
+  it.each<[string, { RepoTags?: string[] | null; RepoDigests?: string[] | null }, string, number]>([
+    ['tags and digests of the named repository, however written', { RepoTags: ['busybox:1', 'docker.io/library/busybox:latest'], RepoDigests: [`busybox@sha256:${ID}`] }, 'docker.io/library/busybox:1', 0],
+    ['nothing recorded', { RepoTags: null, RepoDigests: null }, 'busybox:latest', 0],
+    ["the provider's tag beside the tenant's", { RepoTags: ['vllm-internal:latest', '127.0.0.1:9/tenant/x:1'], RepoDigests: [`127.0.0.1:9/tenant/x@sha256:${ID}`] }, '127.0.0.1:9/tenant/x:1', 1],
+    ['a private registry pulled with credentials', { RepoTags: ['10.0.0.5:5000/provider/vllm:1'], RepoDigests: [`10.0.0.5:5000/provider/vllm@sha256:${ID}`] }, 'vllm:1', 2],
+    ['a sibling repository of the same registry', { RepoTags: ['127.0.0.1:5000/svc/busybox:1'], RepoDigests: [] }, '127.0.0.1:5000/svc/busybox-other:1', 1],
+    ['untagged leftovers', { RepoTags: ['<none>:<none>'], RepoDigests: ['<none>@<none>'] }, 'x:1', 0],
+  ])('%s', (_name, image, ref, expected) => {
+    expect(namesOfOtherRepositories(image, ref)).toBe(expected);
   });
 });

@@ -4,8 +4,9 @@
 // however the image got there. On a node that holds the provider's own images (a replica's
 // model server from a private registry, one loaded with `docker load`), an instance naming
 // an ID prefix, or the tag such an image carries, would run it: the agent names images to
-// Docker only in a form it cannot read as an ID, and an instance uses a present image only
-// when it was pulled from (or pushed to) the repository the instance names. References
+// Docker only in a form it cannot read as an ID, an instance's image is always pulled, and
+// one whose content the node also holds under another repository's name is refused (a
+// manifest can name an image's ID, and Docker then asks for nothing more). References
 // Docker always reads as IDs are refused (@svc/shared/image-id).
 import { DEFAULT_REGISTRY, registryOf } from './image-registry.js';
 
@@ -34,12 +35,15 @@ export function repositoryOf(ref: string): string {
   return `${registry}/${path}`;
 }
 
+
 /**
- * Whether an image with these RepoDigests came from `ref`'s repository: Docker records a
- * repository's digest when it pulls an image from it or pushes one to it, never for a tag
- * made locally.
+ * How many of an image's names (tags and digests) are of another repository than `ref`'s.
+ * Docker gives one image every name it was pulled, pushed or tagged under; an instance's
+ * image that also carries another repository's name is content the node got elsewhere
+ * (the provider's image, one pulled with credentials) that the instance's registry only
+ * named by its digest.
  */
-export function cameFromRepository(repoDigests: readonly string[] | null | undefined, ref: string): boolean {
+export function namesOfOtherRepositories(image: { RepoTags?: readonly string[] | null; RepoDigests?: readonly string[] | null }, ref: string): number {
   const repository = repositoryOf(ref);
-  return (repoDigests ?? []).some((digested) => repositoryOf(digested) === repository);
+  return [...(image.RepoTags ?? []), ...(image.RepoDigests ?? [])].filter((name) => name !== '<none>:<none>' && name !== '<none>@<none>' && repositoryOf(name) !== repository).length;
 }

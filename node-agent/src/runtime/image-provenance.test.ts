@@ -1,0 +1,110 @@
+// What a registry a tenant controls can make the node hand to an instance, against the real
+// engine. An instance's image is always pulled, then read with a bound and refused when the
+// node holds its content under another repository's name too. Before: Docker 20.10 skips a
+// pull whose image config is already on the node and records the tenant's repository as
+// where it came from, so a manifest naming the ID of the provider's own image (its layers
+// never asked for) ran that image for the tenant; an image the operator pulled with
+// credentials ran for a tenant who had none; and an image config of hundreds of MB of
+// labels made the agent exit (an engine answer past V8's longest string), again at every
+// image-GC pass after its restart.
+import { gzipSync } from 'node:zlib';
+import Docker from 'dockerode';
+import tar from 'tar-stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
+import { digestOf, manifestOf, putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
+import { ensureBusybox } from './docker-test-images.js';
+import { DockerRuntime, MAX_IMAGE_ANSWER_BYTES } from './docker-runtime.js';
+import { RuntimeError } from './runtime.js';
+
+const docker = new Docker();
+const nodeId = `node-provenance-${process.pid}`;
+const PROVIDER = `svc-test-provider/secret-${process.pid}:1`;
+let registry: TenantRegistry;
+let runtime: DockerRuntime;
+let layer: { blob: Buffer; diffId: string };
+
+async function rejection(p: Promise<unknown>): Promise<RuntimeError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof RuntimeError) return err;
+    throw err;
+  }
+  throw new Error('expected the start to be refused');
+}
+
+const absent = async (ref: string) => (await docker.getImage(ref).inspect().then(() => false, () => true));
+const task = (image: string) => ({ taskId: `inst_prov${Math.random().toString(36).slice(2, 8)}`, kind: 'instance' as const, image, gpuUuids: [], command: ['/hello'] });
+
+beforeAll(async () => {
+  if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
+  await ensureBusybox(docker);
+  registry = await startTenantRegistry();
+  // The engine trusts loopback registries without TLS; the runtime checks no registry here.
+  runtime = new DockerRuntime({ docker, nodeId });
+  const pack = tar.pack();
+  pack.entry({ name: 'hello', mode: 0o755 }, '#!/bin/sh\necho hello\n');
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const chunk of pack as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
+  const tarball = Buffer.concat(chunks);
+  layer = { blob: gzipSync(tarball), diffId: digestOf(tarball) };
+  // The provider's own image, on the node only (as a replica's pull or `docker load` leaves it).
+  const builder = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['sh', '-c', 'echo PROVIDER-SECRET > /secret'], Labels: { 'svc.test': 'image-provenance' } });
+  await builder.start();
+  await builder.wait();
+  const [repo, tag] = PROVIDER.split(':') as [string, string];
+  await builder.commit({ repo, tag });
+  await builder.remove({ force: true });
+}, 60_000);
+
+afterAll(async () => {
+  await registry?.close();
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`svc.node=${nodeId}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+  for (const n of await docker.listNetworks()) if (n.Labels?.['svc.node'] === nodeId) await docker.getNetwork(n.Id).remove().catch(() => undefined);
+  await docker.getImage(PROVIDER).remove({ force: true }).catch(() => undefined);
+});
+
+describe("an instance's image from a registry the tenant controls", () => {
+  it("is refused when its manifest names the ID of an image the node holds under another name (the provider's); the provider's image stays", async () => {
+    const provider = await docker.getImage(PROVIDER).inspect();
+    // The config is never served, nor the layer: Docker asks for neither when the ID is present.
+    registry.manifests.set('tenant/steal:1', manifestOf({ digest: provider.Id, size: 1234 }, [{ digest: `sha256:${'0'.repeat(64)}`, size: 1 }]));
+    const image = `${registry.address}/tenant/steal:1`;
+    const err = await rejection(runtime.startTask(task(image)));
+    expect(err.code).toBe('pull_failed');
+    expect(err.message).toMatch(/is on this node under another repository's name/);
+    expect(await absent(image)).toBe(true);
+    expect((await docker.getImage(PROVIDER).inspect()).Id).toBe(provider.Id);
+  }, 60_000);
+
+  it('is pulled again at every start: one the operator pulled with credentials does not run for a tenant without them', async () => {
+    registry.basicAuth = { username: 'operator', password: 'licence' };
+    try {
+      putImage(registry, 'tenant/licensed:1', { config: { Cmd: ['/hello'] } }, layer);
+      const image = `${registry.address}/tenant/licensed:1`;
+      const pulled = await docker.pull(image, { authconfig: { username: 'operator', password: 'licence', serveraddress: registry.address } });
+      await new Promise((resolve, reject) => docker.modem.followProgress(pulled, (err: Error | null) => (err ? reject(err) : resolve(undefined))));
+      const err = await rejection(runtime.startTask(task(image)));
+      expect(err.code).toBe('pull_failed');
+      expect(err.message).toMatch(/authentication required|unauthorized|no basic auth credentials/i);
+      await docker.getImage(image).remove({ force: true });
+    } finally {
+      registry.basicAuth = undefined;
+    }
+  }, 60_000);
+
+  it(`is refused, and removed, when its description is more than ${MAX_IMAGE_ANSWER_BYTES / 1024 / 1024} MiB (labels); the runtime lives on and starts the next`, async () => {
+    putImage(registry, 'tenant/labels:1', { config: { Cmd: ['/hello'], Labels: { big: 'x'.repeat(MAX_IMAGE_ANSWER_BYTES + 1024) } } }, layer);
+    const image = `${registry.address}/tenant/labels:1`;
+    const err = await rejection(runtime.startTask(task(image)));
+    expect(err.code).toBe('create_failed');
+    expect(err.message).toMatch(/configuration is larger than 8\.0 MiB/);
+    expect(await absent(image)).toBe(true);
+    putImage(registry, 'tenant/small:1', { config: { Cmd: ['/hello'] } }, layer);
+    const handle = await runtime.startTask(task(`${registry.address}/tenant/small:1`));
+    expect(handle.containerId).toBeTruthy();
+    await runtime.destroyTask(handle.containerId, { force: true });
+  }, 60_000);
+});
