@@ -119,6 +119,13 @@ describe('error envelope', () => {
     });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    // What the official SDK sends from a browser on every request: allowed, or the browser
+    // would block every call (the SDK sees an APIConnectionError).
+    const sdkHeaders = 'authorization, content-type, x-stainless-lang, x-stainless-package-version, x-stainless-os, x-stainless-arch, x-stainless-runtime, x-stainless-runtime-version, x-stainless-retry-count, x-stainless-timeout, openai-organization, openai-project';
+    const fromSdk = await cp.request('OPTIONS', '/v1/embeddings', { headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': sdkHeaders } });
+    expect(fromSdk.status).toBe(204);
+    const allowed = (fromSdk.headers.get('access-control-allow-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+    for (const header of sdkHeaders.split(', ')) expect(allowed).toContain(header);
   });
 
   it('a cross-origin request is answered for the browser, refusals included: its origin reflected, the readable headers listed, Vary: Origin', async () => {

@@ -11,7 +11,10 @@ import cors, { type FastifyCorsOptions } from '@fastify/cors';
 const CORS_OPTIONS: FastifyCorsOptions = {
   origin: true,
   methods: ['GET', 'POST', 'PATCH', 'DELETE'],
-  allowedHeaders: ['Authorization', 'Content-Type', 'X-Service-Pool', 'X-Service-Idempotency-Key', 'X-Request-Id'],
+  // No list: the headers a preflight asks for are allowed (@fastify/cors reflects them).
+  // Keys, not cookies, authenticate, so a header lets a page do nothing it could not do
+  // without it; a list had refused the official SDK's X-Stainless-* headers, which it sends
+  // on every request, so a browser blocked every call it made.
   exposedHeaders: [
     'x-request-id',
     'x-ratelimit-limit-requests',
