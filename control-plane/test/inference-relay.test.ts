@@ -169,6 +169,39 @@ describe('relaying replicas', () => {
     expect(misplaced.param).toBe('messages[0].refusal');
   });
 
+  it("takes back an answer's message as OpenAI and the official SDK's helpers hand it out, and answers with the fields OpenAI's messages carry", async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const answer = await post('/v1/chat/completions', { ...chat, tools });
+    expect(answer.status, answer.text).toBe(200);
+    const message = answer.body.choices[0].message;
+    expect(message).toMatchObject({ role: 'assistant', content: null, refusal: null, annotations: [] });
+    // What `finalChatCompletion()` or `.parse()` add before a client pushes the message back.
+    const echoed = {
+      ...message,
+      audio: null,
+      function_call: null,
+      parsed: null,
+      tool_calls: message.tool_calls.map((c: { function: object }) => ({ ...c, function: { ...c.function, parsed_arguments: { city: 'Oslo' } } })),
+    };
+    const toolAnswer = { role: 'tool', tool_call_id: message.tool_calls[0].id, content: '{"celsius":3}' };
+    const res = await post('/v1/chat/completions', { ...chat, tools, messages: [...chat.messages, echoed, toolAnswer] });
+    expect(res.status, res.text).toBe(200);
+    expect(up!.requests[1]!.body.messages[1]).toEqual({ role: 'assistant', content: null, tool_calls: [{ id: message.tool_calls[0].id, type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] });
+  });
+
+  it('takes a null for an optional field as the field left out, as OpenAI does (clients that write out every field)', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const nulls = { temperature: null, top_p: null, max_tokens: null, max_completion_tokens: null, n: null, stop: null, seed: null, frequency_penalty: null, presence_penalty: null, logprobs: null, top_logprobs: null, logit_bias: null, stream: null, stream_options: null, response_format: null, user: null, tool_choice: null, tools: null, parallel_tool_calls: null };
+    const res = await post('/v1/chat/completions', { ...chat, ...nulls });
+    expect(res.status, res.text).toBe(200);
+    expect(up!.requests[0]!.body).toEqual({ model: 'llama-3.1-8b-instruct', messages: chat.messages, temperature: 0.7, top_p: 1, top_k: 0 });
+    const [embedder] = await replicas('nomic-embed-text-v1.5', 1, { dimension: 768 });
+    const embedded = await post('/v1/embeddings', { model: 'nomic-embed-text-v1.5', input: 'x', dimensions: null, encoding_format: null, user: null });
+    expect(embedded.status, embedded.text).toBe(200);
+    expect(embedded.body.data[0].embedding).toHaveLength(768);
+    expect(embedder!.requests).toHaveLength(1);
+  });
+
   it('relays log probabilities, whole and streamed', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     const whole = await post('/v1/chat/completions', { ...chat, logprobs: true, top_logprobs: 2 });

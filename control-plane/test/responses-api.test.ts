@@ -272,6 +272,13 @@ describe('stored responses', () => {
     expect((await post({ model: MODEL, input: input.slice(0, 3), store: false })).status).toBe(200);
   });
 
+  it('takes a null for an optional field as the field left out', async () => {
+    await replica();
+    const res = await post({ model: MODEL, input: 'hi', store: null, tools: null, tool_choice: null, text: null, user: null, instructions: null, previous_response_id: null, max_output_tokens: null, temperature: null });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.status).toBe('completed');
+  });
+
   it('delete: gone for reading and chaining; deleting again is 404', async () => {
     await replica();
     const response = await client.responses.create({ model: MODEL, input: 'x' });

@@ -100,6 +100,8 @@ export class ChatCompletionService {
         message: {
           role: 'assistant',
           content: c.message?.content ?? null,
+          refusal: null,
+          annotations: [],
           ...(c.message?.tool_calls?.length ? { tool_calls: c.message.tool_calls } : {}),
         },
         logprobs: c.logprobs ?? null,
@@ -213,7 +215,7 @@ export class ChatCompletionService {
       choices: [
         {
           index: 0,
-          message: { role: 'assistant', content: answer.toolCalls ? null : answer.pieces.join(''), ...(answer.toolCalls ? { tool_calls: answer.toolCalls } : {}) },
+          message: { role: 'assistant', content: answer.toolCalls ? null : answer.pieces.join(''), refusal: null, annotations: [], ...(answer.toolCalls ? { tool_calls: answer.toolCalls } : {}) },
           logprobs: call.body.logprobs ? { content: sandboxLogprobs(answer.pieces, call.body.top_logprobs ?? 0) } : null,
           finish_reason: answer.finishReason,
         },

@@ -24,7 +24,14 @@ const ToolCall = Type.Object(
   {
     id: Type.String({ minLength: 1, maxLength: 256 }),
     type: Type.Literal('function'),
-    function: Type.Object({ name: Type.String({ minLength: 1, maxLength: 64 }), arguments: Type.String() }, { additionalProperties: false }),
+    function: Type.Object(
+      {
+        name: Type.String({ minLength: 1, maxLength: 64 }),
+        arguments: Type.String(),
+        parsed_arguments: Type.Optional(Type.Unknown({ description: "What the official SDK's parse helpers add to a call it hands back; dropped." })),
+      },
+      { additionalProperties: false },
+    ),
   },
   { additionalProperties: false },
 );
@@ -38,6 +45,12 @@ const Message = Type.Object(
     refusal: Type.Optional(
       Type.Union([Type.String(), Type.Null()], { description: "Assistant messages only, as OpenAI's answers carry it: a refusal is read as the message's content." }),
     ),
+    // What an OpenAI answer, or the official SDK's helpers, put on an assistant message a
+    // client sends back as it got it: taken and dropped (assistant messages only).
+    annotations: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 1024 })),
+    audio: Type.Optional(Type.Null()),
+    function_call: Type.Optional(Type.Null()),
+    parsed: Type.Optional(Type.Unknown()),
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     tool_calls: Type.Optional(Type.Array(ToolCall, { minItems: 1, maxItems: 128 })),
     tool_call_id: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
@@ -158,10 +171,16 @@ type Fail = (message: string, param: string) => never;
  * not refused.
  */
 export function plainMessage(m: ChatMessage, at: string, fail: Fail): ChatMessage {
-  if (m.role !== 'developer' && m.refusal === undefined) return m;
-  const { refusal, ...rest } = m;
-  if (refusal !== undefined && m.role !== 'assistant') fail('only assistant messages carry refusal', `${at}.refusal`);
+  const echoed = m.annotations !== undefined || m.audio !== undefined || m.function_call !== undefined || m.parsed !== undefined;
+  const parsedCalls = m.tool_calls?.some((c) => c.function.parsed_arguments !== undefined) ?? false;
+  if (m.role !== 'developer' && m.refusal === undefined && !echoed && !parsedCalls) return m;
+  const { refusal, annotations: _a, audio: _b, function_call: _c, parsed: _d, ...rest } = m;
+  if (m.role !== 'assistant') {
+    const field = refusal !== undefined ? 'refusal' : ['annotations', 'audio', 'function_call', 'parsed'].find((f) => m[f as keyof ChatMessage] !== undefined);
+    if (field) fail(`only assistant messages carry ${field}`, `${at}.${field}`);
+  }
   const plain: ChatMessage = { ...rest, role: m.role === 'developer' ? 'system' : m.role };
+  if (parsedCalls) plain.tool_calls = m.tool_calls!.map((c) => ({ ...c, function: { name: c.function.name, arguments: c.function.arguments } }));
   if (typeof refusal === 'string' && (plain.content === undefined || plain.content === null)) plain.content = refusal;
   return plain;
 }

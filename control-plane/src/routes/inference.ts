@@ -2,6 +2,7 @@
 // POST /v1/embeddings, and the usage records they leave (GET /v1/usage). Routes check
 // what a schema cannot and hand over to the services; streams go out as SSE with the
 // pipeline's headers (rate limits included) before the first byte.
+import { nullAsAbsent } from '../http/null-as-absent.js';
 import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -48,7 +49,13 @@ const ChatCompletion = Type.Object(
     choices: Type.Array(
       Type.Object({
         index: Type.Integer(),
-        message: Type.Object({ role: Type.Literal('assistant'), content: nullable('string'), tool_calls: Type.Optional(Type.Array(ToolCall)) }),
+        message: Type.Object({
+          role: Type.Literal('assistant'),
+          content: nullable('string'),
+          refusal: Type.Null({ description: 'Always null: the models here answer or decline in their content (OpenAI sends the field on every message).' }),
+          annotations: Type.Array(Type.Unknown(), { maxItems: 0, description: 'Always empty (no web search here); OpenAI sends the field on every message.' }),
+          tool_calls: Type.Optional(Type.Array(ToolCall)),
+        }),
         logprobs: Type.Optional(Logprobs),
         finish_reason: Type.String({ description: 'stop, length or tool_calls' }),
       }),
@@ -163,6 +170,7 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
       '/chat/completions',
       {
         config: { scope: 'inference:write', tokenLimit: 'chat', billable: true },
+        preValidation: nullAsAbsent,
         schema: {
           tags,
           operationId: 'createChatCompletion',
@@ -187,6 +195,7 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
     app.post(
       '/embeddings',
       {
+        preValidation: nullAsAbsent,
         config: { scope: 'inference:write', publicKey: true, tokenLimit: 'embeddings', billable: true },
         schema: {
           tags,

@@ -2,6 +2,7 @@
 // event stream), GET and DELETE /v1/responses/{response_id} for stored responses. Registered
 // inside the inference routes, so they run the same pipeline (auth, scopes, rate limits,
 // idempotency) as chat completions.
+import { nullAsAbsent } from '../../http/null-as-absent.js';
 import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -79,6 +80,7 @@ export function responsesRoutes(deps: ResponsesRoutesDeps): FastifyPluginAsyncTy
       {
         // Spends model tokens like chat completions: the same token limit and balance check.
         config: { scope: 'inference:write', tokenLimit: 'responses', billable: true },
+        preValidation: nullAsAbsent,
         schema: {
           operationId: 'createResponse',
           tags,
