@@ -202,6 +202,19 @@ describe('relaying replicas', () => {
     expect(embedder!.requests).toHaveLength(1);
   });
 
+  it("takes OpenAI's fields it does not serve at the neutral values SDKs send, and refuses any other by name", async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    const neutral = { store: false, metadata: {}, service_tier: 'auto', modalities: ['text'], verbosity: 'medium' };
+    const res = await post('/v1/chat/completions', { ...chat, ...neutral, stream: true, stream_options: { include_usage: true, include_obfuscation: false } });
+    expect(res.status, res.text).toBe(200);
+    expect(Object.keys(up!.requests[0]!.body)).not.toEqual(expect.arrayContaining(['store']));
+    for (const [field, value] of [['store', true], ['reasoning_effort', 'low'], ['service_tier', 'flex'], ['modalities', ['text', 'audio']], ['metadata', { a: 'b' }]] as const) {
+      const refused = expectError(await post('/v1/chat/completions', { ...chat, [field]: value }), 400, 'invalid_request');
+      expect(refused.param).toBe(field);
+      expect(refused.message).toMatch(new RegExp(`^${field} is not supported: `));
+    }
+  });
+
   it('relays log probabilities, whole and streamed', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     const whole = await post('/v1/chat/completions', { ...chat, logprobs: true, top_logprobs: 2 });

@@ -277,6 +277,9 @@ describe('stored responses', () => {
     const res = await post({ model: MODEL, input: 'hi', store: null, tools: null, tool_choice: null, text: null, user: null, instructions: null, previous_response_id: null, max_output_tokens: null, temperature: null });
     expect(res.status, res.text).toBe(200);
     expect(res.body.status).toBe('completed');
+    // The `reasoning` every Response carries, sent back as it came.
+    const echoed = await post({ model: MODEL, input: 'hi', reasoning: res.body.reasoning });
+    expect(echoed.status, echoed.text).toBe(200);
   });
 
   it('delete: gone for reading and chaining; deleting again is 404', async () => {

@@ -5,6 +5,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { engineFeatureProblem } from './engine-features.js';
 import { compiledSchemaProblem, ResponseFormat, responseFormatProblem } from './response-format.js';
 import { toolSchemaProblem } from './tool-schema.js';
+import { neutralRules, Refusable, refuseNonNeutral } from './neutral-fields.js';
 import { ApiError } from '@svc/shared';
 import { StringEnum } from '../http/schemas.js';
 import { QUANTIZATIONS, type CatalogModel } from '../models/catalog.js';
@@ -91,7 +92,15 @@ export const ChatCompletionRequest = Type.Object(
     max_tokens: Type.Optional(Type.Integer({ minimum: 1, description: 'Hard cap on completion tokens; default the model maximum.' })),
     max_completion_tokens: Type.Optional(Type.Integer({ minimum: 1, description: "OpenAI's newer name for max_tokens; give one of them." })),
     stream: Type.Optional(Type.Boolean()),
-    stream_options: Type.Optional(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
+    stream_options: Type.Optional(
+      Type.Object(
+        {
+          include_usage: Type.Optional(Type.Boolean()),
+          include_obfuscation: Type.Optional(Type.Boolean({ description: 'Accepted and ignored: no obfuscation padding is added to chunks.' })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     quantization: Type.Optional(StringEnum(QUANTIZATIONS, { description: 'Service extension; default the cheapest variant the model exposes.' })),
     stop: Type.Optional(
       Type.Union([Type.String({ minLength: 1, maxLength: 256 }), Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: MAX_STOP_SEQUENCES })]),
@@ -114,9 +123,39 @@ export const ChatCompletionRequest = Type.Object(
     n: Type.Optional(Type.Integer({ minimum: 1, maximum: 128, description: 'Only 1: one choice per request.' })),
     response_format: Type.Optional(ResponseFormat),
     user: Type.Optional(Type.String({ maxLength: 256 })),
+    store: Refusable('false (chat completions are not stored for reading back; the Responses API stores responses)'),
+    metadata: Refusable('an empty object (kept only with stored completions)'),
+    service_tier: Refusable('"auto" or "default" (one service tier)'),
+    modalities: Refusable('["text"]'),
+    reasoning_effort: Refusable('absent (no catalog model reasons)'),
+    verbosity: Refusable('"medium"'),
+    prediction: Refusable('absent (no predicted outputs)'),
+    audio: Refusable('absent (no audio output)'),
+    web_search_options: Refusable('absent (no built-in tools)'),
+    prompt_cache_key: Refusable('absent (no prompt cache)'),
+    safety_identifier: Refusable('absent (use user)'),
+    functions: Refusable('absent (use tools)'),
+    function_call: Refusable('absent (use tool_choice)'),
   },
   { additionalProperties: false },
 );
+
+/** OpenAI's chat fields this API does not serve: their neutral values, which SDKs send by default, and why any other is refused. */
+const NOT_SERVED = neutralRules({
+  store: { neutral: (v) => v === false, why: 'chat completions are not stored for reading back here; the Responses API (POST /v1/responses) stores responses' },
+  metadata: { neutral: (v) => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0, why: 'metadata is kept only with stored completions, which are not offered' },
+  service_tier: { neutral: (v) => v === 'auto' || v === 'default', why: 'there is one service tier; pin a pool with X-Service-Pool instead' },
+  modalities: { neutral: (v) => Array.isArray(v) && v.length === 1 && v[0] === 'text', why: 'the models answer in text only' },
+  reasoning_effort: { neutral: () => false, why: 'no model in the catalog is a reasoning model' },
+  verbosity: { neutral: (v) => v === 'medium', why: 'the models take no verbosity setting' },
+  prediction: { neutral: () => false, why: 'predicted outputs are not supported' },
+  audio: { neutral: () => false, why: 'the models answer in text only' },
+  web_search_options: { neutral: () => false, why: 'built-in tools run on OpenAI\'s own servers; define function tools instead' },
+  prompt_cache_key: { neutral: () => false, why: 'prompt caching is not offered' },
+  safety_identifier: { neutral: () => false, why: 'use `user` to attribute requests to your end users' },
+  functions: { neutral: () => false, why: 'the deprecated functions parameter is not supported; send tools' },
+  function_call: { neutral: () => false, why: 'the deprecated function_call parameter is not supported; send tool_choice' },
+});
 
 export type ChatCompletionRequest = Static<typeof ChatCompletionRequest>;
 export type ChatMessage = ChatCompletionRequest['messages'][number];
@@ -130,6 +169,7 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
     throw new ApiError('invalid_request', message, { param });
   };
   if (model.kind !== 'chat') fail(`model ${model.id} is an embedding model; use /v1/embeddings`, 'model');
+  refuseNonNeutral(body, NOT_SERVED);
   body.messages = body.messages.map((m, i) => plainMessage(m, `messages[${i}]`, fail));
   if (body.quantization !== undefined && !model.quantizations.includes(body.quantization)) {
     fail(`model ${model.id} is offered in ${model.quantizations.join(', ')}, not ${body.quantization}`, 'quantization');

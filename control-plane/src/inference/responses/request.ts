@@ -5,6 +5,7 @@
 // instead of "has an invalid type or value" from a union that failed every branch.
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '@svc/shared';
+import { neutralRules, Refusable, refuseNonNeutral } from '../neutral-fields.js';
 import { StringEnum } from '../../http/schemas.js';
 import { QUANTIZATIONS } from '../../models/catalog.js';
 
@@ -48,8 +49,6 @@ const TextFormat = Type.Object(
   { additionalProperties: false },
 );
 
-/** Fields OpenAI defines that we do not serve: accepted only at their neutral value, otherwise refused by name. */
-const Refusable = (description: string) => Type.Optional(Type.Unknown({ description: `Refused unless neutral: ${description}` }));
 
 export const ResponsesRequest = Type.Object(
   {
@@ -93,9 +92,12 @@ export const ResponsesRequest = Type.Object(
 export type ResponsesRequest = Static<typeof ResponsesRequest>;
 
 /** Each field we refuse: the values that mean "not used" (SDKs send some by default) and why it is refused. */
-const REFUSED: Record<string, { neutral: (v: unknown) => boolean; why: string }> = {
+/** An object whose every field is null or absent (what a Response echoes as `reasoning`). */
+const allNull = (v: unknown): boolean => v === null || (typeof v === 'object' && !Array.isArray(v) && Object.values(v as object).every((x) => x === null));
+
+const REFUSED = neutralRules({
   background: { neutral: (v) => v === false || v === null, why: 'background responses are not supported; send the request and wait, or stream it' },
-  reasoning: { neutral: (v) => v === null, why: 'no model in the catalog is a reasoning model' },
+  reasoning: { neutral: allNull, why: 'no model in the catalog is a reasoning model' },
   include: { neutral: (v) => v === null || (Array.isArray(v) && v.length === 0), why: 'no extra output (logprobs, encrypted reasoning, tool results) can be included' },
   conversation: { neutral: (v) => v === null, why: 'conversation objects are not supported; chain responses with previous_response_id' },
   truncation: { neutral: (v) => v === null || v === 'disabled', why: 'only "disabled": a conversation longer than the context window is refused, never cut' },
@@ -106,14 +108,11 @@ const REFUSED: Record<string, { neutral: (v: unknown) => boolean; why: string }>
   stream_options: { neutral: (v) => v === null, why: 'stream options are not supported; usage always arrives in response.completed' },
   prompt_cache_key: { neutral: (v) => v === null, why: 'prompt caching is not offered' },
   safety_identifier: { neutral: (v) => v === null, why: 'use `user` to attribute requests to your end users' },
-};
+});
 
 /** Refuses, naming the field, every request field we accept in the schema but do not serve. */
 export function refuseUnsupported(body: ResponsesRequest): void {
-  for (const [param, rule] of Object.entries(REFUSED)) {
-    const value = (body as Record<string, unknown>)[param];
-    if (value !== undefined && !rule.neutral(value)) throw new ApiError('invalid_request', `${param} is not supported: ${rule.why}`, { param });
-  }
+  refuseNonNeutral(body, REFUSED);
   const verbosity = body.text?.verbosity;
   if (verbosity !== undefined && verbosity !== null && verbosity !== 'medium') {
     throw new ApiError('invalid_request', 'text.verbosity is not supported: the models take no verbosity setting', { param: 'text.verbosity' });
