@@ -282,6 +282,15 @@ describe('stored responses', () => {
     expect(echoed.status, echoed.text).toBe(200);
   });
 
+  it('reading back refuses stream=true and unknown query fields with a 400 naming them, rather than an empty event stream', async () => {
+    await replica();
+    const stored = await client.responses.create({ model: MODEL, input: 'x' });
+    expect(expectError(await cp.request('GET', `/v1/responses/${stored.id}?stream=true`, { key }), 400, 'invalid_request').param).toBe('stream');
+    expect(expectError(await cp.request('GET', `/v1/responses/${stored.id}?bogus=1`, { key }), 400, 'invalid_request').param).toBe('bogus');
+    expect((await cp.request('GET', `/v1/responses/${stored.id}?stream=false`, { key })).status).toBe(200);
+    expect(expectError(await cp.request('DELETE', `/v1/responses/${stored.id}?bogus=1`, { key }), 400, 'invalid_request').param).toBe('bogus');
+  });
+
   it('delete: gone for reading and chaining; deleting again is 404', async () => {
     await replica();
     const response = await client.responses.create({ model: MODEL, input: 'x' });

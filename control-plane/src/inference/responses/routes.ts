@@ -2,6 +2,7 @@
 // event stream), GET and DELETE /v1/responses/{response_id} for stored responses. Registered
 // inside the inference routes, so they run the same pipeline (auth, scopes, rate limits,
 // idempotency) as chat completions.
+import { ApiError } from '@svc/shared';
 import { nullAsAbsent } from '../../http/null-as-absent.js';
 import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
@@ -110,10 +111,21 @@ export function responsesRoutes(deps: ResponsesRoutesDeps): FastifyPluginAsyncTy
           tags,
           summary: 'Retrieve a stored response (store: true, within the retention period) of your organization',
           params: ResponseIdParams,
+          querystring: Type.Object(
+            {
+              stream: Type.Optional(Type.Boolean({ description: 'Only false: a stored response is returned whole, never replayed as events.' })),
+              include: Type.Optional(Type.Array(Type.String(), { maxItems: 0, description: 'Only empty: nothing extra can be included.' })),
+            },
+            { additionalProperties: false },
+          ),
           response: withErrors({ 200: Type.Ref(ResponseSchema) }),
         },
       },
-      async (request, reply) => json(reply, await deps.responses.get(request.principal!.org.id, request.params.response_id)),
+      async (request, reply) => {
+        // The official SDK's retrieve(id, { stream: true }) would otherwise read a JSON answer as an empty event stream.
+        if (request.query.stream === true) throw new ApiError('invalid_request', 'stream is not supported when retrieving: a stored response is returned whole; read it without stream', { param: 'stream' });
+        return json(reply, await deps.responses.get(request.principal!.org.id, request.params.response_id));
+      },
     );
 
     app.delete(
@@ -125,6 +137,7 @@ export function responsesRoutes(deps: ResponsesRoutesDeps): FastifyPluginAsyncTy
           tags,
           summary: 'Delete a stored response; it can no longer be read or chained on',
           params: ResponseIdParams,
+          querystring: Type.Object({}, { additionalProperties: false }),
           response: withErrors({ 200: Type.Object({ id: Type.String(), object: Type.Literal('response'), deleted: Type.Literal(true) }) }),
         },
       },
