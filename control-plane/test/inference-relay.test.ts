@@ -215,6 +215,21 @@ describe('relaying replicas', () => {
     }
   });
 
+  it("refuses what OpenAI takes but the models here cannot, saying why: image parts, token-id inputs", async () => {
+    await replicas('llama-3.1-8b-instruct', 1);
+    await replicas('nomic-embed-text-v1.5', 1, { dimension: 768 });
+    const image = expectError(
+      await post('/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'https://x/y.png' } }] }] }),
+      400,
+      'invalid_request',
+    );
+    expect(image).toMatchObject({ param: 'messages[0].content[1].type', message: 'content part type image_url is not supported: the models here read text only' });
+    for (const input of [[1, 2, 3], [[1, 2], [3]]]) {
+      const tokens = expectError(await post('/v1/embeddings', { model: 'nomic-embed-text-v1.5', input }), 400, 'invalid_request');
+      expect(tokens).toMatchObject({ param: 'input', message: expect.stringMatching(/^input as token ids is not supported/) });
+    }
+  });
+
   it('relays log probabilities, whole and streamed', async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     const whole = await post('/v1/chat/completions', { ...chat, logprobs: true, top_logprobs: 2 });

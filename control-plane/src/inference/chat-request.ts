@@ -20,6 +20,8 @@ export const MAX_LOGIT_BIAS_ENTRIES = 300;
 export const SAMPLING_DEFAULTS = { temperature: 0.7, top_p: 1, top_k: 0 } as const;
 
 const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() }, { additionalProperties: false });
+/** OpenAI's other content parts: taken by the schema only to be refused saying why (checkMessages). */
+const OtherPart = Type.Object({ type: StringEnum(['image_url', 'input_audio', 'file', 'refusal'] as const) });
 
 const ToolCall = Type.Object(
   {
@@ -42,7 +44,7 @@ const Message = Type.Object(
     role: StringEnum(['system', 'user', 'assistant', 'tool', 'developer'] as const, {
       description: 'developer is taken as system (OpenAI sends it for system instructions to some models).',
     }),
-    content: Type.Optional(Type.Union([Type.String(), Type.Array(TextPart, { minItems: 1 }), Type.Null()])),
+    content: Type.Optional(Type.Union([Type.String(), Type.Array(Type.Union([TextPart, OtherPart]), { minItems: 1 }), Type.Null()])),
     refusal: Type.Optional(
       Type.Union([Type.String(), Type.Null()], { description: "Assistant messages only, as OpenAI's answers carry it: a refusal is read as the message's content." }),
     ),
@@ -229,6 +231,10 @@ function checkMessages(messages: ChatMessage[], fail: Fail): void {
   const callIds = new Set<string>();
   messages.forEach((m, i) => {
     const at = `messages[${i}]`;
+    if (Array.isArray(m.content)) {
+      const other = m.content.findIndex((part) => part.type !== 'text');
+      if (other >= 0) fail(`content part type ${m.content[other]!.type} is not supported: the models here read text only`, `${at}.content[${other}].type`);
+    }
     if (m.role !== 'assistant' && m.tool_calls !== undefined) fail(`only assistant messages carry tool_calls`, `${at}.tool_calls`);
     if (m.role !== 'tool' && m.tool_call_id !== undefined) fail(`only tool messages carry tool_call_id`, `${at}.tool_call_id`);
     const empty = m.content === undefined || m.content === null;
@@ -275,5 +281,6 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
 /** The text of a message's content, whether a string or text parts. */
 export function contentText(content: ChatMessage['content']): string {
   if (content === undefined || content === null) return '';
-  return typeof content === 'string' ? content : content.map((p) => p.text).join('');
+  // Other parts are refused by checkMessages before anything reads the text.
+  return typeof content === 'string' ? content : content.map((p) => ('text' in p ? p.text : '')).join('');
 }

@@ -13,9 +13,16 @@ export const EMBEDDING_BATCH_SIZE = 64;
 export const EmbeddingsRequest = Type.Object(
   {
     model: Type.String({ minLength: 1, maxLength: 128 }),
-    input: Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1, maxItems: MAX_EMBEDDING_INPUTS })], {
-      description: `A string, or up to ${MAX_EMBEDDING_INPUTS} strings; each within the model's context.`,
-    }),
+    input: Type.Union(
+      [
+        Type.String(),
+        Type.Array(Type.String(), { minItems: 1, maxItems: MAX_EMBEDDING_INPUTS }),
+        // OpenAI's token-id forms: taken by the schema only to be refused saying why.
+        Type.Array(Type.Integer(), { minItems: 1, maxItems: MAX_EMBEDDING_INPUTS }),
+        Type.Array(Type.Array(Type.Integer()), { minItems: 1, maxItems: MAX_EMBEDDING_INPUTS }),
+      ],
+      { description: `A string, or up to ${MAX_EMBEDDING_INPUTS} strings; each within the model's context. Token ids (OpenAI's other forms) are refused.` },
+    ),
     encoding_format: Type.Optional(StringEnum(['float', 'base64'] as const)),
     dimensions: Type.Optional(Type.Integer({ minimum: 1, description: 'Matryoshka models: truncate to this many dimensions. Ignored for other models.' })),
     quantization: Type.Optional(StringEnum(QUANTIZATIONS)),
@@ -41,7 +48,11 @@ export function planEmbeddings(body: EmbeddingsRequest, model: CatalogModel): Em
   if (body.quantization !== undefined && !model.quantizations.includes(body.quantization)) {
     fail(`model ${model.id} is offered in ${model.quantizations.join(', ')}, not ${body.quantization}`, 'quantization');
   }
-  const inputs = typeof body.input === 'string' ? [body.input] : body.input;
+  const given = body.input;
+  if (typeof given !== 'string' && given.some((item) => typeof item !== 'string')) {
+    fail("input as token ids is not supported: send the text (token ids are particular to each model's tokenizer)", 'input');
+  }
+  const inputs = typeof given === 'string' ? [given] : (given as string[]);
   inputs.forEach((text, i) => {
     if (text.length === 0) fail('input strings must not be empty', typeof body.input === 'string' ? 'input' : `input[${i}]`);
   });
