@@ -590,4 +590,12 @@ describe('the official openai SDK', () => {
     await expect(refused).rejects.toMatchObject({ status: 400, param: 'logprobs' });
     await expect(client().chat.completions.create({ model: 'llama-3.1-8b-instruct', messages, n: 3 })).rejects.toMatchObject({ status: 400, param: 'n' });
   });
+
+  it("gets OpenAI's error codes where client libraries branch on them", async () => {
+    const wrongKey = new OpenAI({ apiKey: 'svc_sk_live_notakey', baseURL: `${cp.baseUrl}/v1`, maxRetries: 0 });
+    await expect(wrongKey.models.list()).rejects.toMatchObject({ status: 401, code: 'invalid_api_key' });
+    await expect(client().chat.completions.create({ model: 'no-such-model', messages })).rejects.toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
+    // LangChain raises its ContextOverflowError on this code.
+    await expect(client().chat.completions.create({ model: 'llama-3.1-8b-instruct', messages, max_tokens: 200_000 })).rejects.toMatchObject({ status: 400, code: 'context_length_exceeded', param: 'max_tokens' });
+  });
 });

@@ -38,9 +38,24 @@ export function toApiError(error: FastifyError & { validation?: unknown; validat
   return undefined;
 }
 
+/**
+ * OpenAI's `code` for the errors a client library tells apart by it (the official SDKs
+ * expose it as `err.code`, LangChain and others branch on it), where the error has none
+ * of its own. The `type` stays ours (docs/errors.md).
+ */
+const OPENAI_CODES: Partial<Record<ErrorType, string>> = {
+  unauthorized: 'invalid_api_key',
+  rate_limited: 'rate_limit_exceeded',
+  model_not_found: 'model_not_found',
+  insufficient_quota: 'insufficient_quota',
+};
+
 function send(reply: FastifyReply, error: ApiError): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
-  return reply.code(error.status).type('application/json; charset=utf-8').send(error.toBody());
+  const body = error.toBody();
+  const code = OPENAI_CODES[error.type];
+  if (code !== undefined && body.error.code === undefined) body.error.code = code;
+  return reply.code(error.status).type('application/json; charset=utf-8').send(body);
 }
 
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {

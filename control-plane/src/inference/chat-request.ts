@@ -184,10 +184,11 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
   }
   const maxTokens = body.max_tokens ?? body.max_completion_tokens;
   if (maxTokens !== undefined && maxTokens >= model.context_window) {
-    fail(
-      `max_tokens ${maxTokens} does not fit the context window of ${model.id} (${model.context_window} tokens, prompt included)`,
-      body.max_tokens !== undefined ? 'max_tokens' : 'max_completion_tokens',
-    );
+    // OpenAI's code for it, by which LangChain raises its ContextOverflowError.
+    throw new ApiError('invalid_request', `max_tokens ${maxTokens} does not fit the context window of ${model.id} (${model.context_window} tokens, prompt included)`, {
+      param: body.max_tokens !== undefined ? 'max_tokens' : 'max_completion_tokens',
+      code: 'context_length_exceeded',
+    });
   }
   if (body.stream_options !== undefined && body.stream !== true) fail('stream_options is only allowed with stream: true', 'stream_options');
   // One choice per request: the relay, the billing and the sandbox are built on one; a
