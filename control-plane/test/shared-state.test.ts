@@ -302,11 +302,14 @@ describe('leadership', () => {
     await until('the leader to deliver the first events', () => receiver.requests.length >= 2, 10_000);
 
     // A reservation, through a follower, due in a few seconds of the shared clock.
-    const { nodeId } = await addReadyNode({ app: followers[1]!.app, store: followers[1]!.store, clock } as never, { gpus: 1 });
+    await addReadyNode({ app: followers[1]!.app, store: followers[1]!.store, clock } as never, { gpus: 1 });
     const created = await call(followers[1]!, 'POST', '/v1/instances', admin, { sku: 'h100-80gb', gpus: 1, duration_hours: 1 });
     expect(created.status, created.text).toBe(201);
-    // Running, as its agent would report (a reservation that ends before it is ready fails instead).
-    await followers[1]!.app.services.instances.onTaskState(nodeId, created.body.id, 'running', {});
+    // Running, as its agent would report (a reservation that ends before it is ready fails
+    // instead), from the node it was placed on (an earlier test's nodes may have room too).
+    const placed = (await followers[1]!.store.instances.get(created.body.id))!;
+    await followers[1]!.app.services.instances.onTaskState(placed.nodeId!, created.body.id, 'running', {});
+    expect((await followers[1]!.store.instances.get(created.body.id))!.status).toBe('ready');
     // The API sells whole hours; the test cannot wait one, so the stored expiry is brought forward.
     await followers[1]!.store.pool.query('UPDATE instances SET expires_at = $1 WHERE id = $2', [clock.now() + 5_000, created.body.id]);
 
