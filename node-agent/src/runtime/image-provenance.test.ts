@@ -64,6 +64,10 @@ afterAll(async () => {
   for (const c of await docker.listContainers({ all: true, filters: { label: [`svc.node=${nodeId}`] } })) await docker.getContainer(c.Id).remove({ force: true });
   for (const n of await docker.listNetworks()) if (n.Labels?.['svc.node'] === nodeId) await docker.getNetwork(n.Id).remove().catch(() => undefined);
   await docker.getImage(PROVIDER).remove({ force: true }).catch(() => undefined);
+  // What the tenant's registry left on the node (a test that failed may have left more).
+  for (const image of await docker.listImages()) {
+    for (const tag of image.RepoTags ?? []) if (registry && tag.startsWith(`${registry.address}/`)) await docker.getImage(tag).remove({ force: true }).catch(() => undefined);
+  }
 });
 
 describe("an instance's image from a registry the tenant controls", () => {
