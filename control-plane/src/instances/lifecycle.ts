@@ -2,7 +2,7 @@
 // the service does when something happens to an instance (`decide`). `transition` is the
 // only way a status changes; the service carries out what `decide` returns and nothing
 // else: status changes, stops to (re-)send, starts to re-order.
-import type { AgentTaskState } from './task-dispatch.js';
+import { ALIVE_TASK_STATES, type AgentTaskState } from './task-dispatch.js';
 
 export const INSTANCE_STATUSES = ['provisioning', 'starting', 'ready', 'draining', 'terminated', 'failed'] as const;
 export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
@@ -92,8 +92,7 @@ export interface Decision {
 }
 
 const NOTHING: Decision = { event: null, stop: null, restart: false, progress: false, access: false, kill: false };
-/** Task states of a container that holds its GPUs (or is about to). */
-const ALIVE: ReadonlySet<AgentTaskState> = new Set(['pulling', 'starting', 'running', 'unhealthy', 'restarting']);
+
 const act = (d: Partial<Decision>): Decision => ({ ...NOTHING, ...d });
 
 type Early = 'provisioning' | 'starting';
@@ -108,7 +107,7 @@ const isEarly = (s: InstanceStatus): s is Early => s === 'provisioning' || s ===
  */
 export function decide(status: InstanceStatus, happened: Occurrence): Decision {
   if (TERMINAL.has(status)) {
-    const alive = (happened.kind === 'report' && ALIVE.has(happened.state)) || (happened.kind === 'hello' && happened.running);
+    const alive = (happened.kind === 'report' && ALIVE_TASK_STATES.has(happened.state)) || (happened.kind === 'hello' && happened.running);
     return alive ? act({ kill: true }) : NOTHING;
   }
   switch (happened.kind) {

@@ -35,3 +35,6 @@ export interface TaskDispatcher {
 
 /** The task states agents report (proto TaskState.state); `unhealthy` and `restarting` are replicas' only. */
 export type AgentTaskState = 'pulling' | 'starting' | 'running' | 'unhealthy' | 'restarting' | 'stopping' | 'exited' | 'failed' | 'gone';
+
+/** States of a task whose container holds its GPUs (or is about to): a task that ended here is killed when its node reports one. */
+export const ALIVE_TASK_STATES: ReadonlySet<string> = new Set<AgentTaskState>(['pulling', 'starting', 'running', 'unhealthy', 'restarting']);

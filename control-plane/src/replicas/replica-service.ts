@@ -3,6 +3,7 @@
 // about replicas (status, endpoint, restarts), what a reconnecting agent runs, and the
 // directory the router reads. Every status change goes through the status table and a
 // compare-and-set in the store; reports about one replica are applied in arrival order.
+import { ALIVE_TASK_STATES } from '../instances/task-dispatch.js';
 import { randomBytes } from 'node:crypto';
 import { newId, type Clock } from '@svc/shared';
 import type { TaskState__Output } from '@svc/proto';
@@ -17,9 +18,6 @@ import type { ReplicaDispatcher, StartReplicaOrder } from './replica-dispatch.js
 import type { LiveReplica, LiveReplicaDirectory, ReplicaDirectory } from './replica-directory.js';
 import type { ReplicaRecord } from './replica-record.js';
 import { countsAsRestart, nextReplicaStatus, replicaEventOf, TERMINAL_REPLICA_STATUSES, type ReplicaEvent } from './replica-status.js';
-
-/** Task states of a container that holds its GPUs (or is about to). */
-const ALIVE_STATES: ReadonlySet<string> = new Set(['pulling', 'starting', 'running', 'unhealthy', 'restarting']);
 import { reconcileReplicas, type ReconcileAction, type ReplicaNode, type Shortfall } from './reconcile.js';
 
 export interface ReplicaLogger {
@@ -205,7 +203,7 @@ export class ReplicaService implements ReplicaDirectory {
     return this.enqueue(state.task_id, async () => {
       const record = await this.store.get(state.task_id);
       if (!record || record.nodeId !== nodeId) return;
-      if (TERMINAL_REPLICA_STATUSES.has(record.status) && ALIVE_STATES.has(state.state)) {
+      if (TERMINAL_REPLICA_STATUSES.has(record.status) && ALIVE_TASK_STATES.has(state.state)) {
         // Ended here (lost with its node, and re-placed), yet its node runs it: its GPUs may
         // be an instance's by now, so it is killed there rather than left beside a tenant.
         this.log.warn({ replica: record.id, node: nodeId, status: record.status }, 'the node runs a replica that has ended; killing it');
