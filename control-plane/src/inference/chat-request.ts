@@ -172,7 +172,13 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
   };
   if (model.kind !== 'chat') fail(`model ${model.id} is an embedding model; use /v1/embeddings`, 'model');
   refuseNonNeutral(body, NOT_SERVED);
-  body.messages = body.messages.map((m, i) => plainMessage(m, `messages[${i}]`, fail));
+  // A new array only when a message changed: the chat path runs this on every request.
+  let plain: ChatMessage[] | undefined;
+  body.messages.forEach((m, i) => {
+    const p = plainMessage(m, `messages[${i}]`, fail);
+    if (p !== m) (plain ??= [...body.messages])[i] = p;
+  });
+  if (plain) body.messages = plain;
   if (body.quantization !== undefined && !model.quantizations.includes(body.quantization)) {
     fail(`model ${model.id} is offered in ${model.quantizations.join(', ')}, not ${body.quantization}`, 'quantization');
   }
@@ -207,6 +213,9 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
 
 type Fail = (message: string, param: string) => never;
 
+/** What OpenAI's answers and the official SDK's helpers put on an assistant message. */
+const ECHOED_FIELDS = ['refusal', 'annotations', 'audio', 'function_call', 'parsed'] as const;
+
 /**
  * A message as every engine reads it: OpenAI's `developer` role is a system message, and
  * the `refusal` its answers carry (null, or the refusal text in place of content) is
@@ -214,14 +223,11 @@ type Fail = (message: string, param: string) => never;
  * not refused.
  */
 export function plainMessage(m: ChatMessage, at: string, fail: Fail): ChatMessage {
-  const echoed = m.annotations !== undefined || m.audio !== undefined || m.function_call !== undefined || m.parsed !== undefined;
+  const echoed = ECHOED_FIELDS.find((f) => m[f] !== undefined);
   const parsedCalls = m.tool_calls?.some((c) => c.function.parsed_arguments !== undefined) ?? false;
-  if (m.role !== 'developer' && m.refusal === undefined && !echoed && !parsedCalls) return m;
+  if (m.role !== 'developer' && echoed === undefined && !parsedCalls) return m;
   const { refusal, annotations: _a, audio: _b, function_call: _c, parsed: _d, ...rest } = m;
-  if (m.role !== 'assistant') {
-    const field = refusal !== undefined ? 'refusal' : ['annotations', 'audio', 'function_call', 'parsed'].find((f) => m[f as keyof ChatMessage] !== undefined);
-    if (field) fail(`only assistant messages carry ${field}`, `${at}.${field}`);
-  }
+  if (echoed !== undefined && m.role !== 'assistant') fail(`only assistant messages carry ${echoed}`, `${at}.${echoed}`);
   const plain: ChatMessage = { ...rest, role: m.role === 'developer' ? 'system' : m.role };
   if (parsedCalls) plain.tool_calls = m.tool_calls!.map((c) => ({ ...c, function: { name: c.function.name, arguments: c.function.arguments } }));
   if (typeof refusal === 'string' && (plain.content === undefined || plain.content === null)) plain.content = refusal;
