@@ -203,6 +203,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           diskFull: () => diskPressure.pullRefusal(),
           dnsQueriesPerSecond: config.taskDnsQueriesPerSecond,
           registryPolicy,
+          blobSourcesFile: join(config.dataDir, 'blob-sources.json'),
           ...(config.taskMaxPtys > 0 ? { pts: { root: join(config.dataDir, 'pts'), max: config.taskMaxPtys } } : {}),
           maxImageBytes: Math.round(config.maxImageGib * GIB),
           pullDeadline: { stallMs: config.pullStallSeconds * 1000, timeoutMs: Math.round(config.pullTimeoutMinutes * 60_000) },

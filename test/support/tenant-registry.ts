@@ -16,16 +16,31 @@ export interface TenantRegistry {
   blobs: Map<string, Buffer>;
   /** Requests received, `METHOD path`. */
   log: string[];
+  /** The User-Agent of each request in `log`: who connected (dockerd, or the node agent). */
+  clients: string[];
+  /** Blob digest to the URL its download is redirected to. */
+  redirects: Map<string, string>;
+  /** When set, every request but the token's needs `Authorization: Bearer <token>`, and the challenge names this realm. */
+  bearerRealm?: string;
+  /** Manifests sent without a Content-Length (chunked), as a registry streaming one would. */
+  chunked?: boolean;
   /** Basic credentials every request must carry, when set. */
   basicAuth?: { username: string; password: string };
   close(): Promise<void>;
 }
 
 export async function startTenantRegistry(): Promise<TenantRegistry> {
-  const registry: TenantRegistry = { address: '', manifests: new Map(), blobs: new Map(), log: [], close: async () => undefined };
+  const registry: TenantRegistry = { address: '', manifests: new Map(), blobs: new Map(), log: [], clients: [], redirects: new Map(), close: async () => undefined };
   const server: Server = createServer((req, res) => {
     const url = req.url ?? '';
     registry.log.push(`${req.method} ${url}`);
+    registry.clients.push(req.headers['user-agent'] ?? '');
+    // The registry's own token service: an anonymous token for anyone who asks.
+    if (url.startsWith('/token')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"token":"tenant-token"}');
+    if (registry.bearerRealm && req.headers.authorization !== 'Bearer tenant-token') {
+      res.writeHead(401, { 'www-authenticate': `Bearer realm="${registry.bearerRealm}",service="tenant"`, 'content-type': 'application/json' }).end('{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}');
+      return;
+    }
     const auth = registry.basicAuth;
     if (auth && req.headers.authorization !== `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString('base64')}`) {
       res.writeHead(401, { 'www-authenticate': 'Basic realm="tenant"', 'content-type': 'application/json' }).end('{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}');
@@ -40,10 +55,18 @@ export async function startTenantRegistry(): Promise<TenantRegistry> {
       const [, repo, ref] = manifest;
       const body = registry.manifests.get(`${repo}:${ref}`) ?? [...registry.manifests.entries()].find(([key, m]) => key.startsWith(`${repo}:`) && digestOf(m) === ref)?.[1];
       if (!body) return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}');
-      res.writeHead(200, { 'content-type': MANIFEST_V2, 'docker-content-digest': digestOf(body), 'content-length': body.length });
+      let mediaType = MANIFEST_V2;
+      try {
+        mediaType = (JSON.parse(body.toString()) as { mediaType?: string }).mediaType ?? MANIFEST_V2;
+      } catch {
+        // not JSON: served as a schema 2 manifest all the same
+      }
+      res.writeHead(200, { 'content-type': mediaType, 'docker-content-digest': digestOf(body), ...(registry.chunked ? {} : { 'content-length': body.length }) });
       return void res.end(req.method === 'HEAD' ? undefined : body);
     }
     const blob = /^\/v2\/(.+)\/blobs\/([^/]+)$/.exec(url);
+    const redirect = blob ? registry.redirects.get(blob[2]!) : undefined;
+    if (redirect) return void res.writeHead(307, { location: redirect }).end();
     const content = blob ? registry.blobs.get(blob[2]!) : undefined;
     if (!content) return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"errors":[{"code":"BLOB_UNKNOWN","message":"blob unknown"}]}');
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'docker-content-digest': blob![2]!, 'content-length': content.length });

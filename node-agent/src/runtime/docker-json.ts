@@ -7,6 +7,12 @@
 import { request } from 'node:http';
 import type Docker from 'dockerode';
 
+/**
+ * The most of an instance's image description the agent reads: configs are a few KiB; one
+ * of 600 MB of labels had made the agent exit.
+ */
+export const MAX_IMAGE_ANSWER_BYTES = 8 * 1024 * 1024;
+
 export class DockerAnswerTooLarge extends Error {
   override readonly name = 'DockerAnswerTooLarge';
 }

@@ -141,14 +141,22 @@ describe('DockerRuntime: pulls', () => {
     expect(again.at(-1)).toMatchObject({ image, fraction: 1, status: expect.stringMatching(/Image is up to date/) });
   });
 
-  it('stops a pull whose layers add up to more than the largest image the node takes, leaving nothing behind', async () => {
+  it('refuses an instance image whose layers add up to more than the largest image the node takes before fetching any, and stops such a pull of a replica', async () => {
     const image = await pushFreshImage(docker, `large-${run}`, 3_000_000);
     freshImages.push(image);
     const capped = new DockerRuntime({ docker, nodeId, maxImageBytes: 1024 * 1024 });
+    const pull = vi.spyOn(docker, 'pull');
     const err = await rejection(capped.startTask(task({ image })));
+    // The manifest says how large the layers are: dockerd is never asked.
+    expect(pull).not.toHaveBeenCalled();
+    pull.mockRestore();
     expect(err.code).toBe('pull_failed');
-    expect(err.message).toBe(`pull of ${image} stopped: its layers are more than 1.0 MiB compressed, the largest image this node pulls`);
+    expect(err.message).toBe(`pull of ${image} refused: its layers are more than 1.0 MiB compressed, the largest image this node pulls`);
     expect(err.recoverable).toBe(false);
+    // A replica's image dockerd pulls itself: stopped as its progress passes the cap.
+    const stopped = await rejection(capped.startTask(task({ image, kind: 'replica' })));
+    expect(stopped.message).toBe(`pull of ${image} stopped: its layers are more than 1.0 MiB compressed, the largest image this node pulls`);
+    expect(stopped.recoverable).toBe(false);
     await expect(docker.getImage(image).inspect()).rejects.toMatchObject({ statusCode: 404 });
     // The same image within the limit: pulled and run, so the refusal was its size.
     const roomy = new DockerRuntime({ docker, nodeId, maxImageBytes: 10 * 1024 * 1024 });
@@ -192,11 +200,14 @@ describe('DockerRuntime: pulls', () => {
       expect(err.message).toBe(`pull of ${registry.image} stopped: it moved less than 1 MiB in 2 s (the registry stopped sending)`);
       expect(err.recoverable).toBe(false);
       expect(ms).toBeLessThan(30_000);
-      // The engine itself keeps its download open (Docker cannot cancel a stalled one), so a
-      // second start of the same image joins it: bounded the same way, here by the whole time.
+      // Docker cannot cancel a stalled download, but the agent fetches it for dockerd
+      // (registry-front.ts): the download from the tenant's registry ends with the pull.
+      await expect.poll(() => registry.openDownloads(), { timeout: 10_000 }).toBe(0);
+      // Bounded the same way by the whole time.
       const slow = new DockerRuntime({ docker, nodeId, pullDeadline: { stallMs: 600_000, timeoutMs: 3_000 } });
       const late = await rejection(slow.startTask(task({ image: registry.image })));
       expect(late.message).toBe(`pull of ${registry.image} stopped: it took longer than 3 s`);
+      await expect.poll(() => registry.openDownloads(), { timeout: 10_000 }).toBe(0);
       await expect(docker.getImage(registry.image).inspect()).rejects.toMatchObject({ statusCode: 404 });
     } finally {
       await registry.close();
@@ -232,7 +243,7 @@ describe('DockerRuntime: pulls', () => {
     const pulledFrom = `${image.slice(0, image.lastIndexOf(':'))}@sha256:${'0'.repeat(64)}`;
     const getImage = vi
       .spyOn(docker, 'getImage')
-      .mockImplementation((name) => ({ name, inspect: async () => ({ RepoDigests: [pulledFrom], Config: {} }) }) as unknown as Docker.Image);
+      .mockImplementation((name) => Object.assign(Object.create(new Docker.Image(docker.modem, name)) as Docker.Image, { inspect: async () => ({ RepoDigests: [pulledFrom], Config: {} }) }));
     const pull = vi.spyOn(docker, 'pull');
     try {
       const handle = await runtime.startTask(task({ image }));

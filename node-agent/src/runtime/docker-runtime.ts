@@ -25,9 +25,13 @@ import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { dnsLimitRules, embeddedDnsRefusal } from './task-dns-limit.js';
-import { registryListed, registryOf, registryRefusal, type RegistryPolicy } from './image-registry.js';
-import { namesOfOtherRepositories, withDefaultTag } from './image-reference.js';
-import { DockerAnswerTooLarge, dockerJson } from './docker-json.js';
+import { addressesOf, registryHost, registryListed, registryOf, registryRefusal, type RegistryPolicy } from './image-registry.js';
+import { localImageName, withDefaultTag } from './image-reference.js';
+import { BlobSources } from './blob-sources.js';
+import { RegistryFront, type PreparedPull } from './registry-front.js';
+import { isInsecureRegistry, RegistryClient, RegistryFailure, type DockerdRegistryConfig } from './registry-client.js';
+import { ManifestRefused } from './image-manifest.js';
+import { DockerAnswerTooLarge, dockerJson, MAX_IMAGE_ANSWER_BYTES } from './docker-json.js';
 import { imageConfigProblem, type ImageConfig } from './image-config-check.js';
 import { imageIdProblem } from '@svc/shared/image-id';
 import { filterNamespace } from './task-namespace-filter.js';
@@ -56,11 +60,7 @@ import {
   type TaskStatus,
 } from './runtime.js';
 
-/**
- * The most of an instance's image description the agent reads (docker-json.ts): configs
- * are a few KiB; one of 600 MB of labels had made the agent exit.
- */
-export const MAX_IMAGE_ANSWER_BYTES = 8 * 1024 * 1024;
+export { MAX_IMAGE_ANSWER_BYTES };
 
 /** A coarse shape check; the control plane validates references fully before ordering a task. */
 const IMAGE_REFERENCE_SHAPE = /^[A-Za-z0-9][A-Za-z0-9._:/@+\-\[\]]{0,511}$/;
@@ -102,6 +102,8 @@ export interface DockerRuntimeOptions {
   socketLimits?: boolean;
   /** Which registries instances' images may come from (image-registry.ts); absent: any. The agent always sets it. */
   registryPolicy?: RegistryPolicy;
+  /** Where the repositories that served each blob are kept (blob-sources.ts); absent: in memory. */
+  blobSourcesFile?: string;
 }
 
 export const DEFAULT_DNS_QUERIES_PER_SECOND = 100;
@@ -120,8 +122,13 @@ const parseDockerTime = (value: string | undefined): Date | null =>
 export class DockerRuntime implements TaskRuntime {
   readonly docker: Docker;
   readonly nodeId: string;
-  /** Shared pulls; exposed so tests and metrics can count real pulls. */
+  /** Shared pulls of instances' images (through the registry front); exposed so tests can count real pulls. */
   readonly pulls: PullCoordinator;
+  /** Shared pulls of replicas' images, which dockerd makes itself. */
+  private readonly ownPulls: PullCoordinator;
+  private front: Promise<RegistryFront> | undefined;
+  private readonly blobSources: BlobSources;
+  private dockerdRegistries: { config: Promise<DockerdRegistryConfig>; at: number } | undefined;
   private readonly nvidiaRuntime: boolean | undefined;
   private readonly logLimit: LogLimit | undefined;
   private readonly pullDeadline: PullDeadlineSettings;
@@ -153,7 +160,9 @@ export class DockerRuntime implements TaskRuntime {
     this.socketLimits = options.socketLimits ?? true;
     this.registryPolicy = options.registryPolicy;
     this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
-    this.pulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
+    this.pulls = new PullCoordinator((image, onProgress) => this.pullInstanceImage(image, onProgress));
+    this.blobSources = new BlobSources(options.blobSourcesFile);
+    this.ownPulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
 
   async startTask(given: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
@@ -172,7 +181,7 @@ export class DockerRuntime implements TaskRuntime {
     }
     const host = await this.host();
     const present = await this.ensureImage(spec, onProgress);
-    this.imageUsed?.(spec.image);
+    this.imageUsed?.(dockerName(spec));
     if (spec.kind === 'instance') this.checkImageConfig(present!);
     await this.ensureNetwork(spec);
     const { networkMbps, memoryBytes } = containerLimits(spec.resources, host.capacity, host.limits, spec.kind, spec.gpuUuids.length);
@@ -441,7 +450,7 @@ export class DockerRuntime implements TaskRuntime {
     const { image } = spec;
     if (spec.kind === 'instance') {
       await this.pull(spec, onProgress);
-      return this.instanceImage(image);
+      return this.instanceImage(localImageName(image));
     }
     try {
       const present = await this.docker.getImage(image).inspect();
@@ -456,9 +465,7 @@ export class DockerRuntime implements TaskRuntime {
 
   /**
    * An instance's image as pulled, read with a bound (docker-json.ts), and refused when it
-   * is bigger than that or when the node holds its content under another repository's name
-   * as well (the provider's image, or one pulled with credentials, reached through a
-   * manifest that names its ID): the instance's name is taken off it again.
+   * is bigger than that: the instance's name is taken off it again.
    */
   private async instanceImage(ref: string): Promise<Docker.ImageInspectInfo> {
     let answer: { status: number; body: Docker.ImageInspectInfo | undefined };
@@ -471,15 +478,6 @@ export class DockerRuntime implements TaskRuntime {
     }
     if (answer.status === 404 || !answer.body) throw new RuntimeError('pull_failed', `image ${ref} is not on the node after its pull`, true);
     if (answer.status >= 300) throw engineError(`inspect image ${ref}`, new Error(`HTTP ${answer.status}`));
-    const foreign = namesOfOtherRepositories(answer.body, ref);
-    if (foreign > 0) {
-      await this.untag(ref);
-      throw new RuntimeError(
-        'pull_failed',
-        `the content of ${ref} is on this node under another repository's name, and the node does not give it to an instance under a new one; pull it from the repository it came from`,
-        false,
-      );
-    }
     return answer.body;
   }
 
@@ -495,20 +493,109 @@ export class DockerRuntime implements TaskRuntime {
     const ownRegistry = spec.kind === 'replica' && registryListed(policy?.replicaOnly, registryOf(spec.image));
     const end = ownRegistry ? policy?.replicaPulls?.begin() : undefined;
     try {
-      await this.pulls.pull(spec.image, onProgress);
+      await (spec.kind === 'instance' ? this.pulls : this.ownPulls).pull(spec.image, onProgress);
     } finally {
       end?.();
     }
   }
 
-  private async pullImage(image: string, onProgress: ProgressListener): Promise<void> {
-    const tracker = new PullProgressTracker(image);
-    onProgress(tracker.update({ status: `Pulling ${image}` }));
+  /**
+   * An instance's image, through the registry front (registry-front.ts): the agent
+   * resolves and checks the manifest, dockerd pulls it pinned by digest from the front, and
+   * the image is named as the tenant named it (localImageName), the front's name taken off.
+   */
+  private async pullInstanceImage(image: string, onProgress: ProgressListener): Promise<void> {
+    onProgress({ image, fraction: 0, status: `Resolving ${image}` });
+    // The whole pull within the pull timeout, its manifest within the stall time: a registry
+    // trickling a manifest, or a blob the agent checks, holds the instance no longer.
+    const overall = AbortSignal.timeout(this.pullDeadline.timeoutMs);
+    let prepared: PreparedPull;
+    try {
+      prepared = await (await this.registryFront()).prepare(image, AbortSignal.any([overall, AbortSignal.timeout(this.pullDeadline.stallMs)]));
+    } catch (err) {
+      if (err instanceof ManifestRefused) throw new RuntimeError('pull_failed', `pull of ${image} refused: ${err.message}`, false);
+      if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
+      throw pullFailed(image, err);
+    }
+    const giveUp = () => prepared.release();
+    overall.addEventListener('abort', giveUp);
+    try {
+      if (prepared.layerBytes > this.maxImageBytes) {
+        throw new RuntimeError('pull_failed', `pull of ${image} refused: its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`, false);
+      }
+      await this.pullImage(prepared.reference, onProgress, image, (report) => this.proveBlobs(prepared, image, report));
+      const local = localImageName(image);
+      const colon = local.lastIndexOf(':');
+      await this.docker
+        .getImage(prepared.reference)
+        .tag({ repo: local.slice(0, colon), tag: local.slice(colon + 1) })
+        .catch((err: unknown) => {
+          throw engineError(`name the image ${image}`, err);
+        });
+    } finally {
+      overall.removeEventListener('abort', giveUp);
+      prepared.release();
+      await this.untag(prepared.reference);
+    }
+  }
+
+  /**
+   * Every blob of the image came from its repository: fetched whole from the front in this
+   * pull, recorded as served by that repository before (BlobSources), or fetched from it
+   * now and checked. dockerd takes a config or layer it already has as it is, whoever's
+   * image brought it: a manifest naming the ID of the provider's image, its layers blobs
+   * that did not exist, ran that image for the tenant.
+   */
+  private async proveBlobs(prepared: PreparedPull, image: string, report: (status: string) => void): Promise<void> {
+    const unproven = prepared.blobs.filter((blob) => !prepared.served.has(blob.digest) && !this.blobSources.has(prepared.repository, blob.digest));
+    for (const blob of unproven) {
+      report(`Checking that ${prepared.repository} serves ${blob.digest.slice(0, 19)}, already on the node`);
+      try {
+        await prepared.check(blob);
+      } catch (err) {
+        const why = err instanceof RegistryFailure ? err.message : (err as Error).message;
+        throw new RuntimeError('pull_failed', `pull of ${image} refused: ${why}; the node has that content from elsewhere and gives it to an instance only from a repository that serves it`, !(err instanceof RegistryFailure && err.permanent));
+      }
+    }
+    this.blobSources.record(prepared.repository, prepared.blobs.map((blob) => blob.digest));
+  }
+
+  /** Started on the first instance pull, once. */
+  private registryFront(): Promise<RegistryFront> {
+    if (!this.front) {
+      // A replica's pull opening the provider's registries opens nothing to an instance's.
+      const { replicaPulls: _replicas, ...policy } = this.registryPolicy ?? { allowed: [] };
+      const client = new RegistryClient({ ...(this.registryPolicy ? { policy } : {}), insecure: (registry) => this.insecureRegistry(registry, policy) });
+      this.front = RegistryFront.start(client);
+      this.front.catch(() => (this.front = undefined));
+    }
+    return this.front;
+  }
+
+  /** Whether dockerd would reach `registry` over plain HTTP (`docker info`, read at most once a minute). */
+  private async insecureRegistry(registry: string, policy: RegistryPolicy): Promise<boolean> {
+    const now = Date.now();
+    if (!this.dockerdRegistries || now - this.dockerdRegistries.at > 60_000) {
+      const config = this.docker.info().then((info: { RegistryConfig?: DockerdRegistryConfig }) => info.RegistryConfig ?? {});
+      this.dockerdRegistries = { config, at: now };
+      config.catch(() => (this.dockerdRegistries = undefined));
+    }
+    const config = await this.dockerdRegistries.config;
+    return isInsecureRegistry(registry, config, await addressesOf(registryHost(registry), policy, registryListed(policy.allowed, registry)));
+  }
+
+  /**
+   * `shown`: the name the tenant gave, when dockerd pulls another (the front's). `settle`:
+   * what must hold before the pull counts as done, reporting progress as it goes.
+   */
+  private async pullImage(image: string, onProgress: ProgressListener, shown: string = image, settle?: (report: (status: string) => void) => Promise<void>): Promise<void> {
+    const tracker = new PullProgressTracker(shown);
+    onProgress(tracker.update({ status: `Pulling ${shown}` }));
     let stream: NodeJS.ReadableStream;
     try {
       stream = await this.docker.pull(image);
     } catch (err) {
-      throw pullFailed(image, err);
+      throw pullFailed(shown, renamed(err, image, shown));
     }
     const deadline = new PullDeadline(this.pullDeadline, Date.now());
     let watch: NodeJS.Timeout | undefined;
@@ -519,7 +606,7 @@ export class DockerRuntime implements TaskRuntime {
       // Closing the stream is the only way to ask the engine to drop the pull; a layer
       // download in flight may still go on until the registry ends it (docs/security.md).
       const stop = (why: string) => {
-        stopped ??= new RuntimeError('pull_failed', `pull of ${image} stopped: ${why}`, false);
+        stopped ??= new RuntimeError('pull_failed', `pull of ${shown} stopped: ${why}`, false);
         (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
       };
       let measuring = false;
@@ -537,7 +624,7 @@ export class DockerRuntime implements TaskRuntime {
         (err: Error | null) => {
           // followProgress does not treat an `error` line as a failure; we do.
           if (stopped) reject(stopped);
-          else if (err || streamError) reject(pullFailed(image, err ?? new Error(streamError ?? '')));
+          else if (err || streamError) reject(pullFailed(shown, renamed(err ?? new Error(streamError ?? ''), image, shown)));
           else resolve(last);
         },
         (event: PullEvent) => {
@@ -545,8 +632,8 @@ export class DockerRuntime implements TaskRuntime {
           const error = pullEventError(event);
           if (error) streamError ??= error;
           else {
-            last = event.status;
-            onProgress(tracker.update(event));
+            last = event.status === undefined ? undefined : renamedText(event.status, image, shown);
+            onProgress(tracker.update(last === undefined ? event : { ...event, status: last }));
             deadline.moved(tracker.movedBytes(), Date.now());
           }
           // A tenant names the image: one of a terabyte would fill the node's disk for every
@@ -557,14 +644,18 @@ export class DockerRuntime implements TaskRuntime {
         },
       );
     }).finally(() => clearInterval(watch));
-    onProgress(tracker.complete(lastStatus));
+    await settle?.((status) => onProgress(tracker.update({ status })));
+    // dockerd calls every pull from the front, under a name new each time, a newer image.
+    const fetched = tracker.layersFetched() > 0 ? 'Downloaded newer image' : 'Image is up to date';
+    onProgress(tracker.complete(image === shown ? lastStatus : `Status: ${fetched} for ${shown}`));
   }
 
   /** `inspected`: the instance's image as instanceImage read it (its config already checked). */
   private async createContainer(spec: TaskSpec, host: HostCapabilities, inspected?: Docker.ImageInspectInfo, retried = false): Promise<Docker.Container> {
     try {
-      const image = spec.kind === 'instance' && host.logLimit ? await this.imageCommand(spec.image, inspected) : undefined;
-      return await this.docker.createContainer(buildContainerSpec(spec, host, image));
+      const named = { ...spec, image: dockerName(spec) };
+      const image = spec.kind === 'instance' && host.logLimit ? await this.imageCommand(named.image, inspected) : undefined;
+      return await this.docker.createContainer(buildContainerSpec(named, host, image));
     } catch (err) {
       if (retried) throw taskFailed('create_failed', `create ${containerName(spec)}`, err);
       // The name is taken: a retried start, or a leftover of an earlier attempt.
@@ -830,4 +921,25 @@ export function publishedPorts(ports: Record<string, Array<{ HostIp: string; Hos
     }
   }
   return out;
+}
+
+/** The name Docker knows a task's image by: an instance's as pulled through the registry front. */
+const dockerName = (spec: TaskSpec): string => (spec.kind === 'instance' ? localImageName(spec.image) : spec.image);
+
+/** `text` with the name dockerd pulled (the front's, and its path as dockerd also writes it) put back as the tenant's. */
+function renamedText(text: string, pulled: string, shown: string): string {
+  if (pulled === shown) return text;
+  const at = pulled.indexOf('@');
+  const repository = at < 0 ? pulled : pulled.slice(0, at);
+  const path = repository.slice(repository.indexOf('/') + 1);
+  return text.split(pulled).join(shown).split(repository).join(shown).split(path).join(shown);
+}
+
+/** An error of dockerd's with the front's name put back as the tenant's. */
+function renamed(err: unknown, pulled: string, shown: string): unknown {
+  if (pulled === shown || !(err instanceof Error)) return err;
+  err.message = renamedText(err.message, pulled, shown);
+  const json = (err as { json?: { message?: unknown } }).json;
+  if (json && typeof json.message === 'string') json.message = renamedText(json.message, pulled, shown);
+  return err;
 }

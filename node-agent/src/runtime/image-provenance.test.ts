@@ -1,12 +1,12 @@
 // What a registry a tenant controls can make the node hand to an instance, against the real
-// engine. An instance's image is always pulled, then read with a bound and refused when the
-// node holds its content under another repository's name too. Before: Docker 20.10 skips a
-// pull whose image config is already on the node and records the tenant's repository as
-// where it came from, so a manifest naming the ID of the provider's own image (its layers
-// never asked for) ran that image for the tenant; an image the operator pulled with
-// credentials ran for a tenant who had none; and an image config of hundreds of MB of
-// labels made the agent exit (an engine answer past V8's longest string), again at every
-// image-GC pass after its restart.
+// engine. An instance's image is always pulled through the registry front, and every blob of
+// it must have come from its repository (fetched in this pull, recorded before, or fetched
+// and checked now). Before: Docker 20.10 skips a pull whose image config is already on the
+// node, and a layer it already holds, whoever's image brought them, so a manifest naming the
+// ID of the provider's own image (its layers never asked for) ran that image for the tenant;
+// an image the operator pulled with credentials ran for a tenant who had none; and an image
+// config of hundreds of MB of labels made the agent exit (an engine answer past V8's longest
+// string), again at every image-GC pass after its restart.
 import { gzipSync } from 'node:zlib';
 import Docker from 'dockerode';
 import tar from 'tar-stream';
@@ -78,9 +78,50 @@ describe("an instance's image from a registry the tenant controls", () => {
     const image = `${registry.address}/tenant/steal:1`;
     const err = await rejection(runtime.startTask(task(image)));
     expect(err.code).toBe('pull_failed');
-    expect(err.message).toMatch(/is on this node under another repository's name/);
+    expect(err.message).toBe(
+      `pull of ${image} refused: blob ${provider.Id} of tenant/steal: not found (BLOB_UNKNOWN: blob unknown); the node has that content from elsewhere and gives it to an instance only from a repository that serves it`,
+    );
+    expect(err.recoverable).toBe(false);
     expect(await absent(image)).toBe(true);
     expect((await docker.getImage(PROVIDER).inspect()).Id).toBe(provider.Id);
+  }, 60_000);
+
+  it("is refused when its manifest reuses a layer another repository brought to the node, under a config of its own, without serving that layer", async () => {
+    putImage(registry, 'tenant/private:1', { config: { Cmd: ['/hello'], Labels: { owner: 'first' } } }, layer);
+    const first = await runtime.startTask(task(`${registry.address}/tenant/private:1`));
+    await runtime.destroyTask(first.containerId, { force: true });
+    // Another repository: its own config over the first one's layer, which it does not have.
+    const config = Buffer.from(JSON.stringify({ architecture: process.arch === 'arm64' ? 'arm64' : 'amd64', os: 'linux', config: { Cmd: ['/hello'], Labels: { owner: 'second' } }, rootfs: { type: 'layers', diff_ids: [layer.diffId] } }));
+    registry.blobs.set(digestOf(config), config);
+    registry.manifests.set('thief/reuse:1', manifestOf({ digest: digestOf(config), size: config.length }, [{ digest: digestOf(layer.blob), size: layer.blob.length }]));
+    const blobs = new Map(registry.blobs);
+    registry.blobs.delete(digestOf(layer.blob));
+    try {
+      const image = `${registry.address}/thief/reuse:1`;
+      const err = await rejection(runtime.startTask(task(image)));
+      expect(err.message).toMatch(new RegExp(`blob ${digestOf(layer.blob)} of thief/reuse: not found`));
+      expect(await absent(image)).toBe(true);
+    } finally {
+      for (const [digest, blob] of blobs) registry.blobs.set(digest, blob);
+    }
+  }, 60_000);
+
+  it('runs the same content from a second repository that serves it too (a mirror), checking the blobs the node already had', async () => {
+    putImage(registry, 'tenant/original:1', { config: { Cmd: ['/hello'], Labels: { mirrored: 'yes' } } }, layer);
+    registry.manifests.set('mirror/copy:1', registry.manifests.get('tenant/original:1')!);
+    const original = await runtime.startTask(task(`${registry.address}/tenant/original:1`));
+    await runtime.destroyTask(original.containerId, { force: true });
+    const before = registry.log.length;
+    const mirrored = await runtime.startTask(task(`${registry.address}/mirror/copy:1`));
+    expect(mirrored.state).not.toBe('created');
+    await runtime.destroyTask(mirrored.containerId, { force: true });
+    // dockerd fetched nothing (the image was there); the agent fetched both blobs from the mirror.
+    expect(registry.log.slice(before).filter((line) => line.startsWith('GET /v2/mirror/copy/blobs/')).length).toBe(2);
+    // Once checked, not again.
+    const again = registry.log.length;
+    const third = await runtime.startTask(task(`${registry.address}/mirror/copy:1`));
+    await runtime.destroyTask(third.containerId, { force: true });
+    expect(registry.log.slice(again).filter((line) => line.includes('/blobs/'))).toEqual([]);
   }, 60_000);
 
   it('is pulled again at every start: one the operator pulled with credentials does not run for a tenant without them', async () => {
@@ -99,8 +140,9 @@ describe("an instance's image from a registry the tenant controls", () => {
     }
   }, 60_000);
 
-  it(`is refused, and removed, when its description is more than ${MAX_IMAGE_ANSWER_BYTES / 1024 / 1024} MiB (labels); the runtime lives on and starts the next`, async () => {
-    putImage(registry, 'tenant/labels:1', { config: { Cmd: ['/hello'], Labels: { big: 'x'.repeat(MAX_IMAGE_ANSWER_BYTES + 1024) } } }, layer);
+  it(`is refused, and removed, when Docker's description of it is more than ${MAX_IMAGE_ANSWER_BYTES / 1024 / 1024} MiB (labels Docker writes twice as long); the runtime lives on and starts the next`, async () => {
+    // A config within the bound the agent fetches (4.5 MiB), whose U+2028 (3 bytes) Docker's JSON writes as `\u2028` (6).
+    putImage(registry, 'tenant/labels:1', { config: { Cmd: ['/hello'], Labels: { big: '\u2028'.repeat(1.5 * 1024 * 1024) } } }, layer);
     const image = `${registry.address}/tenant/labels:1`;
     const err = await rejection(runtime.startTask(task(image)));
     expect(err.code).toBe('create_failed');

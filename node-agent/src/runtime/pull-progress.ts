@@ -67,6 +67,11 @@ export class PullProgressTracker {
     return total;
   }
 
+  /** How many layers the pull fetched (those already on the node not counted). */
+  layersFetched(): number {
+    return this.layers.size;
+  }
+
   /** Bytes downloaded plus bytes unpacked so far, over the layers whose size is known; never less than before. */
   movedBytes(): number {
     let moved = 0;

@@ -1,5 +1,6 @@
 // The proxy dockerd fetches images through (HTTP_PROXY and HTTPS_PROXY in dockerd's own
-// environment). Checking a registry's name before a pull (image-registry.ts) cannot see
+// environment): replicas' images, since instances' come from the registry front
+// (registry-front.ts), whose own connections checkDestination below checks as well. Checking a registry's name before a pull (image-registry.ts) cannot see
 // what dockerd connects to next: a name that resolves elsewhere a moment later, the URL a
 // registry names for its tokens (`WWW-Authenticate: Bearer realm=...`), a layer download
 // redirected anywhere. Each of those is a request from the host, into the provider's own
@@ -189,7 +190,7 @@ export function dockerdProxyProblems(info: DockerdProxyInfo, port: number): stri
   const missing = (['HttpProxy', 'HttpsProxy'] as const).filter((field) => !ours(info[field]));
   if (missing.length > 0) {
     const names = missing.map((field) => (field === 'HttpProxy' ? 'HTTP_PROXY' : 'HTTPS_PROXY')).join(' and ');
-    problems.push(`dockerd's ${names} ${missing.length > 1 ? 'are' : 'is'} not the agent's pull proxy (http://127.0.0.1:${port}): a registry a tenant names can send dockerd anywhere the host reaches, the metadata service included`);
+    problems.push(`dockerd's ${names} ${missing.length > 1 ? 'are' : 'is'} not the agent's pull proxy (http://127.0.0.1:${port}): a registry dockerd pulls a replica's image from can send dockerd anywhere the host reaches, the metadata service included`);
   }
   if (info.NoProxy?.trim()) {
     problems.push(`dockerd's NO_PROXY (${info.NoProxy.trim()}) lets a registry send dockerd there unchecked; list private registries in SVC_INSTANCE_PRIVATE_REGISTRIES instead`);

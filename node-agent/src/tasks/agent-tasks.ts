@@ -63,6 +63,8 @@ export class AgentTasks {
       pts?: TaskPts;
       /** Which registries instances' images may come from (SVC_INSTANCE_PRIVATE_REGISTRIES); absent: any. */
       registryPolicy?: RegistryPolicy;
+      /** Which repositories served the node which blobs (runtime/blob-sources.ts); absent: in memory. */
+      blobSourcesFile?: string;
     } = {},
   ) {
     this.access = options.access;
@@ -81,6 +83,7 @@ export class AgentTasks {
       ...(options.dnsQueriesPerSecond !== undefined ? { dnsQueriesPerSecond: options.dnsQueriesPerSecond } : {}),
       ...(options.pts ? { pts: options.pts } : {}),
       ...(options.registryPolicy ? { registryPolicy: options.registryPolicy } : {}),
+      ...(options.blobSourcesFile ? { blobSourcesFile: options.blobSourcesFile } : {}),
     });
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {

@@ -1,0 +1,355 @@
+// The agent's own client of a tenant's registry (the OCI distribution API): it resolves an
+// instance's image to a manifest pinned by digest and fetches that image's blobs, for the
+// registry front that serves them to dockerd (registry-front.ts). Every connection it makes
+// (the registry, the token service the registry names, wherever a blob is redirected) is
+// checked when it is made by the pull proxy's rule (checkDestination: public addresses, or
+// a registry the operator listed) and made to the address that was checked. Everything it
+// reads whole (manifests, tokens, error bodies) is read with a bound.
+//
+// Instances pull anonymously (the API takes no registry credentials): a registry that asks
+// for Basic credentials gets none, one that asks for a Bearer token gets an anonymous one.
+import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
+import type { Readable } from 'node:stream';
+import ipaddr from 'ipaddr.js';
+import { Agent, buildConnector, request, type Dispatcher } from 'undici';
+import { checkDestination } from './pull-proxy.js';
+import { DEFAULT_REGISTRY, registryOf, type RegistryPolicy } from './image-registry.js';
+import { DIGEST_SHAPE, MANIFEST_ACCEPT, MAX_MANIFEST_BYTES } from './image-manifest.js';
+
+/** Where Docker Hub's API answers (`docker.io` is only its name). */
+const DOCKER_HUB_ENDPOINT = 'registry-1.docker.io';
+const CONNECT_TIMEOUT_MS = 30_000;
+/** A registry that sends nothing for this long, headers or body, is given up on. */
+const IDLE_TIMEOUT_MS = 120_000;
+const MAX_TOKEN_BYTES = 256 * 1024;
+const MAX_ERROR_BYTES = 16 * 1024;
+const MAX_REDIRECTS = 5;
+
+/** What a failed connection's code means, in the words Docker's own errors use. */
+const NETWORK_ERRORS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset by peer',
+  EHOSTUNREACH: 'no route to host',
+  ENETUNREACH: 'network is unreachable',
+  ENOTFOUND: 'no such host',
+  EAI_AGAIN: 'no such host',
+  ETIMEDOUT: 'i/o timeout',
+  UND_ERR_CONNECT_TIMEOUT: 'i/o timeout',
+  UND_ERR_HEADERS_TIMEOUT: 'timeout awaiting response headers',
+  UND_ERR_SOCKET: 'connection closed',
+};
+
+/** An image reference taken apart the way a registry needs it. */
+export interface ImageLocation {
+  /** As Docker names it: `docker.io`, `host`, `host:port`. */
+  registry: string;
+  /** Where the API answers: `registry-1.docker.io` for Docker Hub, else the registry. */
+  endpoint: string;
+  /** The repository's path in the registry (`library/busybox` on Docker Hub). */
+  repository: string;
+  /** A tag, or a digest. */
+  reference: string;
+}
+
+/** `ref` as Docker reads it; `ref` carries a tag or digest already (image-reference.ts withDefaultTag). */
+export function locate(ref: string): ImageLocation {
+  const registry = registryOf(ref);
+  const slash = ref.indexOf('/');
+  const explicit = slash >= 0 && ref.slice(0, slash).toLowerCase() === registry;
+  let path = explicit ? ref.slice(slash + 1) : ref;
+  let reference = 'latest';
+  const at = path.indexOf('@');
+  if (at >= 0) {
+    reference = path.slice(at + 1);
+    path = path.slice(0, at);
+  }
+  const colon = path.lastIndexOf(':');
+  if (colon > path.lastIndexOf('/')) {
+    if (at < 0) reference = path.slice(colon + 1);
+    path = path.slice(0, colon);
+  }
+  const hub = registry === DEFAULT_REGISTRY || registry === 'index.docker.io';
+  if (hub && !path.includes('/')) path = `library/${path}`;
+  return { registry: hub ? DEFAULT_REGISTRY : registry, endpoint: hub ? DOCKER_HUB_ENDPOINT : registry, repository: path, reference };
+}
+
+/** What `docker info` says of dockerd's registries (its RegistryConfig). */
+export interface DockerdRegistryConfig {
+  IndexConfigs?: Record<string, { Secure?: boolean }> | null;
+  InsecureRegistryCIDRs?: string[] | null;
+}
+
+/**
+ * Whether dockerd treats `registry` as insecure (plain HTTP, certificates unchecked), by
+ * Docker's rule: listed so by name, or one of the addresses its host stands for inside one
+ * of the insecure CIDRs (127.0.0.0/8 by default).
+ */
+export function isInsecureRegistry(registry: string, config: DockerdRegistryConfig, addresses: readonly string[]): boolean {
+  const named = config.IndexConfigs?.[registry];
+  if (named) return named.Secure === false;
+  const ranges = (config.InsecureRegistryCIDRs ?? []).flatMap((cidr) => {
+    try {
+      return [ipaddr.parseCIDR(cidr)];
+    } catch {
+      return [];
+    }
+  });
+  return addresses.some((address) => {
+    if (!ipaddr.isValid(address)) return false;
+    const parsed = ipaddr.process(address);
+    return ranges.some(([range, bits]) => parsed.kind() === range.kind() && parsed.match(range, bits));
+  });
+}
+
+/** A challenge of `WWW-Authenticate` (RFC 7235): its scheme and parameters. */
+export interface Challenge {
+  scheme: string;
+  params: Record<string, string>;
+}
+
+/** The first challenge of a `WWW-Authenticate` value, or null when there is none. */
+export function parseChallenge(header: string | undefined): Challenge | null {
+  const match = /^\s*([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*)(?:\s+(.*))?$/.exec(header ?? '');
+  if (!match) return null;
+  const params: Record<string, string> = {};
+  const pairs = /([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*(?:,|$)/g;
+  for (const pair of (match[2] ?? '').matchAll(pairs)) {
+    params[pair[1]!.toLowerCase()] = pair[2] !== undefined ? pair[2].replace(/\\(.)/g, '$1') : pair[3]!;
+  }
+  return { scheme: match[1]!.toLowerCase(), params };
+}
+
+/** A failed exchange with a registry, worded for the tenant; `permanent` when trying again cannot help. */
+export class RegistryFailure extends Error {
+  constructor(
+    message: string,
+    readonly permanent: boolean,
+  ) {
+    super(message);
+  }
+}
+
+export interface RegistryClientOptions {
+  /** Whose connections are checked; absent: none are (a node without a policy, tests). */
+  policy?: RegistryPolicy;
+  /** Whether dockerd treats `registry` as insecure (plain HTTP allowed), as `docker info` says. */
+  insecure?: (registry: string) => Promise<boolean>;
+}
+
+/** A registry session for one repository: its scheme and token, found once. */
+export interface RepositorySession {
+  location: ImageLocation;
+  base: string;
+  authorization?: string;
+}
+
+export interface FetchedManifest {
+  body: Buffer;
+  mediaType: string | undefined;
+  digest: string;
+}
+
+export interface BlobAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Readable;
+}
+
+/** Printable ASCII, bounded: what a registry says is quoted to the tenant. */
+const printable = (text: string, max = 200): string => {
+  const clean = text.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > max ? `${clean.slice(0, max)}…` : clean;
+};
+
+async function readBounded(body: Readable, max: number, what: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += (chunk as Buffer).length;
+    if (total > max) {
+      body.destroy();
+      throw new RegistryFailure(`${what} is larger than ${max} bytes, more than this node reads`, true);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** What a registry's error answer says (`{"errors":[{"code","message"}]}`), for the tenant. */
+async function failureOf(status: number, body: Readable, what: string): Promise<RegistryFailure> {
+  let said = '';
+  try {
+    const parsed = JSON.parse((await readBounded(body, MAX_ERROR_BYTES, 'an error answer')).toString('utf8')) as { errors?: Array<{ code?: unknown; message?: unknown }> };
+    const first = parsed.errors?.[0];
+    if (first) said = [first.code, first.message].filter((part) => typeof part === 'string').join(': ');
+  } catch {
+    body.destroy();
+  }
+  const word = status === 401 ? 'unauthorized' : status === 403 ? 'denied' : status === 404 ? 'not found' : `HTTP ${status}`;
+  const permanent = status === 401 || status === 403 || status === 404 || status === 400;
+  return new RegistryFailure(`${what}: ${word}${said ? ` (${printable(said)})` : ''}`, permanent);
+}
+
+export class RegistryClient {
+  private readonly dispatcher: Dispatcher;
+  private readonly insecureDispatcher: Dispatcher;
+
+  constructor(private readonly options: RegistryClientOptions = {}) {
+    this.dispatcher = this.agent(true);
+    // Docker skips certificate checks for a registry it treats as insecure, and so does this.
+    this.insecureDispatcher = this.agent(false);
+  }
+
+  private agent(verify: boolean): Dispatcher {
+    const connector = buildConnector({ timeout: CONNECT_TIMEOUT_MS, rejectUnauthorized: verify });
+    const policy = this.options.policy;
+    return new Agent({
+      headersTimeout: IDLE_TIMEOUT_MS,
+      bodyTimeout: IDLE_TIMEOUT_MS,
+      connect: (opts, callback) => {
+        if (!policy) return connector(opts, callback);
+        const port = Number(opts.port || (opts.protocol === 'https:' ? 443 : 80));
+        const host = opts.hostname.replace(/^\[|\]$/g, '');
+        checkDestination(host, port, policy).then(
+          (destination) => {
+            if ('refused' in destination) callback(new RegistryFailure(`refused by the node: ${printable(destination.refused)}`, true), null);
+            // The name stays the TLS server name and Host; only the address is the one checked.
+            else connector({ ...opts, hostname: destination.address, ...(isIP(host) ? {} : { servername: host }) }, callback);
+          },
+          (err: Error) => callback(err, null),
+        );
+      },
+    });
+  }
+
+  /** Finds how to talk to `location`'s registry: https, or http where dockerd would, and an anonymous token where it asks for one. */
+  async open(location: ImageLocation, signal?: AbortSignal): Promise<RepositorySession> {
+    const insecure = (await this.options.insecure?.(location.registry)) ?? false;
+    let base = `https://${location.endpoint}`;
+    let ping: Dispatcher.ResponseData;
+    try {
+      ping = await this.get(`${base}/v2/`, {}, insecure, signal);
+    } catch (err) {
+      // As Docker: a registry it calls insecure is tried over plain HTTP once HTTPS fails.
+      if (!insecure || (err as RegistryFailure).permanent) throw err;
+      base = `http://${location.endpoint}`;
+      ping = await this.get(`${base}/v2/`, {}, insecure, signal);
+    }
+    const session: RepositorySession = { location, base };
+    ping.body.resume();
+    if (ping.statusCode === 401) {
+      const challenge = parseChallenge(String(ping.headers['www-authenticate'] ?? ''));
+      if (challenge?.scheme === 'bearer' && challenge.params.realm) session.authorization = `Bearer ${await this.token(challenge.params, location, insecure, signal)}`;
+    }
+    return session;
+  }
+
+  /** The manifest `reference` (a tag or digest) names, read with a bound, with the digest of its bytes. */
+  async manifest(session: RepositorySession, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
+    const { location } = session;
+    const what = `manifest ${location.repository}:${reference} at ${location.registry}`;
+    const answer = await this.get(`${session.base}/v2/${location.repository}/manifests/${reference}`, { accept: MANIFEST_ACCEPT, ...this.auth(session) }, await this.insecure(location), signal);
+    if (answer.statusCode !== 200) throw await failureOf(answer.statusCode, answer.body, what);
+    const declared = Number(answer.headers['content-length']);
+    if (Number.isFinite(declared) && declared > MAX_MANIFEST_BYTES) {
+      answer.body.destroy();
+      throw new RegistryFailure(`${what} is ${declared} bytes, more than the ${MAX_MANIFEST_BYTES} this node reads`, true);
+    }
+    const body = await readBounded(answer.body, MAX_MANIFEST_BYTES, what);
+    const digest = `sha256:${createHash('sha256').update(body).digest('hex')}`;
+    if (DIGEST_SHAPE.test(reference) && digest !== reference) throw new RegistryFailure(`${what}: the registry answered other content (${digest})`, true);
+    const type = answer.headers['content-type'];
+    return { body, digest, mediaType: typeof type === 'string' ? type : undefined };
+  }
+
+  /** A blob of the session's repository, as the registry (or where it redirects) answers; `range` passed on. */
+  async blob(session: RepositorySession, digest: string, options: { range?: string; signal?: AbortSignal } = {}): Promise<BlobAnswer> {
+    const { range, signal } = options;
+    const { location } = session;
+    const insecure = await this.insecure(location);
+    let url = `${session.base}/v2/${location.repository}/blobs/${digest}`;
+    const origin = new URL(url).origin;
+    let renewed = false;
+    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+      // Credentials go to the registry only, never to where it redirects (object storage, a CDN).
+      const headers = { ...(range ? { range } : {}), ...(new URL(url).origin === origin ? this.auth(session) : {}) };
+      const answer = await this.get(url, headers, insecure, signal);
+      const redirect = answer.headers.location;
+      if (answer.statusCode >= 300 && answer.statusCode < 400 && typeof redirect === 'string') {
+        answer.body.resume();
+        url = new URL(redirect, url).toString();
+        if (!/^https?:$/.test(new URL(url).protocol)) throw new RegistryFailure(`blob ${digest}: redirected to a URL that is not http(s)`, true);
+        continue;
+      }
+      // A token outlives no long pull (Docker Hub's last five minutes): one more, once.
+      if (answer.statusCode === 401 && session.authorization && !renewed) {
+        answer.body.resume();
+        renewed = true;
+        session.authorization = (await this.open(session.location, signal)).authorization;
+        url = `${session.base}/v2/${session.location.repository}/blobs/${digest}`;
+        hop -= 1;
+        continue;
+      }
+      if (answer.statusCode !== 200 && answer.statusCode !== 206) throw await failureOf(answer.statusCode, answer.body, `blob ${digest} of ${session.location.repository}`);
+      const relayed: Record<string, string> = {};
+      for (const name of ['content-length', 'content-range', 'content-type']) {
+        const value = answer.headers[name];
+        if (typeof value === 'string') relayed[name] = value;
+      }
+      return { status: answer.statusCode, headers: relayed, body: answer.body };
+    }
+    throw new RegistryFailure(`blob ${digest}: more than ${MAX_REDIRECTS} redirects`, true);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.dispatcher.close(), this.insecureDispatcher.close()]);
+  }
+
+  private auth(session: RepositorySession): Record<string, string> {
+    return session.authorization ? { authorization: session.authorization } : {};
+  }
+
+  private async insecure(location: ImageLocation): Promise<boolean> {
+    return (await this.options.insecure?.(location.registry)) ?? false;
+  }
+
+
+  /** An anonymous pull token from the service the registry named (Docker's token protocol). */
+  private async token(params: Record<string, string>, location: ImageLocation, insecure: boolean, signal?: AbortSignal): Promise<string> {
+    let url: URL;
+    try {
+      url = new URL(params.realm!);
+    } catch {
+      throw new RegistryFailure(`registry ${location.registry} named a token service that is not a URL`, true);
+    }
+    if (!/^https?:$/.test(url.protocol)) throw new RegistryFailure(`registry ${location.registry} named a token service that is not http(s)`, true);
+    if (params.service) url.searchParams.set('service', params.service);
+    url.searchParams.set('scope', `repository:${location.repository}:pull`);
+    const answer = await this.get(url.toString(), {}, insecure, signal);
+    if (answer.statusCode !== 200) throw await failureOf(answer.statusCode, answer.body, `token for ${location.repository} at ${location.registry}`);
+    const body = await readBounded(answer.body, MAX_TOKEN_BYTES, 'a token answer');
+    let parsed: { token?: unknown; access_token?: unknown };
+    try {
+      parsed = JSON.parse(body.toString('utf8')) as typeof parsed;
+    } catch {
+      throw new RegistryFailure(`the token service of ${location.registry} answered no JSON`, true);
+    }
+    const token = typeof parsed.token === 'string' ? parsed.token : parsed.access_token;
+    if (typeof token !== 'string' || !/^[\x21-\x7e]+$/.test(token)) throw new RegistryFailure(`the token service of ${location.registry} answered no token`, true);
+    return token;
+  }
+
+  /** A GET whose failure to connect is a RegistryFailure worded for the tenant (a refusal by the node is permanent). */
+  private async get(url: string, headers: Record<string, string>, insecure: boolean, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
+    try {
+      return await request(url, { method: 'GET', headers: { 'user-agent': 'svc-node-agent', ...headers }, dispatcher: insecure ? this.insecureDispatcher : this.dispatcher, ...(signal ? { signal } : {}) });
+    } catch (err) {
+      if (err instanceof RegistryFailure) throw err;
+      if (signal?.aborted) throw new RegistryFailure(`${new URL(url).host}: ${printable(String((signal.reason as Error | undefined)?.message ?? 'given up'))}`, true);
+      const code = (err as { code?: string } | null)?.code;
+      const message = (code && NETWORK_ERRORS[code]) ?? (err instanceof Error ? err.message : String(err));
+      throw new RegistryFailure(`${new URL(url).host} did not answer: ${printable(message)}`, false);
+    }
+  }
+}

@@ -1,0 +1,181 @@
+// An instance's image comes to dockerd through the agent's registry front, against the real
+// engine and a registry the tenant controls (test/support/tenant-registry.ts). Before:
+// dockerd talked to the tenant's registry itself, so a registry could make it read a
+// manifest of any size whole (a 600 MiB one took dockerd from 1.1 to 2.7 GB, kept after),
+// and send it to the host's loopback (a token realm or a blob redirect to 127.0.0.1, which
+// Go never sends through the pull proxy). Now the agent resolves the manifest itself with a
+// bound, every connection it makes is checked, and dockerd talks to the front alone.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import Docker from 'dockerode';
+import tar from 'tar-stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dockerAvailable } from '../../../test/support/images.js';
+import { digestOf, manifestOf, putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
+import { DockerRuntime } from './docker-runtime.js';
+import { MAX_MANIFEST_BYTES, MEDIA_TYPES, nodePlatform } from './image-manifest.js';
+import { RuntimeError } from './runtime.js';
+
+const docker = new Docker();
+const nodeId = `node-front-${process.pid}`;
+let registry: TenantRegistry;
+let runtime: DockerRuntime;
+let layer: { blob: Buffer; diffId: string };
+/** A service on the host's loopback that must never be reached: counts its requests. */
+let canary: { server: Server; url: string; hits: string[] };
+const started: string[] = [];
+
+async function rejection(p: Promise<unknown>): Promise<RuntimeError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof RuntimeError) return err;
+    throw err;
+  }
+  throw new Error('expected the start to be refused');
+}
+
+const task = (image: string) => ({ taskId: `inst_front${Math.random().toString(36).slice(2, 8)}`, kind: 'instance' as const, image, gpuUuids: [], command: ['/hello'] });
+/** Every request the tenant's registry saw came from the agent, none from dockerd. */
+const onlyTheAgentAsked = () => expect(new Set(registry.clients)).toEqual(new Set(['svc-node-agent']));
+
+async function start(image: string) {
+  const handle = await runtime.startTask(task(image));
+  started.push(handle.containerId);
+  return handle;
+}
+
+beforeAll(async () => {
+  if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
+  registry = await startTenantRegistry();
+  const hits: string[] = [];
+  const server = createServer((req, res) => {
+    hits.push(`${req.method} ${req.url}`);
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"token":"host-secret"}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  canary = { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits };
+  // The tenant's registry is on loopback here, so the operator lists it; the canary is not.
+  runtime = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [registry.address] } });
+  const pack = tar.pack();
+  pack.entry({ name: 'hello', mode: 0o755 }, '#!/bin/sh\necho hello\n');
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const chunk of pack as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
+  const tarball = Buffer.concat(chunks);
+  layer = { blob: gzipSync(tarball), diffId: digestOf(tarball) };
+}, 60_000);
+
+afterAll(async () => {
+  for (const id of started) await runtime?.destroyTask(id, { force: true }).catch(() => undefined);
+  // What a failed test may have left: every container and network of this test's node.
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`svc.node=${nodeId}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+  for (const n of await docker.listNetworks()) if (n.Labels?.['svc.node'] === nodeId) await docker.getNetwork(n.Id).remove().catch(() => undefined);
+  const ours = await docker.listImages({ filters: { reference: [`${registry?.address}/*/*`] } }).catch(() => []);
+  for (const image of ours) await docker.getImage(image.Id).remove({ force: true }).catch(() => undefined);
+  await registry?.close();
+  await new Promise<void>((resolve) => (canary ? canary.server.close(() => resolve()) : resolve()));
+});
+
+describe("an instance's image through the registry front", () => {
+  it('is pulled by dockerd from the front only: the tenant registry hears from the agent alone, and the image carries the name the tenant gave', async () => {
+    registry.clients.length = 0;
+    putImage(registry, 'tenant/app:1', { config: { Cmd: ['/hello'] } }, layer);
+    const image = `${registry.address}/tenant/app:1`;
+    const handle = await start(image);
+    expect(handle.state).not.toBe('created');
+    expect(registry.log.filter((line) => line.includes('/blobs/')).length).toBeGreaterThanOrEqual(2);
+    onlyTheAgentAsked();
+    const inspected = await docker.getImage(image).inspect();
+    expect(inspected.RepoTags).toEqual([image]);
+    expect([...inspected.RepoTags, ...inspected.RepoDigests].filter((name) => name.includes('/pull/'))).toEqual([]);
+  }, 60_000);
+
+  it('runs an image pinned by digest, named on the node by its repository and digest', async () => {
+    putImage(registry, 'tenant/pinned:1', { config: { Cmd: ['/hello'] } }, layer);
+    const digest = digestOf(registry.manifests.get('tenant/pinned:1')!);
+    const handle = await start(`${registry.address}/tenant/pinned@${digest}`);
+    expect(handle.image).toBe(`${registry.address}/tenant/pinned:${digest.replace(':', '-')}`);
+  }, 60_000);
+
+  it("picks this node's platform from an image index, and refuses an index without it", async () => {
+    putImage(registry, 'tenant/multi:amd', { config: { Cmd: ['/hello'] } }, layer);
+    const platformManifest = registry.manifests.get('tenant/multi:amd')!;
+    const index = (entries: Array<{ architecture: string }>) =>
+      Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MEDIA_TYPES.ociIndex, manifests: entries.map((platform) => ({ mediaType: MEDIA_TYPES.dockerManifest, digest: platform.architecture === nodePlatform().architecture ? digestOf(platformManifest) : `sha256:${'e'.repeat(64)}`, size: platformManifest.length, platform: { os: 'linux', ...platform } })) }));
+    registry.manifests.set('tenant/multi:1', index([{ architecture: 's390x' }, { architecture: nodePlatform().architecture }]));
+    await start(`${registry.address}/tenant/multi:1`);
+    registry.manifests.set('tenant/multi:2', index([{ architecture: 's390x' }]));
+    const err = await rejection(runtime.startTask(task(`${registry.address}/tenant/multi:2`)));
+    expect(err.message).toBe(`pull of ${registry.address}/tenant/multi:2 refused: it has no image for linux/${nodePlatform().architecture}, this node's platform`);
+    expect(err.recoverable).toBe(false);
+  }, 60_000);
+
+  it(`refuses a manifest past ${MAX_MANIFEST_BYTES / 1024 / 1024} MiB, streamed without a length, before dockerd reads any of it`, async () => {
+    registry.clients.length = 0;
+    registry.manifests.set('tenant/huge:1', Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MEDIA_TYPES.dockerManifest, padding: 'x'.repeat(MAX_MANIFEST_BYTES) })));
+    registry.chunked = true;
+    try {
+      const err = await rejection(runtime.startTask(task(`${registry.address}/tenant/huge:1`)));
+      expect(err.message).toMatch(/^pull of .*tenant\/huge:1 failed: manifest tenant\/huge:1 at .* is larger than 4194304 bytes, more than this node reads$/);
+      expect(err.recoverable).toBe(false);
+      onlyTheAgentAsked();
+    } finally {
+      registry.chunked = false;
+    }
+  }, 60_000);
+
+  it("refuses a config past the bound before fetching it, and a layer with URLs of its own (dockerd would fetch those itself)", async () => {
+    const config = { digest: `sha256:${'c'.repeat(64)}`, size: 64 * 1024 * 1024 };
+    registry.manifests.set('tenant/bigconfig:1', manifestOf(config, [{ digest: digestOf(layer.blob), size: layer.blob.length }]));
+    const big = await rejection(runtime.startTask(task(`${registry.address}/tenant/bigconfig:1`)));
+    expect(big.message).toMatch(/refused: its image config is 67108864 bytes, more than the 8388608 this node reads$/);
+    expect(registry.log.some((line) => line.includes(config.digest))).toBe(false);
+
+    const foreign = JSON.parse(manifestOf({ digest: digestOf('{}'), size: 2 }, [{ digest: digestOf(layer.blob), size: layer.blob.length }]).toString()) as { layers: Array<Record<string, unknown>> };
+    foreign.layers[0]!.urls = [`${canary.url}/layer`];
+    registry.manifests.set('tenant/foreign:1', Buffer.from(JSON.stringify(foreign)));
+    const refused = await rejection(runtime.startTask(task(`${registry.address}/tenant/foreign:1`)));
+    expect(refused.message).toMatch(/refused: its manifest's layer 1 names URLs to fetch it from \(a foreign layer\)/);
+    expect(canary.hits).toEqual([]);
+  }, 60_000);
+
+  it("follows no redirect of a blob, and no token realm, to the host's loopback: the tenant reads the node's refusal", async () => {
+    putImage(registry, 'tenant/redirected:1', { config: { Cmd: ['/hello'] } }, layer);
+    const layerDigest = digestOf(layer.blob);
+    registry.redirects.set(layerDigest, `${canary.url}/blob`);
+    try {
+      const err = await rejection(runtime.startTask(task(`${registry.address}/tenant/redirected:1`)));
+      expect(err.code).toBe('pull_failed');
+      expect(err.message).toMatch(/refused by the node: 127\.0\.0\.1 is not on a public address \(loopback\)/);
+      expect(err.message).not.toMatch(/\/pull\/[a-f0-9]{32}/);
+    } finally {
+      registry.redirects.delete(layerDigest);
+    }
+
+    registry.bearerRealm = `${canary.url}/token`;
+    try {
+      const err = await rejection(runtime.startTask(task(`${registry.address}/tenant/redirected:1`)));
+      expect(err.message).toMatch(/refused by the node: 127\.0\.0\.1 is not on a public address \(loopback\)/);
+    } finally {
+      registry.bearerRealm = undefined;
+    }
+    expect(canary.hits).toEqual([]);
+    onlyTheAgentAsked();
+  }, 60_000);
+
+  it("fetches an anonymous token from the realm the registry names, and uses it for the manifest and every blob", async () => {
+    putImage(registry, 'tenant/tokened:1', { config: { Cmd: ['/hello'] } }, layer);
+    registry.bearerRealm = `http://${registry.address}/token`;
+    const before = registry.log.length;
+    try {
+      await start(`${registry.address}/tenant/tokened:1`);
+    } finally {
+      registry.bearerRealm = undefined;
+    }
+    const asked = registry.log.slice(before);
+    expect(asked).toContain('GET /token?service=tenant&scope=repository%3Atenant%2Ftokened%3Apull');
+    expect(asked.filter((line) => line.includes('/blobs/')).length).toBeGreaterThanOrEqual(2);
+  }, 60_000);
+});
