@@ -523,7 +523,11 @@ export class DockerRuntime implements TaskRuntime {
       if (prepared.layerBytes > this.maxImageBytes) {
         throw new RuntimeError('pull_failed', `pull of ${image} refused: its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`, false);
       }
-      await this.pullImage(prepared.reference, onProgress, image, (report) => this.proveBlobs(prepared, image, report));
+      await this.pullImage(prepared.reference, onProgress, image, (report) => this.proveBlobs(prepared, image, report)).catch((err: unknown) => {
+        const failure = prepared.failure();
+        if (!failure || (err instanceof RuntimeError && err.message.includes(' stopped: '))) throw err;
+        throw new RuntimeError('pull_failed', `pull of ${image} failed: ${failure.message}`, !failure.permanent);
+      });
       const local = localImageName(image);
       const colon = local.lastIndexOf(':');
       await this.docker

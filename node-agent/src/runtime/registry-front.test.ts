@@ -58,14 +58,19 @@ beforeAll(async () => {
   canary = { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits };
   // The tenant's registry is on loopback here, so the operator lists it; the canary is not.
   runtime = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [registry.address] } });
+  layer = await layerOf('#!/bin/sh\necho hello\n');
+}, 60_000);
+
+/** A gzipped layer holding `/hello` with `script`, and its uncompressed digest. */
+async function layerOf(script: string): Promise<{ blob: Buffer; diffId: string }> {
   const pack = tar.pack();
-  pack.entry({ name: 'hello', mode: 0o755 }, '#!/bin/sh\necho hello\n');
+  pack.entry({ name: 'hello', mode: 0o755 }, script);
   pack.finalize();
   const chunks: Buffer[] = [];
   for await (const chunk of pack as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
   const tarball = Buffer.concat(chunks);
-  layer = { blob: gzipSync(tarball), diffId: digestOf(tarball) };
-}, 60_000);
+  return { blob: gzipSync(tarball), diffId: digestOf(tarball) };
+}
 
 afterAll(async () => {
   for (const id of started) await runtime?.destroyTask(id, { force: true }).catch(() => undefined);
@@ -142,16 +147,23 @@ describe("an instance's image through the registry front", () => {
   }, 60_000);
 
   it("follows no redirect of a blob, and no token realm, to the host's loopback: the tenant reads the node's refusal", async () => {
-    putImage(registry, 'tenant/redirected:1', { config: { Cmd: ['/hello'] } }, layer);
-    const layerDigest = digestOf(layer.blob);
-    registry.redirects.set(layerDigest, `${canary.url}/blob`);
+    // A layer new to the node, which dockerd asks the front for.
+    const fresh = await layerOf(`#!/bin/sh\necho redirected ${process.pid}\n`);
+    putImage(registry, 'tenant/redirected:1', { config: { Cmd: ['/hello'] } }, fresh);
+    registry.redirects.set(digestOf(fresh.blob), `${canary.url}/blob`);
+    // The layer every test here uses, already on the node, which the agent checks itself.
+    putImage(registry, 'tenant/redirected:2', { config: { Cmd: ['/hello'], Labels: { known: 'layer' } } }, layer);
+    registry.redirects.set(digestOf(layer.blob), `${canary.url}/blob`);
     try {
       const err = await rejection(runtime.startTask(task(`${registry.address}/tenant/redirected:1`)));
       expect(err.code).toBe('pull_failed');
-      expect(err.message).toMatch(/refused by the node: 127\.0\.0\.1 is not on a public address \(loopback\)/);
-      expect(err.message).not.toMatch(/\/pull\/[a-f0-9]{32}/);
+      expect(err.message).toBe(`pull of ${registry.address}/tenant/redirected:1 failed: refused by the node: 127.0.0.1 is not on a public address (loopback)`);
+      expect(err.recoverable).toBe(false);
+      const known = await rejection(runtime.startTask(task(`${registry.address}/tenant/redirected:2`)));
+      expect(known.message).toMatch(new RegExp(`^pull of ${registry.address}/tenant/redirected:2 refused: refused by the node: 127\\.0\\.0\\.1 is not on a public address \\(loopback\\)`));
+      expect(known.recoverable).toBe(false);
     } finally {
-      registry.redirects.delete(layerDigest);
+      registry.redirects.clear();
     }
 
     registry.bearerRealm = `${canary.url}/token`;

@@ -35,6 +35,8 @@ export interface PreparedPull {
   served: ReadonlySet<string>;
   /** Fetches `blob` from the repository and checks its size and digest; throws RegistryFailure when they are not what the manifest says. */
   check(blob: Descriptor): Promise<void>;
+  /** The first blob the front could not fetch for dockerd, in the agent's words (dockerd's own are about `docker login`). */
+  failure(): RegistryFailure | undefined;
   /** Forgets it and ends its downloads: dockerd is answered 404 for it from then on. */
   release(): void;
 }
@@ -47,6 +49,7 @@ interface Served {
   served: Set<string>;
   /** Ends whatever is still fetched for it (dockerd's pull was stopped, or ended). */
   downloads: AbortController;
+  failure?: RegistryFailure;
 }
 
 const API_HEADERS = { 'docker-distribution-api-version': 'registry/2.0' };
@@ -123,7 +126,8 @@ export class RegistryFront {
     for (const layer of manifest.layers) blobs.set(layer.digest, layer.size);
     const served = new Set<string>();
     const downloads = new AbortController();
-    this.served.set(id, { session, manifest: { digest: fetched.digest, body: fetched.body, mediaType: manifest.mediaType }, blobs, served, downloads });
+    const entry: Served = { session, manifest: { digest: fetched.digest, body: fetched.body, mediaType: manifest.mediaType }, blobs, served, downloads };
+    this.served.set(id, entry);
     return {
       reference: `127.0.0.1:${this.port}/pull/${id}@${fetched.digest}`,
       digest: fetched.digest,
@@ -133,6 +137,7 @@ export class RegistryFront {
       blobs: [manifest.config, ...manifest.layers],
       served,
       check: (blob) => this.check(session, blob, downloads.signal),
+      failure: () => entry.failure,
       release: () => {
         this.served.delete(id);
         downloads.abort(new Error('the pull ended'));
@@ -202,6 +207,9 @@ export class RegistryFront {
     } catch (err) {
       const message = err instanceof RegistryFailure ? err.message : `blob ${digest}: ${(err as Error).message}`;
       this.log?.info({ digest, err: message }, 'registry front: a blob could not be fetched');
+      if (err instanceof RegistryFailure) served.failure ??= err;
+      // dockerd retries a 5xx and reports `denied: …` for a 403, which the runtime reads as final.
+      if (err instanceof RegistryFailure && err.permanent) return refuse(res, 403, 'DENIED', message);
       return refuse(res, 502, 'BLOB_UNKNOWN', message);
     }
     const declared = Number(upstream.headers['content-length']);
