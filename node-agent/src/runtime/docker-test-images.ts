@@ -5,10 +5,12 @@ import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
+import { createGzip, gzipSync } from 'node:zlib';
 import type Docker from 'dockerode';
 import tar from 'tar-stream';
 import { BUSYBOX_IMAGE, REGISTRY } from '../../../test/support/images.js';
+import { RuntimeError } from './runtime.js';
+import { digestOf } from '../../../test/support/tenant-registry.js';
 
 const follow = (docker: Docker, stream: NodeJS.ReadableStream): Promise<Array<{ error?: string }>> =>
   new Promise((resolve, reject) => {
@@ -157,4 +159,26 @@ export async function deleteFreshImage(docker: Docker, ref: string): Promise<voi
   if (!head.ok || !digest) return;
   const res = await fetch(manifestUrl + digest, { method: 'DELETE' });
   if (!res.ok && res.status !== 404) throw new Error(`registry delete of ${ref}: HTTP ${res.status}`);
+}
+
+/** The RuntimeError a start was refused with; throws when it was not refused, or not so. */
+export async function refusalOf(start: Promise<unknown>): Promise<RuntimeError> {
+  try {
+    await start;
+  } catch (err) {
+    if (err instanceof RuntimeError) return err;
+    throw err;
+  }
+  throw new Error('expected the start to be refused');
+}
+
+/** A gzipped layer holding an executable `/hello` with `script`, and its uncompressed digest. */
+export async function layerOf(script: string): Promise<{ blob: Buffer; diffId: string }> {
+  const pack = tar.pack();
+  pack.entry({ name: 'hello', mode: 0o755 }, script);
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const chunk of pack as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
+  const tarball = Buffer.concat(chunks);
+  return { blob: gzipSync(tarball), diffId: digestOf(tarball) };
 }

@@ -7,15 +7,12 @@
 // an image the operator pulled with credentials ran for a tenant who had none; and an image
 // config of hundreds of MB of labels made the agent exit (an engine answer past V8's longest
 // string), again at every image-GC pass after its restart.
-import { gzipSync } from 'node:zlib';
 import Docker from 'dockerode';
-import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { digestOf, manifestOf, putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
-import { ensureBusybox } from './docker-test-images.js';
+import { ensureBusybox, layerOf, refusalOf } from './docker-test-images.js';
 import { DockerRuntime, MAX_IMAGE_ANSWER_BYTES } from './docker-runtime.js';
-import { RuntimeError } from './runtime.js';
 
 const docker = new Docker();
 const nodeId = `node-provenance-${process.pid}`;
@@ -24,15 +21,7 @@ let registry: TenantRegistry;
 let runtime: DockerRuntime;
 let layer: { blob: Buffer; diffId: string };
 
-async function rejection(p: Promise<unknown>): Promise<RuntimeError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof RuntimeError) return err;
-    throw err;
-  }
-  throw new Error('expected the start to be refused');
-}
+const rejection = refusalOf;
 
 const absent = async (ref: string) => (await docker.getImage(ref).inspect().then(() => false, () => true));
 const task = (image: string) => ({ taskId: `inst_prov${Math.random().toString(36).slice(2, 8)}`, kind: 'instance' as const, image, gpuUuids: [], command: ['/hello'] });
@@ -43,13 +32,7 @@ beforeAll(async () => {
   registry = await startTenantRegistry();
   // The engine trusts loopback registries without TLS; the runtime checks no registry here.
   runtime = new DockerRuntime({ docker, nodeId });
-  const pack = tar.pack();
-  pack.entry({ name: 'hello', mode: 0o755 }, '#!/bin/sh\necho hello\n');
-  pack.finalize();
-  const chunks: Buffer[] = [];
-  for await (const chunk of pack as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
-  const tarball = Buffer.concat(chunks);
-  layer = { blob: gzipSync(tarball), diffId: digestOf(tarball) };
+  layer = await layerOf('#!/bin/sh\necho hello\n');
   // The provider's own image, on the node only (as a replica's pull or `docker load` leaves it).
   const builder = await docker.createContainer({ Image: BUSYBOX_IMAGE, Cmd: ['sh', '-c', 'echo PROVIDER-SECRET > /secret'], Labels: { 'svc.test': 'image-provenance' } });
   await builder.start();

@@ -7,15 +7,13 @@
 // bound, every connection it makes is checked, and dockerd talks to the front alone.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { gzipSync } from 'node:zlib';
 import Docker from 'dockerode';
-import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerAvailable } from '../../../test/support/images.js';
 import { digestOf, manifestOf, putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
+import { layerOf, refusalOf } from './docker-test-images.js';
 import { DockerRuntime } from './docker-runtime.js';
 import { MAX_MANIFEST_BYTES, MEDIA_TYPES, nodePlatform } from './image-manifest.js';
-import { RuntimeError } from './runtime.js';
 
 const docker = new Docker();
 const nodeId = `node-front-${process.pid}`;
@@ -26,15 +24,7 @@ let layer: { blob: Buffer; diffId: string };
 let canary: { server: Server; url: string; hits: string[] };
 const started: string[] = [];
 
-async function rejection(p: Promise<unknown>): Promise<RuntimeError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof RuntimeError) return err;
-    throw err;
-  }
-  throw new Error('expected the start to be refused');
-}
+const rejection = refusalOf;
 
 const task = (image: string) => ({ taskId: `inst_front${Math.random().toString(36).slice(2, 8)}`, kind: 'instance' as const, image, gpuUuids: [], command: ['/hello'] });
 /** Every request the tenant's registry saw came from the agent, none from dockerd. */
@@ -61,16 +51,6 @@ beforeAll(async () => {
   layer = await layerOf('#!/bin/sh\necho hello\n');
 }, 60_000);
 
-/** A gzipped layer holding `/hello` with `script`, and its uncompressed digest. */
-async function layerOf(script: string): Promise<{ blob: Buffer; diffId: string }> {
-  const pack = tar.pack();
-  pack.entry({ name: 'hello', mode: 0o755 }, script);
-  pack.finalize();
-  const chunks: Buffer[] = [];
-  for await (const chunk of pack as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
-  const tarball = Buffer.concat(chunks);
-  return { blob: gzipSync(tarball), diffId: digestOf(tarball) };
-}
 
 afterAll(async () => {
   for (const id of started) await runtime?.destroyTask(id, { force: true }).catch(() => undefined);
