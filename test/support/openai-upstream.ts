@@ -33,6 +33,10 @@ export interface OpenAiUpstream {
   requests: UpstreamRecord[];
   /** Answers whose client went away before the end (streams, and whole completions in mode held). */
   abandonedStreams: number;
+  /** How long a stream's prompt takes before its first chunk (its prefill); 0 by default. */
+  prefillMs: number;
+  /** Streams whose client went away during their prefill, before the first chunk. */
+  cancelledInPrefill: number;
   /** Sends the whole completions mode held is holding. */
   release(): void;
   /** Requests refused for a missing or wrong API key. */
@@ -76,6 +80,8 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
     failOn: undefined,
     requests: [],
     abandonedStreams: 0,
+    prefillMs: 0,
+    cancelledInPrefill: 0,
     refused: 0,
     release: () => {
       for (const answer of held.splice(0)) answer();
@@ -121,6 +127,17 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
     const soFar = (completion: number) =>
       continuous ? { prompt_tokens: USAGE.prompt_tokens, completion_tokens: completion, total_tokens: USAGE.prompt_tokens + completion } : undefined;
     res.writeHead(200, { 'content-type': 'text/event-stream' });
+    if (state.prefillMs > 0) {
+      // As an engine's prefill: the headers at once, the first chunk once the prompt is processed.
+      res.flushHeaders();
+      const prefill = state.prefillMs;
+      setTimeout(() => (res.destroyed ? state.cancelledInPrefill++ : streamAnswer(body, res, toolCall, logprobs, soFar)), prefill);
+      return;
+    }
+    streamAnswer(body, res, toolCall, logprobs, soFar);
+  }
+
+  function streamAnswer(body: any, res: ServerResponse, toolCall: object[] | null, logprobs: object[] | undefined, soFar: (completion: number) => object | undefined): void {
     if (state.mode === 'refuse-in-stream') {
       // As vLLM 0.11 refuses what it checks only once a stream was answered 200 (an
       // out-of-vocabulary logit_bias token): an error event with its HTTP code, then [DONE].

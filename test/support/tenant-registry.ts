@@ -24,13 +24,15 @@ export interface TenantRegistry {
   bearerRealm?: string;
   /** Manifests sent without a Content-Length (chunked), as a registry streaming one would. */
   chunked?: boolean;
+  /** Blobs sent a byte a second, as a registry holding a download open would. */
+  slowBlobs: Set<string>;
   /** Basic credentials every request must carry, when set. */
   basicAuth?: { username: string; password: string };
   close(): Promise<void>;
 }
 
 export async function startTenantRegistry(): Promise<TenantRegistry> {
-  const registry: TenantRegistry = { address: '', manifests: new Map(), blobs: new Map(), log: [], clients: [], redirects: new Map(), close: async () => undefined };
+  const registry: TenantRegistry = { address: '', manifests: new Map(), blobs: new Map(), log: [], clients: [], redirects: new Map(), slowBlobs: new Set(), close: async () => undefined };
   const server: Server = createServer((req, res) => {
     const url = req.url ?? '';
     registry.log.push(`${req.method} ${url}`);
@@ -70,6 +72,12 @@ export async function startTenantRegistry(): Promise<TenantRegistry> {
     const content = blob ? registry.blobs.get(blob[2]!) : undefined;
     if (!content) return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"errors":[{"code":"BLOB_UNKNOWN","message":"blob unknown"}]}');
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'docker-content-digest': blob![2]!, 'content-length': content.length });
+    if (req.method !== 'HEAD' && registry.slowBlobs.has(blob![2]!)) {
+      let sent = 0;
+      const drip = setInterval(() => (res.destroyed || sent >= content.length ? clearInterval(drip) : res.write(content.subarray(sent, ++sent))), 1_000);
+      res.on('close', () => clearInterval(drip));
+      return;
+    }
     res.end(req.method === 'HEAD' ? undefined : content);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

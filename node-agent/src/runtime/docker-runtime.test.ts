@@ -309,7 +309,8 @@ describe('DockerRuntime: start and inspect', () => {
     const spec = task({ labels: { team: 'ml' } });
     const handle = await runtime.startTask(spec);
 
-    expect(handle).toMatchObject({ taskId: spec.taskId, kind: 'instance', image: BUSYBOX_IMAGE, state: 'running' });
+    // Made from the image the pull proved, by its ID.
+    expect(handle).toMatchObject({ taskId: spec.taskId, kind: 'instance', image: (await docker.getImage(BUSYBOX_IMAGE).inspect()).Id, state: 'running' });
     const status = await runtime.inspectTask(handle.containerId);
     expect(status).toMatchObject({ taskId: spec.taskId, nodeId, state: 'running', exitCode: null, finishedAt: null, error: null });
     expect(status.startedAt!.getTime()).toBeGreaterThan(Date.now() - 60_000);

@@ -43,7 +43,7 @@ import { unlimitedForContainers } from '../host-facts/shared-rlimits.js';
 import { limitRunningSocketMemory, limitSocketMemory, memoryCgroupOf, needsSocketLimits, releaseSocketCgroup, type EngineCgroups } from './socket-memory.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
-import { PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
+import { formatDuration, PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
 import { PullProgressTracker, pullEventError, type PullEvent } from './pull-progress.js';
 import {
   RuntimeError,
@@ -122,8 +122,8 @@ const parseDockerTime = (value: string | undefined): Date | null =>
 export class DockerRuntime implements TaskRuntime {
   readonly docker: Docker;
   readonly nodeId: string;
-  /** Shared pulls of instances' images (through the registry front); exposed so tests can count real pulls. */
-  readonly pulls: PullCoordinator;
+  /** Shared pulls of instances' images (through the registry front), each to the image's ID; exposed so tests can count real pulls. */
+  readonly pulls: PullCoordinator<string>;
   /** Shared pulls of replicas' images, which dockerd makes itself. */
   private readonly ownPulls: PullCoordinator;
   private front: Promise<RegistryFront> | undefined;
@@ -449,8 +449,9 @@ export class DockerRuntime implements TaskRuntime {
   private async ensureImage(spec: TaskSpec, onProgress?: ProgressListener): Promise<Docker.ImageInspectInfo | undefined> {
     const { image } = spec;
     if (spec.kind === 'instance') {
-      await this.pull(spec, onProgress);
-      return this.instanceImage(localImageName(image));
+      // By the ID the pull proved: the name may be given to another image meanwhile (another
+      // instance's pull of the same name, or of a tag shaped like a digest's local name).
+      return this.instanceImage(await this.pulls.pull(image, onProgress), localImageName(image));
     }
     try {
       const present = await this.docker.getImage(image).inspect();
@@ -467,10 +468,10 @@ export class DockerRuntime implements TaskRuntime {
    * An instance's image as pulled, read with a bound (docker-json.ts), and refused when it
    * is bigger than that: the instance's name is taken off it again.
    */
-  private async instanceImage(ref: string): Promise<Docker.ImageInspectInfo> {
+  private async instanceImage(id: string, ref: string): Promise<Docker.ImageInspectInfo> {
     let answer: { status: number; body: Docker.ImageInspectInfo | undefined };
     try {
-      answer = await dockerJson<Docker.ImageInspectInfo>(this.docker, `/images/${ref}/json`, MAX_IMAGE_ANSWER_BYTES);
+      answer = await dockerJson<Docker.ImageInspectInfo>(this.docker, `/images/${id}/json`, MAX_IMAGE_ANSWER_BYTES);
     } catch (err) {
       if (!(err instanceof DockerAnswerTooLarge)) throw engineError(`inspect image ${ref}`, err);
       await this.untag(ref);
@@ -490,10 +491,10 @@ export class DockerRuntime implements TaskRuntime {
   /** A replica's pull from a registry of the node's own opens it to dockerd for as long as it runs (image-registry.ts). */
   private async pull(spec: TaskSpec, onProgress?: ProgressListener): Promise<void> {
     const policy = this.registryPolicy;
-    const ownRegistry = spec.kind === 'replica' && registryListed(policy?.replicaOnly, registryOf(spec.image));
+    const ownRegistry = registryListed(policy?.replicaOnly, registryOf(spec.image));
     const end = ownRegistry ? policy?.replicaPulls?.begin() : undefined;
     try {
-      await (spec.kind === 'instance' ? this.pulls : this.ownPulls).pull(spec.image, onProgress);
+      await this.ownPulls.pull(spec.image, onProgress);
     } finally {
       end?.();
     }
@@ -504,15 +505,18 @@ export class DockerRuntime implements TaskRuntime {
    * resolves and checks the manifest, dockerd pulls it pinned by digest from the front, and
    * the image is named as the tenant named it (localImageName), the front's name taken off.
    */
-  private async pullInstanceImage(image: string, onProgress: ProgressListener): Promise<void> {
+  private async pullInstanceImage(image: string, onProgress: ProgressListener): Promise<string> {
     onProgress({ image, fraction: 0, status: `Resolving ${image}` });
     // The whole pull within the pull timeout, its manifest within the stall time: a registry
     // trickling a manifest, or a blob the agent checks, holds the instance no longer.
     const overall = AbortSignal.timeout(this.pullDeadline.timeoutMs);
+    const manifestBy = Math.min(this.pullDeadline.stallMs, this.pullDeadline.timeoutMs);
+    const resolving = AbortSignal.any([overall, AbortSignal.timeout(manifestBy)]);
     let prepared: PreparedPull;
     try {
-      prepared = await (await this.registryFront()).prepare(image, AbortSignal.any([overall, AbortSignal.timeout(this.pullDeadline.stallMs)]));
+      prepared = await (await this.registryFront()).prepare(image, resolving);
     } catch (err) {
+      if (resolving.aborted) throw new RuntimeError('pull_failed', `pull of ${image} stopped: its registry gave no manifest within ${formatDuration(manifestBy)}`, false);
       if (err instanceof ManifestRefused) throw new RuntimeError('pull_failed', `pull of ${image} refused: ${err.message}`, false);
       if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
       throw pullFailed(image, err);
@@ -524,6 +528,9 @@ export class DockerRuntime implements TaskRuntime {
         throw new RuntimeError('pull_failed', `pull of ${image} refused: its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`, false);
       }
       await this.pullImage(prepared.reference, onProgress, image, (report) => this.proveBlobs(prepared, image, report)).catch((err: unknown) => {
+        if (overall.aborted && !(err instanceof RuntimeError && err.message.includes(' stopped: '))) {
+          throw new RuntimeError('pull_failed', `pull of ${image} stopped: it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`, false);
+        }
         const failure = prepared.failure();
         if (!failure || (err instanceof RuntimeError && err.message.includes(' stopped: '))) throw err;
         throw new RuntimeError('pull_failed', `pull of ${image} failed: ${failure.message}`, !failure.permanent);
@@ -536,6 +543,8 @@ export class DockerRuntime implements TaskRuntime {
         .catch((err: unknown) => {
           throw engineError(`name the image ${image}`, err);
         });
+      // Docker's ID of an image is its config's digest.
+      return prepared.config.digest;
     } finally {
       overall.removeEventListener('abort', giveUp);
       prepared.release();
@@ -554,11 +563,22 @@ export class DockerRuntime implements TaskRuntime {
     const unproven = prepared.blobs.filter((blob) => !prepared.served.has(blob.digest) && !this.blobSources.has(prepared.repository, blob.digest));
     for (const blob of unproven) {
       report(`Checking that ${prepared.repository} serves ${blob.digest.slice(0, 19)}, already on the node`);
+      // The stall rule of a pull holds for a check too: a registry trickling a blob holds the instance no longer.
+      const deadline = new PullDeadline(this.pullDeadline, Date.now());
+      const stalled = new AbortController();
+      let overdue: string | null = null;
+      const watch = setInterval(() => {
+        overdue = deadline.overdue(Date.now());
+        if (overdue) stalled.abort(new Error(overdue));
+      }, Math.min(1_000, this.pullDeadline.stallMs / 4));
       try {
-        await prepared.check(blob);
+        await prepared.check(blob, (bytes) => deadline.moved(bytes, Date.now()), stalled.signal);
       } catch (err) {
+        if (overdue) throw new RuntimeError('pull_failed', `pull of ${image} stopped: ${overdue}`, false);
         const why = err instanceof RegistryFailure ? err.message : (err as Error).message;
         throw new RuntimeError('pull_failed', `pull of ${image} refused: ${why}; the node has that content from elsewhere and gives it to an instance only from a repository that serves it`, !(err instanceof RegistryFailure && err.permanent));
+      } finally {
+        clearInterval(watch);
       }
     }
     this.blobSources.record(prepared.repository, prepared.blobs.map((blob) => blob.digest));
@@ -657,7 +677,8 @@ export class DockerRuntime implements TaskRuntime {
   /** `inspected`: the instance's image as instanceImage read it (its config already checked). */
   private async createContainer(spec: TaskSpec, host: HostCapabilities, inspected?: Docker.ImageInspectInfo, retried = false): Promise<Docker.Container> {
     try {
-      const named = { ...spec, image: dockerName(spec) };
+      // An instance's container is made from the image the pull proved, by its ID, never by a name.
+      const named = { ...spec, image: spec.kind === 'instance' && inspected ? inspected.Id : dockerName(spec) };
       const image = spec.kind === 'instance' && host.logLimit ? await this.imageCommand(named.image, inspected) : undefined;
       return await this.docker.createContainer(buildContainerSpec(named, host, image));
     } catch (err) {

@@ -3,20 +3,20 @@
 // nothing of Docker; the pull itself is injected.
 import type { ProgressListener, PullProgress } from './runtime.js';
 
-/** Pulls `image`, reporting progress; resolves when the image is present. */
-export type PullImage = (image: string, onProgress: ProgressListener) => Promise<void>;
+/** Pulls `image`, reporting progress; resolves when the image is present (with what the pull says of it, if anything). */
+export type PullImage<T = void> = (image: string, onProgress: ProgressListener) => Promise<T>;
 
-interface InFlightPull {
-  done: Promise<void>;
+interface InFlightPull<T> {
+  done: Promise<T>;
   listeners: Set<ProgressListener>;
   latest: PullProgress | null;
 }
 
-export class PullCoordinator {
-  private readonly inFlight = new Map<string, InFlightPull>();
+export class PullCoordinator<T = void> {
+  private readonly inFlight = new Map<string, InFlightPull<T>>();
   private started = 0;
 
-  constructor(private readonly pullImage: PullImage) {}
+  constructor(private readonly pullImage: PullImage<T>) {}
 
   /** How many pulls were actually started (shared ones count once). */
   get pullsStarted(): number {
@@ -34,10 +34,10 @@ export class PullCoordinator {
    * the shared result. A listener that throws stops receiving events and that caller's
    * promise rejects with its error; the pull goes on for the others.
    */
-  pull(image: string, onProgress?: ProgressListener): Promise<void> {
+  pull(image: string, onProgress?: ProgressListener): Promise<T> {
     const entry = this.inFlight.get(image) ?? this.start(image);
     if (!onProgress) return entry.done;
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       const listener: ProgressListener = (progress) => {
         try {
           onProgress(progress);
@@ -52,9 +52,9 @@ export class PullCoordinator {
     });
   }
 
-  private start(image: string): InFlightPull {
+  private start(image: string): InFlightPull<T> {
     this.started += 1;
-    const entry: InFlightPull = { done: Promise.resolve(), listeners: new Set(), latest: null };
+    const entry: InFlightPull<T> = { done: undefined as unknown as Promise<T>, listeners: new Set(), latest: null };
     const broadcast: ProgressListener = (progress) => {
       entry.latest = progress;
       for (const listener of [...entry.listeners]) listener(progress);

@@ -39,10 +39,11 @@ export class PullDeadline {
 
   /** Why the pull must stop now, or null. */
   overdue(now: number): string | null {
-    if (now - this.started >= this.settings.timeoutMs) return `it took longer than ${describe(this.settings.timeoutMs)}`;
-    if (now - this.windowStart >= this.settings.stallMs) return `it moved less than 1 MiB in ${describe(this.settings.stallMs)} (the registry stopped sending)`;
+    if (now - this.started >= this.settings.timeoutMs) return `it took longer than ${formatDuration(this.settings.timeoutMs)}`;
+    if (now - this.windowStart >= this.settings.stallMs) return `it moved less than 1 MiB in ${formatDuration(this.settings.stallMs)} (the registry stopped sending)`;
     return null;
   }
 }
 
-const describe = (ms: number): string => (ms % 60_000 === 0 ? `${ms / 60_000} min` : `${ms / 1000} s`);
+/** `ms` as the pull's messages say it: `3 s`, `60 min`. */
+export const formatDuration = (ms: number): string => (ms % 60_000 === 0 ? `${ms / 60_000} min` : `${ms / 1000} s`);

@@ -28,10 +28,24 @@ describe('parseChallenge', () => {
     ['Basic realm="Registry Realm"', { scheme: 'basic', params: { realm: 'Registry Realm' } }],
     ['bearer Realm=https://x/token, Service=x', { scheme: 'bearer', params: { realm: 'https://x/token', service: 'x' } }],
     ['Bearer realm="a \\"quoted\\" realm"', { scheme: 'bearer', params: { realm: 'a "quoted" realm' } }],
+    ['Basic realm="r", Bearer realm="https://x/token",service="x"', { scheme: 'bearer', params: { realm: 'https://x/token', service: 'x' } }],
+    ['Bearer realm="https://x/token" , service = "x"', { scheme: 'bearer', params: { realm: 'https://x/token', service: 'x' } }],
     ['', null],
     ['  ', null],
   ])('%s', (header, challenge) => {
     expect(parseChallenge(header)).toEqual(challenge);
+  });
+
+  it('takes Bearer from several header lines, Basic when that is all there is', () => {
+    expect(parseChallenge(['Basic realm="r"', 'Bearer realm="https://x/token"'])).toEqual({ scheme: 'bearer', params: { realm: 'https://x/token' } });
+    expect(parseChallenge(['Basic realm="r"'])).toEqual({ scheme: 'basic', params: { realm: 'r' } });
+    expect(parseChallenge(undefined)).toBeNull();
+  });
+
+  it('reads at most 4 KiB of a header (a registry could send 16 KiB of one parameter): what lies past it is not seen', () => {
+    const padded = `Bearer pad="${'a'.repeat(5_000)}", realm="https://x/token"`;
+    expect(parseChallenge(padded)?.params.realm).toBeUndefined();
+    expect(parseChallenge(`Bearer realm="https://x/token", ${'a'.repeat(16_000)}`)?.params.realm).toBe('https://x/token');
   });
 });
 

@@ -13,6 +13,7 @@ import { isIP } from 'node:net';
 import type { Readable } from 'node:stream';
 import ipaddr from 'ipaddr.js';
 import { Agent, buildConnector, request, type Dispatcher } from 'undici';
+import type { Logger } from '@svc/shared';
 import { checkDestination } from './pull-proxy.js';
 import { DEFAULT_REGISTRY, registryOf, type RegistryPolicy } from './image-registry.js';
 import { DIGEST_SHAPE, MANIFEST_ACCEPT, MAX_MANIFEST_BYTES } from './image-manifest.js';
@@ -108,16 +109,66 @@ export interface Challenge {
   params: Record<string, string>;
 }
 
-/** The first challenge of a `WWW-Authenticate` value, or null when there is none. */
-export function parseChallenge(header: string | undefined): Challenge | null {
-  const match = /^\s*([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*)(?:\s+(.*))?$/.exec(header ?? '');
-  if (!match) return null;
-  const params: Record<string, string> = {};
-  const pairs = /([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*(?:,|$)/g;
-  for (const pair of (match[2] ?? '').matchAll(pairs)) {
-    params[pair[1]!.toLowerCase()] = pair[2] !== undefined ? pair[2].replace(/\\(.)/g, '$1') : pair[3]!;
+/** More of a `WWW-Authenticate` value than any registry sends is not read (its parse stays cheap). */
+const MAX_CHALLENGE_CHARS = 4096;
+const TOKEN_CHAR = /[A-Za-z0-9!#$%&'*+.^_`|~-]/;
+
+/**
+ * The challenge of a `WWW-Authenticate` value (or of several) an anonymous pull answers:
+ * Bearer where offered, else the first; null when there is none. One pass over at most
+ * MAX_CHALLENGE_CHARS characters.
+ */
+export function parseChallenge(header: string | readonly string[] | undefined): Challenge | null {
+  const values = typeof header === 'string' ? [header] : (header ?? []);
+  const challenges = values.flatMap((value) => challengesIn(value.slice(0, MAX_CHALLENGE_CHARS)));
+  return challenges.find((challenge) => challenge.scheme === 'bearer') ?? challenges[0] ?? null;
+}
+
+/** RFC 7235's `challenge *( "," challenge )`, each `scheme [ param *( "," param ) ]`. */
+function challengesIn(text: string): Challenge[] {
+  const challenges: Challenge[] = [];
+  let i = 0;
+  const skip = (chars: string) => {
+    while (i < text.length && chars.includes(text[i]!)) i++;
+  };
+  const token = (): string => {
+    const from = i;
+    while (i < text.length && TOKEN_CHAR.test(text[i]!)) i++;
+    return text.slice(from, i);
+  };
+  while (i < text.length) {
+    skip(' \t,');
+    const scheme = token();
+    if (!scheme) break;
+    const challenge: Challenge = { scheme: scheme.toLowerCase(), params: {} };
+    challenges.push(challenge);
+    for (;;) {
+      skip(' \t');
+      const at = i;
+      const name = token();
+      skip(' \t');
+      if (!name || text[i] !== '=') {
+        i = at; // the next challenge's scheme, or nothing more
+        break;
+      }
+      i++;
+      skip(' \t');
+      let value = '';
+      if (text[i] === '"') {
+        for (i++; i < text.length && text[i] !== '"'; i++) value += text[i] === '\\' && i + 1 < text.length ? text[++i] : text[i];
+        i++;
+      } else {
+        const from = i;
+        while (i < text.length && text[i] !== ',' && text[i] !== ' ' && text[i] !== '\t') i++;
+        value = text.slice(from, i);
+      }
+      challenge.params[name.toLowerCase()] = value;
+      skip(' \t');
+      if (text[i] !== ',') break;
+      i++;
+    }
   }
-  return { scheme: match[1]!.toLowerCase(), params };
+  return challenges;
 }
 
 /** A failed exchange with a registry, worded for the tenant; `permanent` when trying again cannot help. */
@@ -131,6 +182,7 @@ export class RegistryFailure extends Error {
 }
 
 export interface RegistryClientOptions {
+  log?: Pick<Logger, 'info'>;
   /** Whose connections are checked; absent: none are (a node without a policy, tests). */
   policy?: RegistryPolicy;
   /** Whether dockerd treats `registry` as insecure (plain HTTP allowed), as `docker info` says. */
@@ -156,6 +208,15 @@ export interface BlobAnswer {
   body: Readable;
 }
 
+/**
+ * Stops reading `body` (a redirect's, a ping's, one past its bound) and closes its
+ * connection; undici reports the abort as an error, which is expected here.
+ */
+export function discard(body: Readable): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
 /** Printable ASCII, bounded: what a registry says is quoted to the tenant. */
 const printable = (text: string, max = 200): string => {
   const clean = text.replace(/[^\x20-\x7e]/g, '?');
@@ -168,7 +229,7 @@ async function readBounded(body: Readable, max: number, what: string): Promise<B
   for await (const chunk of body) {
     total += (chunk as Buffer).length;
     if (total > max) {
-      body.destroy();
+      discard(body);
       throw new RegistryFailure(`${what} is larger than ${max} bytes, more than this node reads`, true);
     }
     chunks.push(chunk as Buffer);
@@ -184,7 +245,7 @@ async function failureOf(status: number, body: Readable, what: string): Promise<
     const first = parsed.errors?.[0];
     if (first) said = [first.code, first.message].filter((part) => typeof part === 'string').join(': ');
   } catch {
-    body.destroy();
+    discard(body);
   }
   const word = status === 401 ? 'unauthorized' : status === 403 ? 'denied' : status === 404 ? 'not found' : `HTTP ${status}`;
   const permanent = status === 401 || status === 403 || status === 404 || status === 400;
@@ -213,7 +274,11 @@ export class RegistryClient {
         const host = opts.hostname.replace(/^\[|\]$/g, '');
         checkDestination(host, port, policy).then(
           (destination) => {
-            if ('refused' in destination) callback(new RegistryFailure(`refused by the node: ${printable(destination.refused)}`, true), null);
+            if ('refused' in destination) {
+              // One wording whatever the reason: which names the node's resolver knows is not the tenant's to probe.
+              this.options.log?.info({ host, reason: destination.refused }, 'registry client: refused a connection');
+              callback(new RegistryFailure(`refused by the node: ${printable(host)} is not a public address this node reaches for instances`, true), null);
+            }
             // The name stays the TLS server name and Host; only the address is the one checked.
             else connector({ ...opts, hostname: destination.address, ...(isIP(host) ? {} : { servername: host }) }, callback);
           },
@@ -229,17 +294,18 @@ export class RegistryClient {
     let base = `https://${location.endpoint}`;
     let ping: Dispatcher.ResponseData;
     try {
-      ping = await this.get(`${base}/v2/`, {}, insecure, signal);
+      ping = await this.follow(`${base}/v2/`, {}, {}, insecure, signal);
     } catch (err) {
       // As Docker: a registry it calls insecure is tried over plain HTTP once HTTPS fails.
       if (!insecure || (err as RegistryFailure).permanent) throw err;
       base = `http://${location.endpoint}`;
-      ping = await this.get(`${base}/v2/`, {}, insecure, signal);
+      ping = await this.follow(`${base}/v2/`, {}, {}, insecure, signal);
     }
     const session: RepositorySession = { location, base };
-    ping.body.resume();
+    // Only the status and the challenge are read: a body, however long, is not.
+    discard(ping.body);
     if (ping.statusCode === 401) {
-      const challenge = parseChallenge(String(ping.headers['www-authenticate'] ?? ''));
+      const challenge = parseChallenge(ping.headers['www-authenticate']);
       if (challenge?.scheme === 'bearer' && challenge.params.realm) session.authorization = `Bearer ${await this.token(challenge.params, location, insecure, signal)}`;
     }
     return session;
@@ -249,11 +315,11 @@ export class RegistryClient {
   async manifest(session: RepositorySession, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
     const { location } = session;
     const what = `manifest ${location.repository}:${reference} at ${location.registry}`;
-    const answer = await this.get(`${session.base}/v2/${location.repository}/manifests/${reference}`, { accept: MANIFEST_ACCEPT, ...this.auth(session) }, await this.insecure(location), signal);
+    const answer = await this.follow(`${session.base}/v2/${location.repository}/manifests/${reference}`, { accept: MANIFEST_ACCEPT }, this.auth(session), await this.insecure(location), signal);
     if (answer.statusCode !== 200) throw await failureOf(answer.statusCode, answer.body, what);
     const declared = Number(answer.headers['content-length']);
     if (Number.isFinite(declared) && declared > MAX_MANIFEST_BYTES) {
-      answer.body.destroy();
+      discard(answer.body);
       throw new RegistryFailure(`${what} is ${declared} bytes, more than the ${MAX_MANIFEST_BYTES} this node reads`, true);
     }
     const body = await readBounded(answer.body, MAX_MANIFEST_BYTES, what);
@@ -268,38 +334,45 @@ export class RegistryClient {
     const { range, signal } = options;
     const { location } = session;
     const insecure = await this.insecure(location);
-    let url = `${session.base}/v2/${location.repository}/blobs/${digest}`;
-    const origin = new URL(url).origin;
-    let renewed = false;
-    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-      // Credentials go to the registry only, never to where it redirects (object storage, a CDN).
-      const headers = { ...(range ? { range } : {}), ...(new URL(url).origin === origin ? this.auth(session) : {}) };
-      const answer = await this.get(url, headers, insecure, signal);
-      const redirect = answer.headers.location;
-      if (answer.statusCode >= 300 && answer.statusCode < 400 && typeof redirect === 'string') {
-        answer.body.resume();
-        url = new URL(redirect, url).toString();
-        if (!/^https?:$/.test(new URL(url).protocol)) throw new RegistryFailure(`blob ${digest}: redirected to a URL that is not http(s)`, true);
-        continue;
-      }
-      // A token outlives no long pull (Docker Hub's last five minutes): one more, once.
-      if (answer.statusCode === 401 && session.authorization && !renewed) {
-        answer.body.resume();
-        renewed = true;
-        session.authorization = (await this.open(session.location, signal)).authorization;
-        url = `${session.base}/v2/${session.location.repository}/blobs/${digest}`;
-        hop -= 1;
-        continue;
-      }
-      if (answer.statusCode !== 200 && answer.statusCode !== 206) throw await failureOf(answer.statusCode, answer.body, `blob ${digest} of ${session.location.repository}`);
-      const relayed: Record<string, string> = {};
-      for (const name of ['content-length', 'content-range', 'content-type']) {
-        const value = answer.headers[name];
-        if (typeof value === 'string') relayed[name] = value;
-      }
-      return { status: answer.statusCode, headers: relayed, body: answer.body };
+    const url = `${session.base}/v2/${location.repository}/blobs/${digest}`;
+    const headers: Record<string, string> = range ? { range } : {};
+    let answer = await this.follow(url, headers, this.auth(session), insecure, signal);
+    // A token outlives no long pull (Docker Hub's last five minutes): one more, once.
+    if (answer.statusCode === 401 && session.authorization) {
+      discard(answer.body);
+      session.authorization = (await this.open(location, signal)).authorization;
+      answer = await this.follow(url, headers, this.auth(session), insecure, signal);
     }
-    throw new RegistryFailure(`blob ${digest}: more than ${MAX_REDIRECTS} redirects`, true);
+    if (answer.statusCode !== 200 && answer.statusCode !== 206) throw await failureOf(answer.statusCode, answer.body, `blob ${digest} of ${location.repository}`);
+    const relayed: Record<string, string> = {};
+    for (const name of ['content-length', 'content-range', 'content-type']) {
+      const value = answer.headers[name];
+      if (typeof value === 'string') relayed[name] = value;
+    }
+    return { status: answer.statusCode, headers: relayed, body: answer.body };
+  }
+
+  /**
+   * GET `url`, following up to MAX_REDIRECTS redirects (registries redirect their API, and
+   * their blobs to object storage), each hop's connection checked like the first. `auth` goes
+   * to the first URL's origin only, never where it redirects; a redirect's body is not read.
+   */
+  private async follow(url: string, headers: Record<string, string>, auth: Record<string, string>, insecure: boolean, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
+    const origin = new URL(url).origin;
+    let next = url;
+    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+      const answer = await this.get(next, new URL(next).origin === origin ? { ...headers, ...auth } : headers, insecure, signal);
+      const redirect = answer.headers.location;
+      if (answer.statusCode < 300 || answer.statusCode >= 400 || typeof redirect !== 'string') return answer;
+      discard(answer.body);
+      try {
+        next = new URL(redirect, next).toString();
+      } catch {
+        throw new RegistryFailure(`${new URL(next).host} redirected to something that is not a URL`, true);
+      }
+      if (!/^https?:$/.test(new URL(next).protocol)) throw new RegistryFailure(`${new URL(url).host} redirected to a URL that is not http(s)`, true);
+    }
+    throw new RegistryFailure(`${new URL(url).host} redirected more than ${MAX_REDIRECTS} times`, true);
   }
 
   async close(): Promise<void> {
@@ -314,7 +387,6 @@ export class RegistryClient {
     return (await this.options.insecure?.(location.registry)) ?? false;
   }
 
-
   /** An anonymous pull token from the service the registry named (Docker's token protocol). */
   private async token(params: Record<string, string>, location: ImageLocation, insecure: boolean, signal?: AbortSignal): Promise<string> {
     let url: URL;
@@ -326,7 +398,7 @@ export class RegistryClient {
     if (!/^https?:$/.test(url.protocol)) throw new RegistryFailure(`registry ${location.registry} named a token service that is not http(s)`, true);
     if (params.service) url.searchParams.set('service', params.service);
     url.searchParams.set('scope', `repository:${location.repository}:pull`);
-    const answer = await this.get(url.toString(), {}, insecure, signal);
+    const answer = await this.follow(url.toString(), {}, {}, insecure, signal);
     if (answer.statusCode !== 200) throw await failureOf(answer.statusCode, answer.body, `token for ${location.repository} at ${location.registry}`);
     const body = await readBounded(answer.body, MAX_TOKEN_BYTES, 'a token answer');
     let parsed: { token?: unknown; access_token?: unknown };

@@ -8,7 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Docker from 'dockerode';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { dockerAvailable } from '../../../test/support/images.js';
 import { digestOf, manifestOf, putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
 import { layerOf, refusalOf } from './docker-test-images.js';
@@ -23,9 +23,12 @@ let layer: { blob: Buffer; diffId: string };
 /** A service on the host's loopback that must never be reached: counts its requests. */
 let canary: { server: Server; url: string; hits: string[] };
 const started: string[] = [];
+/** The registries the node's operator listed (they are on loopback here). */
+const allowed: string[] = [];
 
 const rejection = refusalOf;
 
+const REFUSED = (host: string) => `refused by the node: ${host} is not a public address this node reaches for instances`;
 const task = (image: string) => ({ taskId: `inst_front${Math.random().toString(36).slice(2, 8)}`, kind: 'instance' as const, image, gpuUuids: [], command: ['/hello'] });
 /** Every request the tenant's registry saw came from the agent, none from dockerd. */
 const onlyTheAgentAsked = () => expect(new Set(registry.clients)).toEqual(new Set(['svc-node-agent']));
@@ -47,7 +50,8 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   canary = { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits };
   // The tenant's registry is on loopback here, so the operator lists it; the canary is not.
-  runtime = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [registry.address] } });
+  allowed.push(registry.address);
+  runtime = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed } });
   layer = await layerOf('#!/bin/sh\necho hello\n');
 }, 60_000);
 
@@ -81,7 +85,36 @@ describe("an instance's image through the registry front", () => {
     putImage(registry, 'tenant/pinned:1', { config: { Cmd: ['/hello'] } }, layer);
     const digest = digestOf(registry.manifests.get('tenant/pinned:1')!);
     const handle = await start(`${registry.address}/tenant/pinned@${digest}`);
-    expect(handle.image).toBe(`${registry.address}/tenant/pinned:${digest.replace(':', '-')}`);
+    const named = await docker.getImage(`${registry.address}/tenant/pinned:${digest.replace(':', '-')}`).inspect();
+    expect(handle.image).toBe(named.Id);
+  }, 60_000);
+
+  it("makes the container from the image its pull proved, even when the name is given to another image before the create (a tag shaped like the pinned image's local name)", async () => {
+    putImage(registry, 'tenant/race:1', { config: { Cmd: ['/hello'], Labels: { which: 'pinned' } } }, layer);
+    const digest = digestOf(registry.manifests.get('tenant/race:1')!);
+    const local = `${registry.address}/tenant/race:${digest.replace(':', '-')}`;
+    // What the tenant's tag `sha256-<hex>` brings: another image, whose volumes nest (refused to instances).
+    putImage(registry, `tenant/race:${digest.replace(':', '-')}`, { config: { Cmd: ['/hello'], Labels: { which: 'other' }, Volumes: { '/a': {}, '/a/b': {} } } }, layer);
+    const other = await refusalOf(runtime.startTask(task(local)));
+    expect(other.message).toMatch(/declares the volume \/a\/b/);
+    await docker.pull(local).then((stream) => new Promise((resolve, reject) => docker.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve(undefined)))));
+    const otherId = (await docker.getImage(local).inspect()).Id;
+    // Another pull of that tag lands between this start's checks and its create.
+    const create = docker.createContainer.bind(docker);
+    const landing = vi.spyOn(docker, 'createContainer').mockImplementation(async (options) => {
+      const [repo, tag] = [local.slice(0, local.lastIndexOf(':')), local.slice(local.lastIndexOf(':') + 1)];
+      await docker.getImage(otherId).tag({ repo, tag });
+      return create(options);
+    });
+    try {
+      const handle = await start(`${registry.address}/tenant/race@${digest}`);
+      const container = await docker.getContainer(handle.containerId).inspect();
+      expect(container.Config.Labels?.which).toBe('pinned');
+      expect(container.Mounts).toEqual([]);
+      expect((await docker.getImage(local).inspect()).Id).toBe(otherId);
+    } finally {
+      landing.mockRestore();
+    }
   }, 60_000);
 
   it("picks this node's platform from an image index, and refuses an index without it", async () => {
@@ -137,10 +170,10 @@ describe("an instance's image through the registry front", () => {
     try {
       const err = await rejection(runtime.startTask(task(`${registry.address}/tenant/redirected:1`)));
       expect(err.code).toBe('pull_failed');
-      expect(err.message).toBe(`pull of ${registry.address}/tenant/redirected:1 failed: refused by the node: 127.0.0.1 is not on a public address (loopback)`);
+      expect(err.message).toBe(`pull of ${registry.address}/tenant/redirected:1 failed: ${REFUSED('127.0.0.1')}`);
       expect(err.recoverable).toBe(false);
       const known = await rejection(runtime.startTask(task(`${registry.address}/tenant/redirected:2`)));
-      expect(known.message).toMatch(new RegExp(`^pull of ${registry.address}/tenant/redirected:2 refused: refused by the node: 127\\.0\\.0\\.1 is not on a public address \\(loopback\\)`));
+      expect(known.message.startsWith(`pull of ${registry.address}/tenant/redirected:2 refused: ${REFUSED('127.0.0.1')}`)).toBe(true);
       expect(known.recoverable).toBe(false);
     } finally {
       registry.redirects.clear();
@@ -149,12 +182,47 @@ describe("an instance's image through the registry front", () => {
     registry.bearerRealm = `${canary.url}/token`;
     try {
       const err = await rejection(runtime.startTask(task(`${registry.address}/tenant/redirected:1`)));
-      expect(err.message).toMatch(/refused by the node: 127\.0\.0\.1 is not on a public address \(loopback\)/);
+      expect(err.message).toBe(`pull of ${registry.address}/tenant/redirected:1 failed: ${REFUSED('127.0.0.1')}`);
+      // A name the node cannot resolve reads the same: which names the node's resolver knows is not told.
+      registry.bearerRealm = 'http://no-such-name.invalid/token';
+      const unknown = await rejection(runtime.startTask(task(`${registry.address}/tenant/redirected:1`)));
+      expect(unknown.message).toBe(`pull of ${registry.address}/tenant/redirected:1 failed: ${REFUSED('no-such-name.invalid')}`);
     } finally {
       registry.bearerRealm = undefined;
     }
     expect(canary.hits).toEqual([]);
     onlyTheAgentAsked();
+  }, 60_000);
+
+  it('gives up checking a blob the node already has when the registry trickles it, by the stall rule of a pull', async () => {
+    putImage(registry, 'tenant/known:1', { config: { Cmd: ['/hello'], Labels: { trickled: 'no' } } }, layer);
+    await start(`${registry.address}/tenant/known:1`);
+    // Another repository names the same layer, which the agent fetches to check; its registry sends a byte a second.
+    putImage(registry, 'mirror/trickle:1', { config: { Cmd: ['/hello'], Labels: { trickled: 'yes' } } }, layer);
+    registry.slowBlobs.add(digestOf(layer.blob));
+    const impatient = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed }, pullDeadline: { stallMs: 2_000, timeoutMs: 600_000 } });
+    try {
+      const err = await rejection(impatient.startTask(task(`${registry.address}/mirror/trickle:1`)));
+      expect(err.message).toBe(`pull of ${registry.address}/mirror/trickle:1 stopped: it moved less than 1 MiB in 2 s (the registry stopped sending)`);
+      expect(err.recoverable).toBe(false);
+    } finally {
+      registry.slowBlobs.clear();
+    }
+  }, 60_000);
+
+  it('follows a registry that redirects its API (as registry.k8s.io does), each hop checked', async () => {
+    putImage(registry, 'tenant/moved:1', { config: { Cmd: ['/hello'] } }, layer);
+    const redirector = createServer((req, res) => res.writeHead(307, { location: `http://${registry.address}${req.url}` }).end());
+    await new Promise<void>((resolve) => redirector.listen(0, '127.0.0.1', resolve));
+    const front = `127.0.0.1:${(redirector.address() as AddressInfo).port}`;
+    allowed.push(front);
+    try {
+      await start(`${front}/tenant/moved:1`);
+      expect(registry.log).toContain('GET /v2/tenant/moved/manifests/1');
+    } finally {
+      allowed.pop();
+      await new Promise<void>((resolve) => redirector.close(() => resolve()));
+    }
   }, 60_000);
 
   it("fetches an anonymous token from the realm the registry names, and uses it for the manifest and every blob", async () => {

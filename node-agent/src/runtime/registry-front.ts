@@ -16,7 +16,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { Transform, pipeline } from 'node:stream';
 import type { Logger } from '@svc/shared';
 import { layerBytes, ManifestRefused, nodePlatform, parseManifest, pickPlatform, type Descriptor, type Platform } from './image-manifest.js';
-import { locate, RegistryFailure, type RegistryClient, type RepositorySession } from './registry-client.js';
+import { discard, locate, RegistryFailure, type RegistryClient, type RepositorySession } from './registry-client.js';
 
 /** An image resolved and pinned, ready for dockerd to pull from the front. */
 export interface PreparedPull {
@@ -33,8 +33,12 @@ export interface PreparedPull {
   blobs: Descriptor[];
   /** The blobs dockerd fetched whole from the front so far. */
   served: ReadonlySet<string>;
-  /** Fetches `blob` from the repository and checks its size and digest; throws RegistryFailure when they are not what the manifest says. */
-  check(blob: Descriptor): Promise<void>;
+  /**
+   * Fetches `blob` from the repository and checks its size and digest; throws
+   * RegistryFailure when they are not what the manifest says. `moved` is told the bytes
+   * read so far; `signal` gives up.
+   */
+  check(blob: Descriptor, moved?: (bytes: number) => void, signal?: AbortSignal): Promise<void>;
   /** The first blob the front could not fetch for dockerd, in the agent's words (dockerd's own are about `docker login`). */
   failure(): RegistryFailure | undefined;
   /** Forgets it and ends its downloads: dockerd is answered 404 for it from then on. */
@@ -136,7 +140,7 @@ export class RegistryFront {
       repository: `${location.registry}/${location.repository}`,
       blobs: [manifest.config, ...manifest.layers],
       served,
-      check: (blob) => this.check(session, blob, downloads.signal),
+      check: (blob, moved, signal) => this.check(session, blob, signal ? AbortSignal.any([signal, downloads.signal]) : downloads.signal, moved),
       failure: () => entry.failure,
       release: () => {
         this.served.delete(id);
@@ -145,17 +149,18 @@ export class RegistryFront {
     };
   }
 
-  private async check(session: RepositorySession, blob: Descriptor, signal: AbortSignal): Promise<void> {
+  private async check(session: RepositorySession, blob: Descriptor, signal: AbortSignal, moved?: (bytes: number) => void): Promise<void> {
     const answer = await this.client.blob(session, blob.digest, { signal });
     const hash = createHash('sha256');
     let size = 0;
     for await (const chunk of answer.body) {
       size += (chunk as Buffer).length;
       if (size > blob.size) {
-        answer.body.destroy();
+        discard(answer.body);
         break;
       }
       hash.update(chunk as Buffer);
+      moved?.(size);
     }
     const digest = `sha256:${hash.digest('hex')}`;
     if (size !== blob.size || digest !== blob.digest) {
@@ -214,15 +219,16 @@ export class RegistryFront {
     }
     const declared = Number(upstream.headers['content-length']);
     if (upstream.status === 200 && Number.isFinite(declared) && declared !== size) {
-      upstream.body.destroy();
+      discard(upstream.body);
       return refuse(res, 502, 'SIZE_INVALID', `blob ${digest}: the registry declared ${declared} bytes, its manifest ${size}`);
     }
     res.writeHead(upstream.status, { ...API_HEADERS, 'content-type': 'application/octet-stream', 'docker-content-digest': digest, ...upstream.headers });
     // dockerd checks the digest of what it read; what is cut here is a registry sending more.
     pipeline(upstream.body, bounded(size), res, (err) => {
       if (err) this.log?.info({ digest, err: err.message }, 'registry front: a blob relay ended early');
-      else if (upstream.status === 200) served.served.add(digest);
+      // Whole or resumed (206): dockerd checks the digest of all it assembles, and only a pull that succeeds is recorded.
+      else served.served.add(digest);
     });
-    req.once('close', () => upstream.body.destroy());
+    res.once('close', () => discard(upstream.body));
   }
 }
