@@ -457,6 +457,32 @@ describe('relaying replicas', () => {
     expect(cut.cost_usd).toBeGreaterThan(0);
   });
 
+  it('a stream the client leaves during its prefill is billed its prompt: the replica runs on until it reports it, then is cancelled', async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    up!.prefillMs = 1_000;
+    try {
+      const requestId = `prefill-${randomUUID()}`;
+      const aborter = new AbortController();
+      const leaving = fetch(`${cp.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': requestId },
+        body: JSON.stringify({ ...chat, stream: true }),
+        signal: aborter.signal,
+      }).catch((err: Error) => err);
+      // The replica has the prompt; the client leaves before its first chunk.
+      await expect.poll(() => up!.requests.length, { timeout: 5000 }).toBe(1);
+      aborter.abort();
+      expect(await leaving).toMatchObject({ name: 'AbortError' });
+      const billed = await usageOf(requestId);
+      expect(billed).toMatchObject({ prompt_tokens: 5, completion_tokens: 0 });
+      expect(billed.cost_usd).toBeGreaterThan(0);
+      expect(up!.cancelledInPrefill).toBe(0);
+      await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
+    } finally {
+      up!.prefillMs = 0;
+    }
+  });
+
   it("passes on an engine's usage-only progress chunks as one usage chunk at the end (for a client that asked), and bills a stream cut meanwhile by them", async () => {
     const [up] = await replicas('llama-3.1-8b-instruct', 1);
     up!.mode = 'progress-stream';

@@ -7,7 +7,7 @@ import { randomBase62, type Clock } from '@svc/shared';
 import { quantizationsByPrice, type CatalogModel, type Pool, type Quantization, type RateCard } from '../models/catalog.js';
 import type { UsageStore } from '../store/usage-store.js';
 import { SAMPLING_DEFAULTS, type ChatCompletionRequest } from './chat-request.js';
-import type { ClientDeparture } from './client-departure.js';
+import { ClientDeparture } from './client-departure.js';
 import { systemFingerprint } from './fingerprint.js';
 import { callReplica, type FailureListener } from './replica-call.js';
 import type { Lease, ReleaseOutcome, Router } from './router.js';
@@ -118,17 +118,27 @@ export class ChatCompletionService {
   async stream(call: ChatCall): Promise<Iterable<string> | AsyncIterable<string>> {
     const { ctx } = call;
     if (ctx.sandbox) return this.sandboxStream(call);
-    const { value: response, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, (lease) =>
-      this.deps.upstream.post(lease.replica, '/v1/chat/completions', upstreamBody(call, true), ctx.signal),
-    this.deps.onReplicaFailure);
-    return this.relay(call, lease, response.body);
+    // The replica's request is cancelled by this, not by the client's departure itself: until
+    // the replica answers, a departure cancels it at once; once it streams, the relay decides.
+    const replicaCall = new ClientDeparture();
+    const cancel = () => replicaCall.depart();
+    if (ctx.signal.aborted) cancel();
+    ctx.signal.once('abort', cancel);
+    try {
+      const { value: response, lease } = await callReplica(this.deps.router, this.route(call), this.deps.attempts, (lease) =>
+        this.deps.upstream.post(lease.replica, '/v1/chat/completions', upstreamBody(call, true), replicaCall),
+      this.deps.onReplicaFailure);
+      return this.relay(call, lease, response.body, replicaCall);
+    } finally {
+      ctx.signal.off('abort', cancel);
+    }
   }
 
   private route(call: ChatCall) {
     return { tenant: call.ctx.orgId, model: call.model, quantization: call.body.quantization, pool: call.ctx.pool };
   }
 
-  private async *relay(call: ChatCall, lease: Lease, body: AsyncIterable<Buffer>): AsyncGenerator<string> {
+  private async *relay(call: ChatCall, lease: Lease, body: AsyncIterable<Buffer>, replicaCall: ClientDeparture): AsyncGenerator<string> {
     const { ctx, model } = call;
     const { replica } = lease;
     const includeUsage = call.body.stream_options?.include_usage === true;
@@ -140,6 +150,18 @@ export class ChatCompletionService {
     let usage: TokenUsage | null = null;
     let deltas = 0;
     let outcome: ReleaseOutcome = 'ok';
+    // A client that leaves once the replica has its prompt is billed that prompt: the replica
+    // goes on until it reports it (its first chunk, once the prompt is processed), then is
+    // cancelled. Cancelled at once, a stream left during its prefill was free, however long
+    // the prompt: a tenant could have replicas process prompts at no cost. A replica that
+    // reports nothing within PREFILL_GRACE_MS is cancelled all the same.
+    let grace: NodeJS.Timeout | undefined;
+    const left = () => {
+      if (usage !== null) replicaCall.depart();
+      else grace ??= setTimeout(() => replicaCall.depart(), PREFILL_GRACE_MS);
+    };
+    if (ctx.signal.aborted) left();
+    ctx.signal.once('abort', left);
     try {
       let done = false;
       for await (const bytes of body) {
@@ -170,6 +192,7 @@ export class ChatCompletionService {
           // engine reports progress so while it holds output back), and OpenAI's clients
           // expect one, the last chunk before [DONE].
         }
+        if (ctx.signal.aborted && usage !== null) return; // the prompt is known: the replica can stop
       }
       if (!done) throw new ReplicaFailure(`replica ${replica.baseUrl} ended the stream early`, true);
       if (usage && includeUsage) yield sseFrame(JSON.stringify({ ...envelope, choices: [], usage }));
@@ -185,6 +208,9 @@ export class ChatCompletionService {
       const error = { type: 'pool_degraded', message: `the model server in pool ${replica.pool} broke off the stream; retry the request` };
       yield sseFrame(JSON.stringify({ error }));
     } finally {
+      ctx.signal.off('abort', left);
+      clearTimeout(grace);
+      replicaCall.depart();
       lease.release(outcome);
       // A stream cut short (client gone, replica broke) is billed by the last usage the
       // replica reported: the prompt it processed and the tokens generated until then. Only
@@ -251,6 +277,9 @@ export class ChatCompletionService {
     return Math.floor(this.deps.clock.now() / 1000);
   }
 }
+
+/** How long a stream whose client left may run on for the replica to report the prompt it processed. */
+export const PREFILL_GRACE_MS = 60_000;
 
 const completionId = (): string => `chatcmpl-${randomBase62(24)}`;
 
