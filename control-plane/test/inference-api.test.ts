@@ -195,3 +195,39 @@ describe('sandbox keys', () => {
     expect(small.body.usage.prompt_tokens).toBeGreaterThan(3 + 2 + 20);
   });
 });
+
+// Ajv's meta-schema check compares every pair of an enum's values: one tool with a
+// 160,000-value enum (1 MB) blocked the event loop for 46 seconds. Every tool's parameters
+// now keep the schema limits, checked before the meta-schema.
+describe('tool parameters within the schema limits', () => {
+  const tool = (parameters: Record<string, unknown>) => ({ tools: [{ type: 'function', function: { name: 'pick', parameters } }] });
+  const values = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+  it.each<[string, Record<string, unknown>, RegExp]>([
+    ['a 5,000-value enum', { type: 'object', properties: { a: { enum: values(5_000) } } }, /the schema has 5000 enum values; at most 1000/],
+    ["the auditor's 160,000-value enum (1 MB)", { type: 'object', properties: { a: { enum: values(160_000) } } }, /function parameters are \d+ bytes; at most 65536/],
+    ['an enum under dependencies, which the walk had skipped', { type: 'object', dependencies: { a: { properties: { b: { enum: values(1_500) } } } } }, /the schema has 1500 enum values; at most 1000/],
+    ['parameters over 64 KiB', { type: 'object', properties: { a: { type: 'string', description: 'x'.repeat(70_000) } } }, /function parameters are \d+ bytes; at most 65536/],
+    ['3,000 subschemas', { type: 'object', properties: Object.fromEntries(values(3_000).map((i) => [`p${i}`, {}])) }, /more than 2000 subschemas/],
+    ['duplicate enum values', { type: 'object', properties: { a: { enum: ['x', 'y', 'x'] } } }, /parameters\/properties\/a\/enum must NOT have duplicate items \(items ## 0 and 2 are identical\)/],
+    ['equal objects in an enum, keys in another order', { type: 'object', properties: { a: { enum: [{ u: 1, v: 2 }, { v: 2, u: 1 }] } } }, /must NOT have duplicate items/],
+  ])('refuses %s with 400 naming tools[0].function.parameters, and keeps answering', async (_name, parameters, message) => {
+    for (const key of [live, sandbox]) {
+      const error = expectError(await post('/v1/chat/completions', { ...chat, ...tool(parameters) }, key), 400, 'invalid_request');
+      expect(error.param).toBe('tools[0].function.parameters');
+      expect(error.message).toMatch(message);
+    }
+    expectError(await post('/v1/chat/completions', chat), 409, 'no_capacity');
+  });
+
+  it('takes a 1,000-value enum, and duplicates where the draft allows them (2020-12)', async () => {
+    expectError(await post('/v1/chat/completions', { ...chat, ...tool({ type: 'object', properties: { a: { enum: values(1_000) } } }) }), 409, 'no_capacity');
+    const duplicates = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { a: { enum: ['x', 'x'] } } };
+    expectError(await post('/v1/chat/completions', { ...chat, ...tool(duplicates) }), 409, 'no_capacity');
+  });
+
+  it('names the field of the Responses API', async () => {
+    const res = await post('/v1/responses', { model: chat.model, input: 'hi', tools: [{ type: 'function', name: 'pick', parameters: { type: 'object', properties: { a: { enum: values(5_000) } } } }] });
+    expect(expectError(res, 400, 'invalid_request').param).toBe('tools[0].parameters');
+  });
+});
