@@ -196,6 +196,55 @@ describe('sandbox keys', () => {
   });
 });
 
+// A schema a few hundred bytes long can ask for a smallest value of gigabytes (minItems
+// times minLength, or times a long const). Building it took the control plane's heap (one
+// request killed the process); it is now refused or answered within 64 KiB.
+describe('schemas whose smallest value is huge', () => {
+  const strings = { type: 'object', properties: { a: { type: 'array', minItems: 1_000, items: { type: 'string', minLength: 10_000 } } }, required: ['a'] };
+  const consts = { type: 'object', properties: { a: { type: 'array', minItems: 800, items: { const: 'x'.repeat(6_000) } } }, required: ['a'] };
+  const tool = (parameters: Record<string, unknown>) => [{ type: 'function', function: { name: 'fill', parameters } }];
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['response_format: a thousand strings of 10,000 characters', { response_format: { type: 'json_schema', json_schema: { name: 's', schema: strings } } }, 'response_format.json_schema.schema'],
+    ['response_format: a 6,000-character const 800 times', { response_format: { type: 'json_schema', json_schema: { name: 's', schema: consts } } }, 'response_format.json_schema.schema'],
+    ['a forced tool call', { tools: tool(strings), tool_choice: 'required' }, 'tools[0].function.parameters'],
+  ])('refuses %s with 400 naming the schema, for sandbox and live keys alike', async (_name, patch, param) => {
+    for (const key of [sandbox, live]) {
+      const error = expectError(await post('/v1/chat/completions', { ...chat, max_tokens: 1, ...patch }, key), 400, 'invalid_request');
+      expect(error.param).toBe(param);
+      expect(error.message).toMatch(/no JSON value of at most 65536 characters satisfies the schema/);
+    }
+    // The process is alive and answers.
+    expect((await post('/v1/chat/completions', chat, sandbox)).status).toBe(200);
+  });
+
+  it('answers a sandbox tool call whose schema has no small value with small arguments, not megabytes', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const res = await post('/v1/chat/completions', { ...chat, tools: tool(strings) }, key);
+    expect(res.status, res.text).toBe(200);
+    const args = res.body.choices[0].message.tool_calls[0].function.arguments as string;
+    expect(args.length).toBeLessThanOrEqual(64 * 1024);
+    expect(JSON.parse(args)).toEqual({ a: ['example'] });
+    expect(res.body.usage.completion_tokens).toBeLessThan(100);
+  });
+
+  it('answers the largest value within the bound, cut by max_tokens', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const schema = { type: 'object', properties: { a: { type: 'array', minItems: 5, items: { type: 'string', minLength: 10_000 } } }, required: ['a'] };
+    const res = await post('/v1/chat/completions', { ...chat, max_tokens: 3, response_format: { type: 'json_schema', json_schema: { name: 's', schema } } }, key);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.choices[0]).toMatchObject({ message: { content: '{"a":["xxxxx' }, finish_reason: 'length' });
+    expect(res.body.usage.completion_tokens).toBe(3);
+  });
+
+  it('refuses a sandbox request whose prompt alone passes the daily cap counting the prompt only: its answer is never built', async () => {
+    const key = await cp.key({ kind: 'test' });
+    // 3 + 2,000 / 4 = 503 prompt tokens, past the test's cap of 400; the answer would add more.
+    const res = await post('/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: 'x'.repeat(2_000) }] }, key);
+    expect(expectError(res, 429, 'rate_limited').message).toMatch(/^this sandbox key used 0 of its 400 tokens today and the request needs 503;/);
+  });
+});
+
 // Ajv's meta-schema check compares every pair of an enum's values: one tool with a
 // 160,000-value enum (1 MB) blocked the event loop for 46 seconds. Every tool's parameters
 // now keep the schema limits, checked before the meta-schema.

@@ -38,6 +38,7 @@ describe('responseFormatProblem', () => {
     ['nesting past the walker bound', { type: 'object', properties: { a: JSON.parse('{"items":'.repeat(40) + '{}' + '}'.repeat(40)) } }, false, P],
     ['a pattern that is no regular expression', closed({ a: { type: 'string', pattern: '(' } }), true, `${P}.properties.a.pattern`],
     ['contradictory bounds', closed({ a: { type: 'integer', minimum: 5, maximum: 1 } }), true, P],
+    ['a smallest value past 64 KiB', closed({ a: { type: 'array', items: { type: 'string', minLength: 10_000 }, minItems: 19_000 } }), true, P],
   ])('refuses %s', (_label, schema, strict, param) => {
     expect(responseFormatProblem(format(schema, strict))?.param).toBe(param);
   });

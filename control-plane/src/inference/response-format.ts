@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { toolSchemaProblem } from './tool-schema.js';
 import { isObjectSchema, isRecord, resolveLocalRef, walkSchema, type SchemaNode } from './json-schema-walk.js';
-import { minimalInstance, UNSATISFIABLE } from './schema-instance.js';
+import { MAX_INSTANCE_CHARS, minimalInstance, TOO_LARGE, UNSATISFIABLE } from './schema-instance.js';
 
 /** Serialized size of one schema; a 1 MB schema is refused before anything walks it. */
 export const MAX_SCHEMA_BYTES = 64 * 1024;
@@ -144,8 +144,15 @@ function schemaProblem(schema: Record<string, unknown>, strict: boolean): Proble
   }
   const pattern = patternProblem(walked);
   if (pattern) return pattern;
-  if (minimalInstance(schema) === UNSATISFIABLE) {
+  const instance = minimalInstance(schema);
+  if (instance === UNSATISFIABLE) {
     return { param: SCHEMA_PARAM, message: 'no finite JSON value satisfies the schema (a $ref cycle through required properties, or contradictory bounds)' };
+  }
+  if (instance === TOO_LARGE) {
+    return {
+      param: SCHEMA_PARAM,
+      message: `no JSON value of at most ${MAX_INSTANCE_CHARS} characters satisfies the schema: lower minItems or minLength, or shorten the const and enum values it requires`,
+    };
   }
   return undefined;
 }
