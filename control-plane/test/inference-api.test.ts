@@ -195,3 +195,88 @@ describe('sandbox keys', () => {
     expect(small.body.usage.prompt_tokens).toBeGreaterThan(3 + 2 + 20);
   });
 });
+
+// A schema a few hundred bytes long can ask for a smallest value of gigabytes (minItems
+// times minLength, or times a long const). Building it took the control plane's heap (one
+// request killed the process); it is now refused or answered within 64 KiB.
+describe('schemas whose smallest value is huge', () => {
+  const strings = { type: 'object', properties: { a: { type: 'array', minItems: 1_000, items: { type: 'string', minLength: 10_000 } } }, required: ['a'] };
+  const consts = { type: 'object', properties: { a: { type: 'array', minItems: 800, items: { const: 'x'.repeat(6_000) } } }, required: ['a'] };
+  const tool = (parameters: Record<string, unknown>) => [{ type: 'function', function: { name: 'fill', parameters } }];
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['response_format: a thousand strings of 10,000 characters', { response_format: { type: 'json_schema', json_schema: { name: 's', schema: strings } } }, 'response_format.json_schema.schema'],
+    ['response_format: a 6,000-character const 800 times', { response_format: { type: 'json_schema', json_schema: { name: 's', schema: consts } } }, 'response_format.json_schema.schema'],
+    ['a forced tool call', { tools: tool(strings), tool_choice: 'required' }, 'tools[0].function.parameters'],
+  ])('refuses %s with 400 naming the schema, for sandbox and live keys alike', async (_name, patch, param) => {
+    for (const key of [sandbox, live]) {
+      const error = expectError(await post('/v1/chat/completions', { ...chat, max_tokens: 1, ...patch }, key), 400, 'invalid_request');
+      expect(error.param).toBe(param);
+      expect(error.message).toMatch(/no JSON value of at most 65536 characters satisfies the schema/);
+    }
+    // The process is alive and answers.
+    expect((await post('/v1/chat/completions', chat, sandbox)).status).toBe(200);
+  });
+
+  it('answers a sandbox tool call whose schema has no small value with small arguments, not megabytes', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const res = await post('/v1/chat/completions', { ...chat, tools: tool(strings) }, key);
+    expect(res.status, res.text).toBe(200);
+    const args = res.body.choices[0].message.tool_calls[0].function.arguments as string;
+    expect(args.length).toBeLessThanOrEqual(64 * 1024);
+    expect(JSON.parse(args)).toEqual({ a: ['example'] });
+    expect(res.body.usage.completion_tokens).toBeLessThan(100);
+  });
+
+  it('answers the largest value within the bound, cut by max_tokens', async () => {
+    const key = await cp.key({ kind: 'test' });
+    const schema = { type: 'object', properties: { a: { type: 'array', minItems: 5, items: { type: 'string', minLength: 10_000 } } }, required: ['a'] };
+    const res = await post('/v1/chat/completions', { ...chat, max_tokens: 3, response_format: { type: 'json_schema', json_schema: { name: 's', schema } } }, key);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.choices[0]).toMatchObject({ message: { content: '{"a":["xxxxx' }, finish_reason: 'length' });
+    expect(res.body.usage.completion_tokens).toBe(3);
+  });
+
+  it('refuses a sandbox request whose prompt alone passes the daily cap counting the prompt only: its answer is never built', async () => {
+    const key = await cp.key({ kind: 'test' });
+    // 3 + 2,000 / 4 = 503 prompt tokens, past the test's cap of 400; the answer would add more.
+    const res = await post('/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: 'x'.repeat(2_000) }] }, key);
+    expect(expectError(res, 429, 'rate_limited').message).toMatch(/^this sandbox key used 0 of its 400 tokens today and the request needs 503;/);
+  });
+});
+
+// Ajv's meta-schema check compares every pair of an enum's values: one tool with a
+// 160,000-value enum (1 MB) blocked the event loop for 46 seconds. Every tool's parameters
+// now keep the schema limits, checked before the meta-schema.
+describe('tool parameters within the schema limits', () => {
+  const tool = (parameters: Record<string, unknown>) => ({ tools: [{ type: 'function', function: { name: 'pick', parameters } }] });
+  const values = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+  it.each<[string, Record<string, unknown>, RegExp]>([
+    ['a 5,000-value enum', { type: 'object', properties: { a: { enum: values(5_000) } } }, /the schema has 5000 enum values; at most 1000/],
+    ["the auditor's 160,000-value enum (1 MB)", { type: 'object', properties: { a: { enum: values(160_000) } } }, /function parameters are \d+ bytes; at most 65536/],
+    ['an enum under dependencies, which the walk had skipped', { type: 'object', dependencies: { a: { properties: { b: { enum: values(1_500) } } } } }, /the schema has 1500 enum values; at most 1000/],
+    ['parameters over 64 KiB', { type: 'object', properties: { a: { type: 'string', description: 'x'.repeat(70_000) } } }, /function parameters are \d+ bytes; at most 65536/],
+    ['3,000 subschemas', { type: 'object', properties: Object.fromEntries(values(3_000).map((i) => [`p${i}`, {}])) }, /more than 2000 subschemas/],
+    ['duplicate enum values', { type: 'object', properties: { a: { enum: ['x', 'y', 'x'] } } }, /parameters\/properties\/a\/enum must NOT have duplicate items \(items ## 0 and 2 are identical\)/],
+    ['equal objects in an enum, keys in another order', { type: 'object', properties: { a: { enum: [{ u: 1, v: 2 }, { v: 2, u: 1 }] } } }, /must NOT have duplicate items/],
+  ])('refuses %s with 400 naming tools[0].function.parameters, and keeps answering', async (_name, parameters, message) => {
+    for (const key of [live, sandbox]) {
+      const error = expectError(await post('/v1/chat/completions', { ...chat, ...tool(parameters) }, key), 400, 'invalid_request');
+      expect(error.param).toBe('tools[0].function.parameters');
+      expect(error.message).toMatch(message);
+    }
+    expectError(await post('/v1/chat/completions', chat), 409, 'no_capacity');
+  });
+
+  it('takes a 1,000-value enum, and duplicates where the draft allows them (2020-12)', async () => {
+    expectError(await post('/v1/chat/completions', { ...chat, ...tool({ type: 'object', properties: { a: { enum: values(1_000) } } }) }), 409, 'no_capacity');
+    const duplicates = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { a: { enum: ['x', 'x'] } } };
+    expectError(await post('/v1/chat/completions', { ...chat, ...tool(duplicates) }), 409, 'no_capacity');
+  });
+
+  it('names the field of the Responses API', async () => {
+    const res = await post('/v1/responses', { model: chat.model, input: 'hi', tools: [{ type: 'function', name: 'pick', parameters: { type: 'object', properties: { a: { enum: values(5_000) } } } }] });
+    expect(expectError(res, 400, 'invalid_request').param).toBe('tools[0].parameters');
+  });
+});

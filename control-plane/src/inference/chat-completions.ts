@@ -11,11 +11,11 @@ import { ClientDeparture } from './client-departure.js';
 import { systemFingerprint } from './fingerprint.js';
 import { callReplica, type FailureListener } from './replica-call.js';
 import type { Lease, ReleaseOutcome, Router } from './router.js';
-import { SANDBOX_DAILY_TOKEN_CAP, sandboxChat, sandboxLogprobs, type SandboxChat } from './sandbox.js';
+import { SANDBOX_DAILY_TOKEN_CAP, sandboxChat, sandboxLogprobs, sandboxPromptTokens, type SandboxChat } from './sandbox.js';
 import { SSE_DONE, SseParser, sseFrame } from './sse.js';
 import { ReplicaFailure, type UpstreamClient } from './upstream.js';
 import { normaliseUsage, type TokenUsage, type UsageContext, type UsageRecorder } from './usage.js';
-import { takeSandboxTokens } from './sandbox-cap.js';
+import { checkSandboxTokens, takeSandboxTokens } from './sandbox-cap.js';
 
 export interface InferenceDeps {
   router: Router;
@@ -221,8 +221,12 @@ export class ChatCompletionService {
   }
 
   private async sandboxAnswer(call: ChatCall): Promise<{ answer: SandboxChat; pool: Pool; quantization: Quantization }> {
+    const cap = this.deps.sandboxDailyTokenCap ?? SANDBOX_DAILY_TOKEN_CAP;
+    // Every answer takes at least its prompt: a key that cannot afford that is refused
+    // before the answer is built.
+    await checkSandboxTokens(this.deps.usageStore, this.deps.clock, call.ctx.keyId, sandboxPromptTokens(call.body), cap);
     const answer = sandboxChat(call.model, call.body, call.maxTokens);
-    await takeSandboxTokens(this.deps.usageStore, this.deps.clock, call.ctx.keyId, answer.usage.total_tokens, this.deps.sandboxDailyTokenCap ?? SANDBOX_DAILY_TOKEN_CAP);
+    await takeSandboxTokens(this.deps.usageStore, this.deps.clock, call.ctx.keyId, answer.usage.total_tokens, cap);
     const pool = call.ctx.pool ?? this.deps.defaultPool;
     const quantization = call.body.quantization ?? quantizationsByPrice(call.model, this.deps.rateCard(call.model))[0]!;
     this.deps.recorder.record(call.ctx, { kind: 'chat', model: call.model.id, quantization, pool, usage: answer.usage, card: undefined });

@@ -3,8 +3,7 @@
 // say (field combinations, references between messages and tools, the model's limits).
 import { Type, type Static } from '@sinclair/typebox';
 import { engineFeatureProblem } from './engine-features.js';
-import { compiledSchemaProblem, ResponseFormat, responseFormatProblem } from './response-format.js';
-import { toolSchemaProblem } from './tool-schema.js';
+import { compiledSchemaProblem, ResponseFormat, responseFormatProblem, toolParametersProblem } from './response-format.js';
 import { neutralRules, Refusable, refuseNonNeutral } from './neutral-fields.js';
 import { ApiError } from '@svc/shared';
 import { StringEnum } from '../http/schemas.js';
@@ -269,8 +268,8 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
     const parameters = tool.function.parameters;
     if (parameters === undefined) return;
     if (parameters.type !== 'object') fail('function parameters must be a JSON Schema of type "object"', `${at}.parameters`);
-    const problem = toolSchemaProblem(parameters);
-    if (problem) fail(`function parameters are ${problem.startsWith('not ') ? '' : 'refused: '}${problem}`, `${at}.parameters`);
+    const problem = toolParametersProblem(parameters, `${at}.parameters`);
+    if (problem) fail(problem.message, problem.param);
   });
   const choice = body.tool_choice;
   if (choice === undefined) return;

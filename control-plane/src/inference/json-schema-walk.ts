@@ -6,8 +6,11 @@
 const SCHEMA_KEYWORDS = ['additionalProperties', 'items', 'not', 'if', 'then', 'else', 'contains', 'propertyNames', 'unevaluatedProperties', 'unevaluatedItems', 'additionalItems'] as const;
 /** Keywords whose value is a list of subschemas. */
 const LIST_KEYWORDS = ['anyOf', 'oneOf', 'allOf', 'prefixItems', 'items'] as const;
-/** Keywords whose value maps names to subschemas. */
-const MAP_KEYWORDS = ['properties', '$defs', 'definitions', 'patternProperties', 'dependentSchemas'] as const;
+/**
+ * Keywords whose value maps names to subschemas. Draft-04 to 07's `dependencies` maps to a
+ * subschema or a list of names (skipped); walked so its enums are counted and checked too.
+ */
+const MAP_KEYWORDS = ['properties', '$defs', 'definitions', 'patternProperties', 'dependentSchemas', 'dependencies'] as const;
 
 export interface SchemaNode {
   schema: Record<string, unknown>;

@@ -1,7 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { grammarSchemaProblem } from './engine-features.js';
-import { responseFormatProblem, type ResponseFormat } from './response-format.js';
+import { responseFormatProblem, toolParametersProblem, type ResponseFormat } from './response-format.js';
 import { minimalInstance, UNSATISFIABLE } from './schema-instance.js';
 
 const closed = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
@@ -38,6 +38,7 @@ describe('responseFormatProblem', () => {
     ['nesting past the walker bound', { type: 'object', properties: { a: JSON.parse('{"items":'.repeat(40) + '{}' + '}'.repeat(40)) } }, false, P],
     ['a pattern that is no regular expression', closed({ a: { type: 'string', pattern: '(' } }), true, `${P}.properties.a.pattern`],
     ['contradictory bounds', closed({ a: { type: 'integer', minimum: 5, maximum: 1 } }), true, P],
+    ['a smallest value past 64 KiB', closed({ a: { type: 'array', items: { type: 'string', minLength: 10_000 }, minItems: 19_000 } }), true, P],
   ])('refuses %s', (_label, schema, strict, param) => {
     expect(responseFormatProblem(format(schema, strict))?.param).toBe(param);
   });
@@ -56,6 +57,25 @@ describe('responseFormatProblem', () => {
   it('takes text and json_object as they are', () => {
     expect(responseFormatProblem({ type: 'text' })).toBeUndefined();
     expect(responseFormatProblem({ type: 'json_object' })).toBeUndefined();
+  });
+});
+
+describe('toolParametersProblem', () => {
+  const T = 'tools[2].function.parameters';
+  it.each<[string, Record<string, unknown>, string | undefined, RegExp | undefined]>([
+    ['a small schema', { type: 'object', properties: { a: { type: 'string' } } }, undefined, undefined],
+    ['1,001 enum values', { type: 'object', properties: { a: { enum: Array.from({ length: 1001 }, (_, i) => i) } } }, T, /1001 enum values; at most 1000/],
+    ['a huge string enum, named at the enum', { type: 'object', properties: { a: { enum: Array.from({ length: 300 }, (_, i) => `v${i}-${'x'.repeat(60)}`) } } }, `${T}.properties.a.enum`, /at most 15000 characters/],
+    ['more than 64 KiB', { type: 'object', description: 'x'.repeat(70_000) }, T, /function parameters are \d+ bytes; at most 65536 are accepted/],
+    ['nesting past the walker bound', { type: 'object', properties: { a: JSON.parse('{"items":'.repeat(40) + '{}' + '}'.repeat(40)) } }, T, /refused: the schema nests deeper than 32/],
+    ['objects nested 11 deep', nested(11), `${T}.properties.c.properties.c.properties.c.properties.c.properties.c.properties.c.properties.c.properties.c.properties.c.properties.c`, /objects nest deeper than 10/],
+    ['no JSON Schema', { type: 'object', properties: 3 }, T, /^function parameters are not a valid JSON Schema \(draft-07\)/],
+    // Parameters need no finite value unless a call is forced (the engine's grammar).
+    ['recursion with no way out', closed({ a: { $ref: '#' } }), undefined, undefined],
+  ])('%s', (_name, schema, param, message) => {
+    const problem = toolParametersProblem(schema, T);
+    expect(problem?.param).toBe(param);
+    if (message) expect(problem?.message).toMatch(message);
   });
 });
 

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { toolSchemaProblem } from './tool-schema.js';
 import { isObjectSchema, isRecord, resolveLocalRef, walkSchema, type SchemaNode } from './json-schema-walk.js';
-import { minimalInstance, UNSATISFIABLE } from './schema-instance.js';
+import { MAX_INSTANCE_CHARS, minimalInstance, TOO_LARGE, UNSATISFIABLE } from './schema-instance.js';
 
 /** Serialized size of one schema; a 1 MB schema is refused before anything walks it. */
 export const MAX_SCHEMA_BYTES = 64 * 1024;
@@ -58,7 +58,10 @@ export interface Problem {
 }
 
 const SCHEMA_PARAM = 'response_format.json_schema.schema';
-const at = (path: string): string => (path === '' ? SCHEMA_PARAM : `${SCHEMA_PARAM}.${path}`);
+/** Names a keyword's path inside the schema given at `param`. */
+type Namer = (path: string) => string;
+const under = (param: string): Namer => (path) => (path === '' ? param : `${param}.${path}`);
+const at = under(SCHEMA_PARAM);
 
 /** Keywords OpenAI's strict mode accepts (plus annotations); anything else is refused with strict: true. */
 const STRICT_KEYWORDS = new Set([
@@ -107,15 +110,33 @@ export function compiledSchemaProblem(schema: Record<string, unknown>, param: st
   return problem && { param: param + problem.param.slice(SCHEMA_PARAM.length), message: problem.message };
 }
 
+/**
+ * The checks every tool's `parameters` get, forced or not, named at `param`
+ * (`tools[i].function.parameters`): the size limits first, then the draft's meta-schema.
+ * Ajv's meta-schema check is quadratic in an enum's length (it compares every pair of
+ * values), so unbounded it let one 1 MB tool block the event loop for 46 seconds.
+ */
+export function toolParametersProblem(parameters: Record<string, unknown>, param: string): Problem | undefined {
+  const size = Buffer.byteLength(JSON.stringify(parameters));
+  if (size > MAX_SCHEMA_BYTES) return { param, message: `function parameters are ${size} bytes; at most ${MAX_SCHEMA_BYTES} are accepted` };
+  const walked = walkSchema(parameters, MAX_SCHEMA_NODES, MAX_SCHEMA_NESTING);
+  if (typeof walked === 'string') return { param, message: `function parameters are refused: ${walked}` };
+  const limits = limitsProblem(walked, under(param));
+  if (limits) return limits;
+  const meta = toolSchemaProblem(parameters, walked);
+  if (meta) return { param, message: `function parameters are ${meta.startsWith('not ') ? '' : 'refused: '}${meta}` };
+  return undefined;
+}
+
 function schemaProblem(schema: Record<string, unknown>, strict: boolean): Problem | undefined {
   const walked = walkSchema(schema, MAX_SCHEMA_NODES, MAX_SCHEMA_NESTING);
   if (typeof walked === 'string') return { param: SCHEMA_PARAM, message: walked };
   if (schema.type !== 'object') return { param: at('type'), message: 'the schema must describe an object: give "type": "object" at its root' };
-  const limits = limitsProblem(walked);
+  const limits = limitsProblem(walked, at);
   if (limits) return limits;
   const refs = refsProblem(schema, walked);
   if (refs) return refs;
-  const meta = toolSchemaProblem(schema);
+  const meta = toolSchemaProblem(schema, walked);
   if (meta) return { param: SCHEMA_PARAM, message: meta.startsWith('not ') ? `the schema is ${meta}` : meta };
   if (strict) {
     const strictness = strictProblem(walked);
@@ -123,13 +144,21 @@ function schemaProblem(schema: Record<string, unknown>, strict: boolean): Proble
   }
   const pattern = patternProblem(walked);
   if (pattern) return pattern;
-  if (minimalInstance(schema) === UNSATISFIABLE) {
+  const instance = minimalInstance(schema);
+  if (instance === UNSATISFIABLE) {
     return { param: SCHEMA_PARAM, message: 'no finite JSON value satisfies the schema (a $ref cycle through required properties, or contradictory bounds)' };
+  }
+  if (instance === TOO_LARGE) {
+    return {
+      param: SCHEMA_PARAM,
+      message: `no JSON value of at most ${MAX_INSTANCE_CHARS} characters satisfies the schema: lower minItems or minLength, or shorten the const and enum values it requires`,
+    };
   }
   return undefined;
 }
 
-function limitsProblem(nodes: SchemaNode[]): Problem | undefined {
+function limitsProblem(nodes: SchemaNode[], at: Namer): Problem | undefined {
+  const root = at('');
   let properties = 0;
   let enumValues = 0;
   let chars = 0;
@@ -149,9 +178,9 @@ function limitsProblem(nodes: SchemaNode[]): Problem | undefined {
     }
     chars += enumChars + (typeof schema.const === 'string' ? schema.const.length : 0);
   }
-  if (properties > MAX_PROPERTIES) return { param: SCHEMA_PARAM, message: `the schema has ${properties} object properties; at most ${MAX_PROPERTIES}` };
-  if (enumValues > MAX_ENUM_VALUES) return { param: SCHEMA_PARAM, message: `the schema has ${enumValues} enum values; at most ${MAX_ENUM_VALUES}` };
-  if (chars > MAX_SCHEMA_STRING_CHARS) return { param: SCHEMA_PARAM, message: `property names, definition names, enum and const values total ${chars} characters; at most ${MAX_SCHEMA_STRING_CHARS}` };
+  if (properties > MAX_PROPERTIES) return { param: root, message: `the schema has ${properties} object properties; at most ${MAX_PROPERTIES}` };
+  if (enumValues > MAX_ENUM_VALUES) return { param: root, message: `the schema has ${enumValues} enum values; at most ${MAX_ENUM_VALUES}` };
+  if (chars > MAX_SCHEMA_STRING_CHARS) return { param: root, message: `property names, definition names, enum and const values total ${chars} characters; at most ${MAX_SCHEMA_STRING_CHARS}` };
   return undefined;
 }
 

@@ -1,7 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import type { CatalogModel } from '../models/catalog.js';
-import { exampleValue, sandboxChat, sandboxEmbeddings, sandboxPromptTokens } from './sandbox.js';
+import { exampleValue, jsonPieces, sandboxChat, sandboxEmbeddings, sandboxPromptTokens } from './sandbox.js';
 
 const chat: CatalogModel = { id: 'tiny-chat', kind: 'chat', created: 0, owned_by: 'x', family: 'f', context_window: 512, quantizations: ['int4'], rate_card_id: 'rc', serving: { engine: 'cpu', image: 'engine:1', gpus: 0, weights: {} } };
 const embed: CatalogModel = { ...chat, id: 'tiny-embed', kind: 'embedding', dimensions: 16, matryoshka: true };
@@ -70,6 +70,22 @@ describe('sandboxChat', () => {
     expect(sandboxChat(chat, { model: 'x', messages: hello, tools: [weather], tool_choice: 'none' }, undefined).toolCalls).toBeNull();
     const named = sandboxChat(chat, { model: 'x', messages: hello, tools: [weather, other], tool_choice: { type: 'function', function: { name: 'other' } } }, undefined);
     expect(named.toolCalls![0]!.function).toEqual({ name: 'other', arguments: '{}' });
+  });
+});
+
+describe('jsonPieces', () => {
+  it.each<[string, number | undefined, string[]]>([
+    ['{"a":"example"}', undefined, ['{"a"', ':"ex', 'ampl', 'e"}']],
+    ['{"a":"example"}', 2, ['{"a"', ':"ex', 'ampl']],
+    ['{"a":"example"}', 3, ['{"a"', ':"ex', 'ampl', 'e"}']],
+    ['{}', 1, ['{}']],
+    ['', undefined, []],
+  ])('%j with max_tokens %s', (text, maxTokens, pieces) => {
+    expect(jsonPieces(text, maxTokens)).toEqual(pieces);
+  });
+
+  it('makes no more than one piece past max_tokens, however long the text', () => {
+    expect(jsonPieces('x'.repeat(64 * 1024), 1)).toEqual(['xxxx', 'xxxx']);
   });
 });
 

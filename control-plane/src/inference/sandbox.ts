@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { CatalogModel } from '../models/catalog.js';
 import { canonicalJson } from '../pipeline/canonical-json.js';
 import { contentText, type ChatCompletionRequest } from './chat-request.js';
-import { minimalInstance, UNSATISFIABLE } from './schema-instance.js';
+import { minimalInstance, TOO_LARGE, UNSATISFIABLE } from './schema-instance.js';
 import type { TokenUsage } from './usage.js';
 
 export const SANDBOX_DAILY_TOKEN_CAP = 10_000;
@@ -77,7 +77,7 @@ export function sandboxChat(model: CatalogModel, body: ChatCompletionRequest, ma
   }
 
   const structured = structuredAnswer(body, seed);
-  if (structured !== undefined) return cut(structured, body, maxTokens, promptTokens);
+  if (structured !== undefined) return cut(jsonPieces(structured, maxTokens), body, maxTokens, promptTokens);
 
   const next = generator(seed);
   const opening = last.role === 'tool' ? `The tool returned ${JSON.stringify(contentText(last.content).slice(0, 80))}.` : `Sandbox reply ${seed.toString('hex').slice(0, 8)}:`;
@@ -108,21 +108,35 @@ function cut(pieces: string[], body: ChatCompletionRequest, maxTokens: number | 
 
 /**
  * With response_format json_schema: the schema's minimal instance (schema-valid by
- * construction); json_object: a small object naming the request. Cut into four-character
- * pieces, as tokens of JSON text are short. Undefined for text answers.
+ * construction, and at most MAX_INSTANCE_CHARS of JSON); json_object: a small object
+ * naming the request. Undefined for text answers.
  */
-function structuredAnswer(body: ChatCompletionRequest, seed: Buffer): string[] | undefined {
+function structuredAnswer(body: ChatCompletionRequest, seed: Buffer): string | undefined {
   const format = body.response_format;
   if (format === undefined || format.type === 'text') return undefined;
   const value = format.type === 'json_schema' ? schemaValue(format.json_schema.schema) : { sandbox: `reply ${seed.toString('hex').slice(0, 8)}` };
-  const text = JSON.stringify(value);
-  return text.match(/[\s\S]{1,4}/g) ?? [];
+  return JSON.stringify(value);
 }
 
-/** The schema's minimal instance; exampleValue's looser guess for a schema with none (not checked for tools). */
+/**
+ * JSON text cut into four-character pieces, as tokens of JSON text are short; with
+ * max_tokens, no more than one past it (all cut needs to answer "length"), so a short
+ * answer of a long value never holds the rest of it.
+ */
+export function jsonPieces(text: string, maxTokens: number | undefined): string[] {
+  const count = Math.min(Math.ceil(text.length / 4), maxTokens === undefined ? Infinity : maxTokens + 1);
+  return Array.from({ length: count }, (_, i) => text.slice(4 * i, 4 * i + 4));
+}
+
+/**
+ * The schema's minimal instance; exampleValue's looser guess for a schema with none, or
+ * none within the size bound (not checked for tools: response_format and forced calls
+ * were refused for that). The guess takes one value per subschema, so it is no larger
+ * than the schema, which the tool limits bound.
+ */
 function schemaValue(schema: Record<string, unknown>): unknown {
   const value = minimalInstance(schema);
-  return value === UNSATISFIABLE ? exampleValue(schema, 0) : value;
+  return value === UNSATISFIABLE || value === TOO_LARGE ? exampleValue(schema, 0) : value;
 }
 
 /** Unit vectors of the model's dimension (or `dimensions`), one per input, from its text. */

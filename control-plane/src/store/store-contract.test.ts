@@ -726,6 +726,8 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.usage.takeSandboxTokens('key_1', '2026-11-24', 40, 100)).toEqual({ used: 60, taken: true });
       expect(await store.usage.takeSandboxTokens('key_1', '2026-11-25', 100, 100)).toEqual({ used: 0, taken: true });
       expect(await store.usage.takeSandboxTokens('key_2', '2026-11-24', 101, 100)).toEqual({ used: 0, taken: false });
+      expect(await store.usage.sandboxTokensUsed('key_1', '2026-11-24')).toBe(100);
+      expect(await store.usage.sandboxTokensUsed('key_2', '2026-11-24')).toBe(0);
     });
   });
 

@@ -42,4 +42,6 @@ export interface UsageStore {
    * before the call and whether the tokens were added.
    */
   takeSandboxTokens(keyId: string, day: string, tokens: number, cap: number): Promise<{ used: number; taken: boolean }>;
+  /** The key's count for `day`, 0 when it has none; changes nothing. */
+  sandboxTokensUsed(keyId: string, day: string): Promise<number>;
 }

@@ -73,7 +73,11 @@ export class PgUsageStore implements UsageStore {
       [keyId, day, tokens, cap],
     );
     if (taken) return { used: Number(taken.tokens) - tokens, taken: true };
+    return { used: await this.sandboxTokensUsed(keyId, day), taken: false };
+  }
+
+  async sandboxTokensUsed(keyId: string, day: string): Promise<number> {
     const row = await one(this.pool, 'SELECT tokens FROM sandbox_tokens WHERE key_id = $1 AND day = $2', [keyId, day]);
-    return { used: Number(row?.tokens ?? 0), taken: false };
+    return Number(row?.tokens ?? 0);
   }
 }

@@ -87,4 +87,8 @@ export class SqliteUsageStore implements UsageStore {
   async takeSandboxTokens(keyId: string, day: string, tokens: number, cap: number): Promise<{ used: number; taken: boolean }> {
     return this.take.immediate(keyId, day, tokens, cap);
   }
+
+  async sandboxTokensUsed(keyId: string, day: string): Promise<number> {
+    return ((this.readTokens.get(keyId, day) as Row | undefined)?.tokens as number | undefined) ?? 0;
+  }
 }
