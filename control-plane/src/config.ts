@@ -156,7 +156,7 @@ export const controlPlaneSettings = {
     'SVC_IDEMPOTENCY_WINDOW_SECONDS',
     PositiveInt,
     300,
-    'How long a stored response is replayed for a repeated X-Service-Idempotency-Key.',
+    'How long a stored response is replayed for a repeated X-Service-Idempotency-Key, from when it was stored.',
   ),
   idempotencyWaitSeconds: setting(
     'SVC_IDEMPOTENCY_WAIT_SECONDS',

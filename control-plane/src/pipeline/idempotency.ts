@@ -49,6 +49,14 @@ export interface IdempotencyClaim {
 }
 
 /**
+ * For each claim held, when an answer stored now stops being replayed: a window from the
+ * answer, not from the claim (a request may run longer than the window). Kept beside the
+ * claim rather than on it so `storedCompletion`, which the routes call, reads the window
+ * of the Idempotency that made the claim.
+ */
+const answerExpiries = new WeakMap<IdempotencyClaim, () => number>();
+
+/**
  * The identity of a request under one idempotency key: method, path, the headers that
  * change what it does, and the body after validation (defaults applied, key order ignored).
  */
@@ -87,6 +95,7 @@ export function storedCompletion(request: FastifyRequest, statusCode: number, bo
     idemKey: held.idemKey,
     claim: held.claim,
     response: { statusCode, headers: { 'content-type': JSON_CONTENT_TYPE }, body: redactSecrets(JSON.stringify(body), secrets) },
+    expiresAt: answerExpiries.get(held)!(),
   };
 }
 
@@ -104,6 +113,8 @@ export class Idempotency {
   ) {
     this.finished.setMaxListeners(0);
   }
+
+  private readonly answerExpiry = (): number => this.clock.now() + this.options.windowSeconds * 1000;
 
   /** Keeps this process's claims alive; call more often than the lease (app.ts: a third of it). */
   async renewLeases(): Promise<void> {
@@ -140,6 +151,7 @@ export class Idempotency {
         case 'started':
           if (outcome.takenOver) request.log.warn({ idemKey }, 'took over an idempotency claim whose process stopped renewing it');
           request.idempotencyClaim = { keyId, idemKey, claim };
+          answerExpiries.set(request.idempotencyClaim, this.answerExpiry);
           this.held++;
           return;
         case 'mismatch':
@@ -176,7 +188,7 @@ export class Idempotency {
         }
         const body = redactSecrets(payload.toString(), request.routeOptions.config.secretFields ?? []);
         const response: StoredResponse = { statusCode: reply.statusCode, headers, body };
-        await this.store.complete(held.keyId, held.idemKey, held.claim, response);
+        await this.store.complete(held.keyId, held.idemKey, held.claim, response, this.answerExpiry());
       } else {
         // A stream (SSE) cannot be replayed, and an error asking for a retry must not be:
         // free the key (an answer stored with the work stays).

@@ -84,6 +84,8 @@ export interface IdempotencyCompletion {
   idemKey: string;
   claim: string;
   response: StoredResponse;
+  /** Until when the answer is replayed: a whole window from when it is stored. */
+  expiresAt: number;
 }
 
 export type IdempotencyBegin =
