@@ -170,6 +170,12 @@ export const controlPlaneSettings = {
     10,
     'A running request renews its idempotency claim; a claim not renewed for this long (its process died) is taken over by a retry.',
   ),
+  idempotencyMaxAnswerBytes: setting(
+    'SVC_IDEMPOTENCY_MAX_ANSWER_BYTES',
+    PositiveInt,
+    1024 * 1024,
+    'Largest answer stored for an idempotent replay, in bytes; a larger one is sent but not stored, and its key is released (a retry runs again).',
+  ),
   keyCacheMs: setting(
     'SVC_KEY_CACHE_MS',
     Type.Integer({ minimum: 0, maximum: 5000 }),

@@ -6,11 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import type { LiveReplica } from '../src/inference/replica-source.js';
 import type { Store } from '../src/store/store.js';
+import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import type { PostgresStore } from '../src/store/postgres/postgres-store.js';
 import { STORE_ENGINES } from '../../test/support/postgres-stores.js';
 import { startOpenAiUpstream, type OpenAiUpstream } from '../../test/support/openai-upstream.js';
 import { startControlPlane, type TestControlPlane } from './harness.js';
 
 const CHAT_MODEL = 'llama-3.1-8b-instruct';
+const EMBEDDING_MODEL = 'nomic-embed-text-v1.5';
 
 describe.each(STORE_ENGINES)('%s store', (engine) => {
   const clock = new ManualClock(Date.UTC(2026, 10, 24, 12));
@@ -19,23 +22,25 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
   let key: string;
 
   beforeAll(async () => {
-    up = await startOpenAiUpstream({ name: `${engine}-0` });
-    const replica: LiveReplica = {
-      id: `rep_${up.name}`,
-      model: CHAT_MODEL,
-      quantization: 'int4',
+    // One stand-in serves both models: a chat model and a 768-dimension embedding model.
+    up = await startOpenAiUpstream({ name: `${engine}-0`, dimension: 768 });
+    const replica = (model: string, quantization: LiveReplica['quantization']): LiveReplica => ({
+      id: `rep_${up.name}_${model}`,
+      model,
+      quantization,
       pool: 'na',
       nodeId: 'node_1',
       baseUrl: up.baseUrl,
       engine: 'vllm',
       image: 'vllm/vllm-openai:test',
       apiKey: undefined,
-    };
+    });
+    const live = [replica(CHAT_MODEL, 'int4'), replica(EMBEDDING_MODEL, 'fp16')];
     cp = await startControlPlane({
       engine,
       clock,
       config: { inferenceEjectMs: 60_000 },
-      replicas: { directory: { ready: (f = {}) => [replica].filter((r) => f.model === undefined || r.model === f.model) }, plan: { desired: () => 1 } },
+      replicas: { directory: { ready: (f = {}) => live.filter((r) => f.model === undefined || r.model === f.model) }, plan: { desired: () => 1 } },
     });
     key = await cp.key();
   });
@@ -48,6 +53,19 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
   const postChat = (idem: string) => cp.request('POST', '/v1/chat/completions', { key, body: chat, headers: { 'x-service-idempotency-key': idem } });
   const chatCalls = () => up.requests.filter((r) => r.path === '/v1/chat/completions').length;
   const usageCount = async () => (await cp.request('GET', '/v1/usage?limit=100', { key })).body.data.length as number;
+  const embed = (idem: string, input: string[]) =>
+    cp.request('POST', '/v1/embeddings', { key, body: { model: EMBEDDING_MODEL, input }, headers: { 'x-service-idempotency-key': idem } });
+  const embeddingCalls = () => up.requests.filter((r) => r.path === '/v1/embeddings').length;
+
+  /** The bytes of the answer stored for `idem`; undefined when nothing is stored. */
+  async function storedAnswerBytes(idem: string): Promise<number | undefined> {
+    if (engine === 'sqlite') {
+      const row = (cp.store as SqliteStore).db.prepare('SELECT length(CAST(body AS BLOB)) AS bytes FROM idempotency_records WHERE idem_key = ?').get(idem) as { bytes: number } | undefined;
+      return row?.bytes;
+    }
+    const { rows } = await (cp.store as PostgresStore).pool.query('SELECT octet_length(body) AS bytes FROM idempotency_records WHERE idem_key = $1', [idem]);
+    return rows[0] ? Number(rows[0].bytes) : undefined;
+  }
 
   /**
    * Resolves once the next request with `idem` has asked the store about its key (after
@@ -106,5 +124,31 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
     expect(later.headers.get('x-service-idempotent-replay')).toBe('true');
     expect(later.body.id).toBe(answered.body.id);
     expect(chatCalls()).toBe(callsBefore + 1);
+  });
+
+  it('an answer over 1 MiB is sent but not stored: the key is released, so a retry runs again; a smaller one is replayed', async () => {
+    // 2,048 inputs of one character: an 8 KB request whose answer is about 3 MB.
+    const large = Array.from({ length: 2048 }, () => 'a');
+    const idem = randomUUID();
+    const callsBefore = embeddingCalls();
+    const first = await embed(idem, large);
+    expect(first.status, first.text).toBe(200);
+    expect(first.body.data).toHaveLength(2048);
+    expect(first.text.length).toBeGreaterThan(1024 * 1024);
+    const calls = embeddingCalls() - callsBefore;
+    expect(await storedAnswerBytes(idem)).toBeUndefined();
+    const retry = await embed(idem, large);
+    expect(retry.status, retry.text).toBe(200);
+    expect(retry.headers.get('x-service-idempotent-replay')).toBeNull();
+    expect(embeddingCalls() - callsBefore).toBe(2 * calls);
+    expect(retry.body.data).toEqual(first.body.data);
+
+    const small = randomUUID();
+    const answered = await embed(small, ['a', 'bb']);
+    expect(answered.status, answered.text).toBe(200);
+    expect(await storedAnswerBytes(small)).toBe(Buffer.byteLength(answered.text));
+    const replayed = await embed(small, ['a', 'bb']);
+    expect(replayed.headers.get('x-service-idempotent-replay')).toBe('true');
+    expect(replayed.text).toBe(answered.text);
   });
 });

@@ -9,6 +9,8 @@
 //    unavailable) are not stored, so the retry they ask for runs;
 //  - secrets in an answer (key values, webhook secrets) are never stored: a replay
 //    carries `<field>: null, <field>_redacted: true`;
+//  - an answer larger than `maxAnswerBytes` is sent but not stored, and the key is
+//    released as a stream's is: a retry runs again;
 //  - a claim is held under a lease its process renews; a claim whose process died is
 //    taken over. Routes that create durable things store their answer in the same
 //    transaction as the work (`storedCompletion`), so a crash leaves both or neither.
@@ -40,6 +42,8 @@ export interface IdempotencyOptions {
   waitSeconds: number;
   /** A claim not renewed for this long counts as abandoned (its process died). */
   leaseSeconds: number;
+  /** The largest answer stored for a replay; a larger one releases the key. */
+  maxAnswerBytes: number;
 }
 
 export interface IdempotencyClaim {
@@ -80,6 +84,21 @@ export function asksForRetry(statusCode: number, body: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** What becomes of an answer a claim sent: stored for replays, or not (and the key released). */
+export type AnswerFate = 'store' | 'stream' | 'retry' | 'too_large';
+
+/**
+ * A stream (SSE) cannot be replayed; an error asking for a retry must not be; an answer
+ * over `maxBytes` is not kept: its size is not bounded by the request's (2,048 one-letter
+ * embedding inputs, an 8 KB body, answer several MB), so stored answers could fill the
+ * database's disk at the rate limit's pace.
+ */
+export function answerFate(statusCode: number, payload: unknown, maxBytes: number): AnswerFate {
+  if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return 'stream';
+  if (Buffer.byteLength(payload) > maxBytes) return 'too_large';
+  return asksForRetry(statusCode, payload.toString()) ? 'retry' : 'store';
 }
 
 /**
@@ -180,18 +199,19 @@ export class Idempotency {
 
   private async storeAnswer(request: FastifyRequest, reply: FastifyReply, payload: unknown, held: IdempotencyClaim): Promise<void> {
     try {
-      if ((typeof payload === 'string' || Buffer.isBuffer(payload)) && !asksForRetry(reply.statusCode, payload.toString())) {
+      const fate = answerFate(reply.statusCode, payload, this.options.maxAnswerBytes);
+      if (fate === 'store') {
         const headers: Record<string, string> = {};
         for (const name of REPLAYED_HEADERS) {
           const value = reply.getHeader(name);
           if (value !== undefined) headers[name] = String(value);
         }
-        const body = redactSecrets(payload.toString(), request.routeOptions.config.secretFields ?? []);
+        const body = redactSecrets(String(payload), request.routeOptions.config.secretFields ?? []);
         const response: StoredResponse = { statusCode: reply.statusCode, headers, body };
         await this.store.complete(held.keyId, held.idemKey, held.claim, response, this.answerExpiry());
       } else {
-        // A stream (SSE) cannot be replayed, and an error asking for a retry must not be:
-        // free the key (an answer stored with the work stays).
+        if (fate === 'too_large') request.log.info({ idemKey: held.idemKey, bytes: Buffer.byteLength(payload as string | Buffer) }, 'answer too large to keep for an idempotent replay: key released');
+        // Free the key, so a retry runs again (an answer stored with the work stays).
         await this.store.release(held.keyId, held.idemKey, held.claim);
       }
     } finally {
