@@ -5,12 +5,13 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '@svc/shared';
 import type { LiveReplica } from '../src/inference/replica-source.js';
+import type { Scope } from '../src/keys/scopes.js';
 import type { Store } from '../src/store/store.js';
 import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { PostgresStore } from '../src/store/postgres/postgres-store.js';
 import { STORE_ENGINES } from '../../test/support/postgres-stores.js';
 import { startOpenAiUpstream, type OpenAiUpstream } from '../../test/support/openai-upstream.js';
-import { startControlPlane, type TestControlPlane } from './harness.js';
+import { addReadyNode, expectError, startControlPlane, type TestControlPlane } from './harness.js';
 
 const CHAT_MODEL = 'llama-3.1-8b-instruct';
 const EMBEDDING_MODEL = 'nomic-embed-text-v1.5';
@@ -150,5 +151,56 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
     const replayed = await embed(small, ['a', 'bb']);
     expect(replayed.headers.get('x-service-idempotent-replay')).toBe('true');
     expect(replayed.text).toBe(answered.text);
+  });
+
+  /** A prepaid org of its own holding `nanos`, and a key of it with `scopes`. */
+  async function prepaidOrg(name: string, nanos: number, scopes?: Scope[]): Promise<{ orgId: string; key: string }> {
+    const org = await cp.app.services.orgs.create(name);
+    await cp.app.services.billing.configure(org.id, { mode: 'prepaid' });
+    await cp.app.services.billing.grant(org.id, nanos, 'top-up', null);
+    return { orgId: org.id, key: await cp.key({ orgId: org.id, ...(scopes ? { scopes } : {}) }) };
+  }
+
+  it('retrying a create that spent the whole balance gets its replay, not 402; a new create is still refused', async () => {
+    await addReadyNode(cp, { gpus: 2, pool: 'na' });
+    // Two hours of one H100 in na cost $4.98: the reservation takes the whole balance.
+    const { key: compute } = await prepaidOrg(`reserve-${engine}`, 4_980_000_000, ['compute:write', 'compute:read', 'billing:read']);
+    const body = { sku: 'h100-80gb', gpus: 1, pool: 'na', duration_hours: 2 };
+    const idem = randomUUID();
+    const create = (headers: Record<string, string> = { 'x-service-idempotency-key': idem }) => cp.request('POST', '/v1/instances', { key: compute, body, headers });
+    const created = await create();
+    expect(created.status, created.text).toBe(201);
+    // The balance is read afresh (it is cached for a second).
+    clock.advance(2_000);
+
+    const retried = await create();
+    expect(retried.status, retried.text).toBe(201);
+    expect(retried.headers.get('x-service-idempotent-replay')).toBe('true');
+    expect(retried.body.id).toBe(created.body.id);
+    // A request that would run is still checked: the balance is spent.
+    expectError(await create({ 'x-service-idempotency-key': randomUUID() }), 402, 'insufficient_quota');
+    expectError(await create({}), 402, 'insufficient_quota');
+    const charges = (await cp.request('GET', '/v1/billing/charges?limit=100', { key: compute })).body.data as Array<{ instance_id: string }>;
+    expect(charges.filter((c) => c.instance_id === created.body.id)).toHaveLength(1);
+  });
+
+  it('retrying a completion whose usage spent the whole balance gets its replay, not 402', async () => {
+    // One nano-dollar: the completion is admitted, and its usage takes the balance below zero.
+    const { key: live } = await prepaidOrg(`infer-${engine}`, 1);
+    const idem = randomUUID();
+    const complete = (headers: Record<string, string> = { 'x-service-idempotency-key': idem }) =>
+      cp.request('POST', '/v1/chat/completions', { key: live, body: chat, headers });
+    const callsBefore = chatCalls();
+    const answered = await complete();
+    expect(answered.status, answered.text).toBe(200);
+    await cp.app.services.inference.recorder.flush();
+    clock.advance(2_000);
+
+    const retried = await complete();
+    expect(retried.status, retried.text).toBe(200);
+    expect(retried.headers.get('x-service-idempotent-replay')).toBe('true');
+    expect(retried.body.id).toBe(answered.body.id);
+    expectError(await complete({ 'x-service-idempotency-key': randomUUID() }), 402, 'insufficient_quota');
+    expect(chatCalls()).toBe(callsBefore + 1);
   });
 });

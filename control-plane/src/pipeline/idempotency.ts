@@ -14,7 +14,9 @@
 //  - a claim is held under a lease its process renews; a claim whose process died is
 //    taken over. Routes that create durable things store their answer in the same
 //    transaction as the work (`storedCompletion`), so a crash leaves both or neither.
-// It runs after validation, so requests that fail validation are never stored.
+// It runs after validation, so requests that fail validation are never stored. A stored
+// answer is replayed before the balance check (`replayStored`), the key claimed after it
+// (`claim`): a retry of work done is answered as it was, a refused request claims nothing.
 import { createHash, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
@@ -118,12 +120,21 @@ export function storedCompletion(request: FastifyRequest, statusCode: number, bo
   };
 }
 
+interface KeyedRequest {
+  keyId: string;
+  idemKey: string;
+  requestHash: string;
+  /** Past this, a request still finding its key in progress gets 409. */
+  deadline: number;
+}
+
 export class Idempotency {
   /** Wakes waiters in this process as soon as the owner stores its response. */
   private readonly finished = new EventEmitter();
   /** This process, as the owner of its claims' leases. */
   private readonly owner = randomUUID();
   private held = 0;
+  private readonly keyed = new WeakMap<FastifyRequest, KeyedRequest>();
 
   constructor(
     private readonly store: IdempotencyStore,
@@ -140,36 +151,72 @@ export class Idempotency {
     if (this.held > 0) await this.store.renew(this.owner, this.clock.now() + this.options.leaseSeconds * 1000);
   }
 
-  // The three hooks are callback hooks: most requests send no key and hold no claim, and
-  // pass each one synchronously, with no promise or microtask (the chat path's cost is
+  // The hooks are callback hooks: most requests send no key and hold no claim, and pass
+  // each one synchronously, with no promise or microtask (the chat path's cost is
   // benchmarked). Only a request that names a key takes the asynchronous path.
 
-  /** preHandler: claims the key, or answers from what holds it. */
+  /**
+   * preHandler, before the balance checks: answers a request whose key already has an
+   * answer (waiting for one in progress), and claims nothing. A retry of a request that
+   * ran is answered as it was even if the org may no longer spend: the create that took
+   * the last of its balance had been answered 402 on retry, and a client trusting that
+   * would top up and create a second instance.
+   */
+  readonly replayStored = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    const raw = request.headers[IDEMPOTENCY_HEADER];
+    if (request.method !== 'POST' || raw === undefined) return done();
+    this.settle(request, reply, raw, false).then(() => done(), done);
+  };
+
+  /** preHandler, last: claims the key, or answers from what holds it. */
   readonly claim = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const raw = request.headers[IDEMPOTENCY_HEADER];
     if (request.method !== 'POST' || raw === undefined) return done();
-    // After a replay the reply is sent: fastify runs no further hook and no handler.
-    this.claimKey(request, reply, raw).then(() => done(), done);
+    this.settle(request, reply, raw, true).then(() => done(), done);
   };
 
-  private async claimKey(request: FastifyRequest, reply: FastifyReply, raw: string | string[]): Promise<void> {
+  /** The key and identity of a request, worked out once for both hooks, and how long it may wait in all. */
+  private identify(request: FastifyRequest, raw: string | string[]): KeyedRequest {
+    const known = this.keyed.get(request);
+    if (known) return known;
     const idemKey = Array.isArray(raw) ? raw[0] : raw;
     if (!idemKey || !UUID.test(idemKey)) {
       throw new ApiError('invalid_request', 'X-Service-Idempotency-Key must be a UUID', { param: 'X-Service-Idempotency-Key' });
     }
-    const keyId = request.principal!.key.id;
-    const requestHash = requestFingerprint(request.method, request.url.split('?')[0]!, request.headers, request.body, request.query);
+    const keyed: KeyedRequest = {
+      keyId: request.principal!.key.id,
+      idemKey,
+      requestHash: requestFingerprint(request.method, request.url.split('?')[0]!, request.headers, request.body, request.query),
+      deadline: this.clock.now() + this.options.waitSeconds * 1000,
+    };
+    this.keyed.set(request, keyed);
+    return keyed;
+  }
 
-    const deadline = this.clock.now() + this.options.waitSeconds * 1000;
+  /**
+   * Answers from the store (a replay, a 400 for another request, a 409 after waiting too
+   * long) or returns: with the key claimed when `claim`, else with nothing found. A replay
+   * returns the reply, a thenable: the hook calls `done` once it is sent, and fastify then
+   * runs no further hook and no handler.
+   */
+  private async settle(request: FastifyRequest, reply: FastifyReply, raw: string | string[], claim: boolean): Promise<void> {
+    const { keyId, idemKey, requestHash, deadline } = this.identify(request, raw);
     for (;;) {
       const now = this.clock.now();
-      const claim = randomUUID();
-      const holder = { owner: this.owner, claim, leaseUntil: now + this.options.leaseSeconds * 1000 };
-      const outcome = await this.store.begin(keyId, idemKey, requestHash, now, now + this.options.windowSeconds * 1000, holder);
+      const token = randomUUID();
+      const outcome = claim
+        ? await this.store.begin(keyId, idemKey, requestHash, now, now + this.options.windowSeconds * 1000, {
+            owner: this.owner,
+            claim: token,
+            leaseUntil: now + this.options.leaseSeconds * 1000,
+          })
+        : await this.store.find(keyId, idemKey, requestHash, now);
       switch (outcome.state) {
+        case 'absent':
+          return;
         case 'started':
           if (outcome.takenOver) request.log.warn({ idemKey }, 'took over an idempotency claim whose process stopped renewing it');
-          request.idempotencyClaim = { keyId, idemKey, claim };
+          request.idempotencyClaim = { keyId, idemKey, claim: token };
           answerExpiries.set(request.idempotencyClaim, this.answerExpiry);
           this.held++;
           return;

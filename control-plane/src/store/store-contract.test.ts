@@ -299,6 +299,22 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.idempotency.purgeExpired(1_200_000)).toBe(2);
     });
 
+    it('find reports what begin would find, and claims nothing', async () => {
+      const find = (now: number, hash = 'h1') => store.idempotency.find('key_1', 'idem', hash, now);
+      expect(await find(0)).toEqual({ state: 'absent' });
+      await begin(holder('p1', 'c1', 10_000), 0);
+      expect(await find(1)).toEqual({ state: 'in_progress' });
+      expect(await find(1, 'other')).toEqual({ state: 'mismatch' });
+      // A dead claim: begin takes it over, so find says there is nothing to wait for.
+      expect(await find(10_000)).toEqual({ state: 'absent' });
+      expect(await begin(holder('p2', 'c2', 20_000), 10_000)).toEqual({ state: 'started', takenOver: true });
+      await store.idempotency.complete('key_1', 'idem', 'c2', answer(201, '{"id":"x"}'), 310_000);
+      expect(await find(309_999)).toMatchObject({ state: 'completed', response: { statusCode: 201, body: '{"id":"x"}' } });
+      expect(await find(310_000)).toEqual({ state: 'absent' });
+      // Finding an expired answer leaves it for begin and the purge to delete.
+      expect(await store.idempotency.purgeExpired(310_000)).toBe(1);
+    });
+
     it('rolls the work back when its answer finds the claim taken over', async () => {
       await begin(holder('p1', 'c1', 1_000), 0);
       await begin(holder('p2', 'c2', 20_000), 5_000);

@@ -6,6 +6,7 @@ import type {
   ApiKeyRecord,
   EventRecord,
   IdempotencyBegin,
+  IdempotencyFound,
   IdempotencyOwner,
   KeySecretRecord,
   OrgRecord,
@@ -82,6 +83,13 @@ export interface IdempotencyStore {
    * out (its process died) is taken over by the same request.
    */
   begin(keyId: string, idemKey: string, requestHash: string, now: number, expiresAt: number, holder: IdempotencyOwner): Promise<IdempotencyBegin>;
+  /**
+   * What `begin` would find, without claiming or deleting anything: the stored answer, a
+   * claim in progress, another request under the key, or `absent` (nothing, an expired
+   * row, or a claim whose lease ran out). Lets a retry be answered before the checks that
+   * only a request that runs needs (its balance).
+   */
+  find(keyId: string, idemKey: string, requestHash: string, now: number): Promise<IdempotencyFound>;
   /**
    * Stores the answer of `claim`, replayed until `expiresAt`. An answer already stored
    * with the work it answers (2xx) is not replaced by a later error of the same request.

@@ -7,7 +7,8 @@
 // SQLite twin).
 import type pg from 'pg';
 import { ApiError } from '@svc/shared';
-import type { IdempotencyBegin, IdempotencyCompletion, IdempotencyOwner, StoredResponse } from '../records.js';
+import { foundState, idempotencyRow } from '../idempotency-rows.js';
+import type { IdempotencyBegin, IdempotencyCompletion, IdempotencyFound, IdempotencyOwner, StoredResponse } from '../records.js';
 import type { IdempotencyStore } from '../store.js';
 import { inTransaction, one, run } from './pg-pool.js';
 
@@ -26,7 +27,7 @@ export async function completeClaim(client: pg.ClientBase, completion: Idempoten
   }
 }
 
-/** What `begin` and `purgeExpired` delete: an expired answer, or an expired claim no process renews ($1: now). */
+/** What `begin` and `purgeExpired` delete: an expired answer, or an expired claim no process renews (`isExpired`; $1: now). */
 const EXPIRED = `expires_at <= $1 AND (state = 'completed' OR lease_until <= $1)`;
 
 export class PgIdempotencyStore implements IdempotencyStore {
@@ -73,6 +74,11 @@ export class PgIdempotencyStore implements IdempotencyStore {
         return { state: 'started', takenOver: true };
       }
     });
+  }
+
+  async find(keyId: string, idemKey: string, requestHash: string, now: number): Promise<IdempotencyFound> {
+    const row = await one(this.pool, 'SELECT * FROM idempotency_records WHERE key_id = $1 AND idem_key = $2', [keyId, idemKey]);
+    return foundState(row && idempotencyRow(row), requestHash, now);
   }
 
   async complete(keyId: string, idemKey: string, claim: string, response: StoredResponse, expiresAt: number): Promise<void> {

@@ -8,7 +8,8 @@
 // answer's expiry is set when it is stored, so it is replayed for a whole window.
 import type Database from 'better-sqlite3';
 import { ApiError } from '@svc/shared';
-import type { IdempotencyBegin, IdempotencyCompletion, IdempotencyOwner, StoredResponse } from '../records.js';
+import { foundState, idempotencyRow } from '../idempotency-rows.js';
+import type { IdempotencyBegin, IdempotencyCompletion, IdempotencyFound, IdempotencyOwner, StoredResponse } from '../records.js';
 import type { IdempotencyStore } from '../store.js';
 
 type Db = Database.Database;
@@ -33,7 +34,7 @@ export function completeClaim(db: Db, completion: IdempotencyCompletion | null |
   }
 }
 
-/** What `begin` and `purgeExpired` delete: an expired answer, or an expired claim no process renews. */
+/** What `begin` and `purgeExpired` delete: an expired answer, or an expired claim no process renews (`isExpired`). */
 const EXPIRED = `expires_at <= @now AND (state = 'completed' OR lease_until <= @now)`;
 
 export class SqliteIdempotencyStore implements IdempotencyStore {
@@ -72,6 +73,11 @@ export class SqliteIdempotencyStore implements IdempotencyStore {
         .run(holder.owner, holder.claim, holder.leaseUntil, keyId, idemKey);
       return { state: 'started', takenOver: true };
     }).immediate();
+  }
+
+  async find(keyId: string, idemKey: string, requestHash: string, now: number): Promise<IdempotencyFound> {
+    const row = this.db.prepare('SELECT * FROM idempotency_records WHERE key_id = ? AND idem_key = ?').get(keyId, idemKey) as Row | undefined;
+    return foundState(row && idempotencyRow(row), requestHash, now);
   }
 
   async complete(keyId: string, idemKey: string, claim: string, response: StoredResponse, expiresAt: number): Promise<void> {
