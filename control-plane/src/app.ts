@@ -193,6 +193,7 @@ export function buildServices(deps: AppDeps, log: ReplicaLogger = createLogger('
       windowSeconds: config.idempotencyWindowSeconds,
       waitSeconds: config.idempotencyWaitSeconds,
       leaseSeconds: config.idempotencyLeaseSeconds,
+      maxAnswerBytes: config.idempotencyMaxAnswerBytes,
     }),
     unknownKeys: new UnknownKeyGuard(clock),
     webhooks: new WebhookService(store, clock, buildTargetPolicy(config.mode, config.webhookAllowedTargets), deps.webhookResolver),

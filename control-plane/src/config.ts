@@ -156,7 +156,7 @@ export const controlPlaneSettings = {
     'SVC_IDEMPOTENCY_WINDOW_SECONDS',
     PositiveInt,
     300,
-    'How long a stored response is replayed for a repeated X-Service-Idempotency-Key.',
+    'How long a stored response is replayed for a repeated X-Service-Idempotency-Key, from when it was stored.',
   ),
   idempotencyWaitSeconds: setting(
     'SVC_IDEMPOTENCY_WAIT_SECONDS',
@@ -169,6 +169,12 @@ export const controlPlaneSettings = {
     PositiveInt,
     10,
     'A running request renews its idempotency claim; a claim not renewed for this long (its process died) is taken over by a retry.',
+  ),
+  idempotencyMaxAnswerBytes: setting(
+    'SVC_IDEMPOTENCY_MAX_ANSWER_BYTES',
+    PositiveInt,
+    1024 * 1024,
+    'Largest answer stored for an idempotent replay, in bytes; a larger one is sent but not stored, and its key is released (a retry runs again).',
   ),
   keyCacheMs: setting(
     'SVC_KEY_CACHE_MS',

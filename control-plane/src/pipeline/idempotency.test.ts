@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { asksForRetry, requestFingerprint } from './idempotency.js';
+import { Readable } from 'node:stream';
+import { answerFate, asksForRetry, requestFingerprint } from './idempotency.js';
 
 describe('requestFingerprint', () => {
   const base = requestFingerprint('POST', '/v1/chat/completions', {}, { b: 1, a: 2 });
@@ -35,5 +36,24 @@ describe('asksForRetry', () => {
   ];
   it.each(cases)('%i %s', (status, body, expected) => {
     expect(asksForRetry(status, body)).toBe(expected);
+  });
+});
+
+describe('answerFate', () => {
+  const error = (type: string) => JSON.stringify({ error: { type, message: 'm' } });
+  const MAX = 64;
+  const cases: Array<[string, number, unknown, string]> = [
+    ['a small answer', 201, '{"id":"x"}', 'store'],
+    ['an answer of exactly the limit', 200, 'x'.repeat(MAX), 'store'],
+    ['one byte over the limit', 200, 'x'.repeat(MAX + 1), 'too_large'],
+    ['over the limit in UTF-8 bytes, not characters', 200, 'é'.repeat(MAX / 2 + 1), 'too_large'],
+    ['a Buffer over the limit', 200, Buffer.alloc(MAX + 1, 0x78), 'too_large'],
+    ['a Buffer within it', 200, Buffer.from('{}'), 'store'],
+    ['a stored error', 404, error('not_found'), 'store'],
+    ['an error asking for a retry', 503, error('pool_degraded'), 'retry'],
+    ['a stream', 200, Readable.from(['data: x\n\n']), 'stream'],
+  ];
+  it.each(cases)('%s', (_name, status, payload, fate) => {
+    expect(answerFate(status, payload, MAX)).toBe(fate);
   });
 });

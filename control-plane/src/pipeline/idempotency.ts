@@ -9,10 +9,14 @@
 //    unavailable) are not stored, so the retry they ask for runs;
 //  - secrets in an answer (key values, webhook secrets) are never stored: a replay
 //    carries `<field>: null, <field>_redacted: true`;
+//  - an answer larger than `maxAnswerBytes` is sent but not stored, and the key is
+//    released as a stream's is: a retry runs again;
 //  - a claim is held under a lease its process renews; a claim whose process died is
 //    taken over. Routes that create durable things store their answer in the same
 //    transaction as the work (`storedCompletion`), so a crash leaves both or neither.
-// It runs after validation, so requests that fail validation are never stored.
+// It runs after validation, so requests that fail validation are never stored. A stored
+// answer is replayed before the balance check (`replayStored`), the key claimed after it
+// (`claim`): a retry of work done is answered as it was, a refused request claims nothing.
 import { createHash, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
@@ -40,6 +44,8 @@ export interface IdempotencyOptions {
   waitSeconds: number;
   /** A claim not renewed for this long counts as abandoned (its process died). */
   leaseSeconds: number;
+  /** The largest answer stored for a replay; a larger one releases the key. */
+  maxAnswerBytes: number;
 }
 
 export interface IdempotencyClaim {
@@ -47,6 +53,14 @@ export interface IdempotencyClaim {
   idemKey: string;
   claim: string;
 }
+
+/**
+ * For each claim held, when an answer stored now stops being replayed: a window from the
+ * answer, not from the claim (a request may run longer than the window). Kept beside the
+ * claim rather than on it so `storedCompletion`, which the routes call, reads the window
+ * of the Idempotency that made the claim.
+ */
+const answerExpiries = new WeakMap<IdempotencyClaim, () => number>();
 
 /**
  * The identity of a request under one idempotency key: method, path, the headers that
@@ -74,6 +88,21 @@ export function asksForRetry(statusCode: number, body: string): boolean {
   }
 }
 
+/** What becomes of an answer a claim sent: stored for replays, or not (and the key released). */
+export type AnswerFate = 'store' | 'stream' | 'retry' | 'too_large';
+
+/**
+ * A stream (SSE) cannot be replayed; an error asking for a retry must not be; an answer
+ * over `maxBytes` is not kept: its size is not bounded by the request's (2,048 one-letter
+ * embedding inputs, an 8 KB body, answer several MB), so stored answers could fill the
+ * database's disk at the rate limit's pace.
+ */
+export function answerFate(statusCode: number, payload: unknown, maxBytes: number): AnswerFate {
+  if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return 'stream';
+  if (Buffer.byteLength(payload) > maxBytes) return 'too_large';
+  return asksForRetry(statusCode, payload.toString()) ? 'retry' : 'store';
+}
+
 /**
  * The answer to write in the same transaction as the work a request does, for stores
  * that take one (instance create, extend); null when the request holds no claim.
@@ -87,7 +116,16 @@ export function storedCompletion(request: FastifyRequest, statusCode: number, bo
     idemKey: held.idemKey,
     claim: held.claim,
     response: { statusCode, headers: { 'content-type': JSON_CONTENT_TYPE }, body: redactSecrets(JSON.stringify(body), secrets) },
+    expiresAt: answerExpiries.get(held)!(),
   };
+}
+
+interface KeyedRequest {
+  keyId: string;
+  idemKey: string;
+  requestHash: string;
+  /** Past this, a request still finding its key in progress gets 409. */
+  deadline: number;
 }
 
 export class Idempotency {
@@ -96,6 +134,7 @@ export class Idempotency {
   /** This process, as the owner of its claims' leases. */
   private readonly owner = randomUUID();
   private held = 0;
+  private readonly keyed = new WeakMap<FastifyRequest, KeyedRequest>();
 
   constructor(
     private readonly store: IdempotencyStore,
@@ -105,41 +144,80 @@ export class Idempotency {
     this.finished.setMaxListeners(0);
   }
 
+  private readonly answerExpiry = (): number => this.clock.now() + this.options.windowSeconds * 1000;
+
   /** Keeps this process's claims alive; call more often than the lease (app.ts: a third of it). */
   async renewLeases(): Promise<void> {
     if (this.held > 0) await this.store.renew(this.owner, this.clock.now() + this.options.leaseSeconds * 1000);
   }
 
-  // The three hooks are callback hooks: most requests send no key and hold no claim, and
-  // pass each one synchronously, with no promise or microtask (the chat path's cost is
+  // The hooks are callback hooks: most requests send no key and hold no claim, and pass
+  // each one synchronously, with no promise or microtask (the chat path's cost is
   // benchmarked). Only a request that names a key takes the asynchronous path.
 
-  /** preHandler: claims the key, or answers from what holds it. */
+  /**
+   * preHandler, before the balance checks: answers a request whose key already has an
+   * answer (waiting for one in progress), and claims nothing. A retry of a request that
+   * ran is answered as it was even if the org may no longer spend: the create that took
+   * the last of its balance had been answered 402 on retry, and a client trusting that
+   * would top up and create a second instance.
+   */
+  readonly replayStored = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    const raw = request.headers[IDEMPOTENCY_HEADER];
+    if (request.method !== 'POST' || raw === undefined) return done();
+    this.settle(request, reply, raw, false).then(() => done(), done);
+  };
+
+  /** preHandler, last: claims the key, or answers from what holds it. */
   readonly claim = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const raw = request.headers[IDEMPOTENCY_HEADER];
     if (request.method !== 'POST' || raw === undefined) return done();
-    // After a replay the reply is sent: fastify runs no further hook and no handler.
-    this.claimKey(request, reply, raw).then(() => done(), done);
+    this.settle(request, reply, raw, true).then(() => done(), done);
   };
 
-  private async claimKey(request: FastifyRequest, reply: FastifyReply, raw: string | string[]): Promise<void> {
+  /** The key and identity of a request, worked out once for both hooks, and how long it may wait in all. */
+  private identify(request: FastifyRequest, raw: string | string[]): KeyedRequest {
+    const known = this.keyed.get(request);
+    if (known) return known;
     const idemKey = Array.isArray(raw) ? raw[0] : raw;
     if (!idemKey || !UUID.test(idemKey)) {
       throw new ApiError('invalid_request', 'X-Service-Idempotency-Key must be a UUID', { param: 'X-Service-Idempotency-Key' });
     }
-    const keyId = request.principal!.key.id;
-    const requestHash = requestFingerprint(request.method, request.url.split('?')[0]!, request.headers, request.body, request.query);
+    const keyed: KeyedRequest = {
+      keyId: request.principal!.key.id,
+      idemKey,
+      requestHash: requestFingerprint(request.method, request.url.split('?')[0]!, request.headers, request.body, request.query),
+      deadline: this.clock.now() + this.options.waitSeconds * 1000,
+    };
+    this.keyed.set(request, keyed);
+    return keyed;
+  }
 
-    const deadline = this.clock.now() + this.options.waitSeconds * 1000;
+  /**
+   * Answers from the store (a replay, a 400 for another request, a 409 after waiting too
+   * long) or returns: with the key claimed when `claim`, else with nothing found. A replay
+   * returns the reply, a thenable: the hook calls `done` once it is sent, and fastify then
+   * runs no further hook and no handler.
+   */
+  private async settle(request: FastifyRequest, reply: FastifyReply, raw: string | string[], claim: boolean): Promise<void> {
+    const { keyId, idemKey, requestHash, deadline } = this.identify(request, raw);
     for (;;) {
       const now = this.clock.now();
-      const claim = randomUUID();
-      const holder = { owner: this.owner, claim, leaseUntil: now + this.options.leaseSeconds * 1000 };
-      const outcome = await this.store.begin(keyId, idemKey, requestHash, now, now + this.options.windowSeconds * 1000, holder);
+      const token = randomUUID();
+      const outcome = claim
+        ? await this.store.begin(keyId, idemKey, requestHash, now, now + this.options.windowSeconds * 1000, {
+            owner: this.owner,
+            claim: token,
+            leaseUntil: now + this.options.leaseSeconds * 1000,
+          })
+        : await this.store.find(keyId, idemKey, requestHash, now);
       switch (outcome.state) {
+        case 'absent':
+          return;
         case 'started':
           if (outcome.takenOver) request.log.warn({ idemKey }, 'took over an idempotency claim whose process stopped renewing it');
-          request.idempotencyClaim = { keyId, idemKey, claim };
+          request.idempotencyClaim = { keyId, idemKey, claim: token };
+          answerExpiries.set(request.idempotencyClaim, this.answerExpiry);
           this.held++;
           return;
         case 'mismatch':
@@ -168,18 +246,19 @@ export class Idempotency {
 
   private async storeAnswer(request: FastifyRequest, reply: FastifyReply, payload: unknown, held: IdempotencyClaim): Promise<void> {
     try {
-      if ((typeof payload === 'string' || Buffer.isBuffer(payload)) && !asksForRetry(reply.statusCode, payload.toString())) {
+      const fate = answerFate(reply.statusCode, payload, this.options.maxAnswerBytes);
+      if (fate === 'store') {
         const headers: Record<string, string> = {};
         for (const name of REPLAYED_HEADERS) {
           const value = reply.getHeader(name);
           if (value !== undefined) headers[name] = String(value);
         }
-        const body = redactSecrets(payload.toString(), request.routeOptions.config.secretFields ?? []);
+        const body = redactSecrets(String(payload), request.routeOptions.config.secretFields ?? []);
         const response: StoredResponse = { statusCode: reply.statusCode, headers, body };
-        await this.store.complete(held.keyId, held.idemKey, held.claim, response);
+        await this.store.complete(held.keyId, held.idemKey, held.claim, response, this.answerExpiry());
       } else {
-        // A stream (SSE) cannot be replayed, and an error asking for a retry must not be:
-        // free the key (an answer stored with the work stays).
+        if (fate === 'too_large') request.log.info({ idemKey: held.idemKey, bytes: Buffer.byteLength(payload as string | Buffer) }, 'answer too large to keep for an idempotent replay: key released');
+        // Free the key, so a retry runs again (an answer stored with the work stays).
         await this.store.release(held.keyId, held.idemKey, held.claim);
       }
     } finally {

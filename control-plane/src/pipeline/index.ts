@@ -1,6 +1,10 @@
 // The request pipeline of every /v1 route, in the order the API promises: request id
 // (a global hook), auth, IP allowlist, public-key rules, scope, rate limit; then, after
-// schema validation, the balance check on billable routes and idempotency on POST routes.
+// schema validation, on POST routes the replay of an answer stored for the request's
+// idempotency key, the balance check on billable routes, and the claim of the key.
+// A replay comes before the balance check (the retry of a create that spent the last of
+// the balance gets its instance, not 402) and after the rate limit (a replay is a request:
+// it is read and sent, and an unlimited stream of them would be free load).
 // Routes that spend model tokens take their rate limit later, once the body is parsed
 // (preValidation): the request slot and the token estimate together, one statement on
 // PostgreSQL (token-limit.ts's Admission), after the balance check (an org that may not
@@ -93,10 +97,16 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
     };
     route.onRequest = append(route.onRequest, keyPipeline) as Hook;
 
+    // Idempotency applies to POST only; other routes do not pay for its hooks.
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    const posts = methods.includes('POST');
+    if (posts) route.preHandler = append(route.preHandler, deps.idempotency.replayStored) as RouteOptions['preHandler'];
+
     if (admission) {
       // The request slot and the token estimate, once the body is parsed: a refused
       // request slot is answered at once, the tokens' verdict (and the balance's) after
-      // validation, before idempotency (a refused request claims nothing). A body that
+      // validation and a replay (a replay spends no tokens: its estimate comes back when it
+      // is sent), before the claim (a refused request claims nothing). A body that
       // never reaches preValidation (not JSON) spends its slot in onError. An admitted
       // request that ends without usage (refused later, failed upstream) gets its estimate
       // back when the response is done; usage recorded settles it sooner.
@@ -114,9 +124,7 @@ export function installPipeline(v1: FastifyInstance, deps: PipelineDeps): void {
       route.preHandler = append(route.preHandler, balance) as RouteOptions['preHandler'];
     }
 
-    // Idempotency applies to POST only; other routes do not pay for its hooks.
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    if (methods.includes('POST')) {
+    if (posts) {
       route.preHandler = append(route.preHandler, deps.idempotency.claim) as RouteOptions['preHandler'];
       route.onSend = append(route.onSend, deps.idempotency.record) as RouteOptions['onSend'];
       route.onResponse = append(route.onResponse, deps.idempotency.releaseAbandoned) as RouteOptions['onResponse'];

@@ -84,6 +84,8 @@ export interface IdempotencyCompletion {
   idemKey: string;
   claim: string;
   response: StoredResponse;
+  /** Until when the answer is replayed: a whole window from when it is stored. */
+  expiresAt: number;
 }
 
 export type IdempotencyBegin =
@@ -91,3 +93,6 @@ export type IdempotencyBegin =
   | { state: 'mismatch' }
   | { state: 'in_progress' }
   | { state: 'completed'; response: StoredResponse };
+
+/** What a look-up finds under a key without claiming it: `absent` where `begin` would start (or take over). */
+export type IdempotencyFound = { state: 'absent' } | Exclude<IdempotencyBegin, { state: 'started' }>;

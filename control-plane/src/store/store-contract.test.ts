@@ -264,8 +264,8 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await begin(holder('p2', 'c2', 11_000), 1_000, 'other')).toEqual({ state: 'mismatch' });
       expect(await begin(holder('p2', 'c2', 11_000), 1_000)).toEqual({ state: 'started', takenOver: true });
       // The first process's late answer is not stored: the claim is no longer its own.
-      await store.idempotency.complete('key_1', 'idem', 'c1', answer(201, '{"from":"p1"}'));
-      await store.idempotency.complete('key_1', 'idem', 'c2', answer(201, '{"from":"p2"}'));
+      await store.idempotency.complete('key_1', 'idem', 'c1', answer(201, '{"from":"p1"}'), 300_000);
+      await store.idempotency.complete('key_1', 'idem', 'c2', answer(201, '{"from":"p2"}'), 300_000);
       expect(await begin(holder('p3', 'c3', 20_000), 2_000)).toMatchObject({ state: 'completed', response: { body: '{"from":"p2"}' } });
     });
 
@@ -279,28 +279,64 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(await store.idempotency.purgeExpired(310_000)).toBe(1);
     });
 
+    it('never expires a claim whose lease is renewed; its answer is kept a window from when it is stored', async () => {
+      // Claimed at 0 with a window to 300_000; the process renews its lease past that.
+      await begin(holder('p1', 'c1', 10_000), 0);
+      await store.idempotency.renew('p1', 320_000);
+      expect(await store.idempotency.purgeExpired(310_000)).toBe(0);
+      expect(await begin(holder('p2', 'c2', 320_000), 310_000)).toEqual({ state: 'in_progress' });
+      // Its answer at 315_000 is replayed until 615_000, and only then purged.
+      await store.idempotency.complete('key_1', 'idem', 'c1', answer(200, '{"id":"slow"}'), 615_000);
+      expect(await store.idempotency.purgeExpired(614_999)).toBe(0);
+      expect(await begin(holder('p2', 'c2', 624_999), 614_999)).toMatchObject({ state: 'completed', response: { body: '{"id":"slow"}' } });
+      expect(await store.idempotency.purgeExpired(615_000)).toBe(1);
+      // An answer stored with its work gets its own expiry too.
+      await begin(holder('p3', 'c3', 710_000), 700_000);
+      await store.instances.create(instance('inst_1'), event('evt_1'), null, () => ({ keyId: 'key_1', idemKey: 'idem', claim: 'c3', response: answer(201, '{"id":"inst_1"}'), expiresAt: 1_200_000 }));
+      expect(await begin(holder('p4', 'c4', 1_200_000), 1_100_000)).toMatchObject({ state: 'completed', response: { body: '{"id":"inst_1"}' } });
+      // A claim past its expiry whose lease ran out (its process died) is gone.
+      await store.idempotency.begin('key_1', 'dead', 'h1', 0, 300_000, holder('dead', 'cd', 10_000));
+      expect(await store.idempotency.purgeExpired(1_200_000)).toBe(2);
+    });
+
+    it('find reports what begin would find, and claims nothing', async () => {
+      const find = (now: number, hash = 'h1') => store.idempotency.find('key_1', 'idem', hash, now);
+      expect(await find(0)).toEqual({ state: 'absent' });
+      await begin(holder('p1', 'c1', 10_000), 0);
+      expect(await find(1)).toEqual({ state: 'in_progress' });
+      expect(await find(1, 'other')).toEqual({ state: 'mismatch' });
+      // A dead claim: begin takes it over, so find says there is nothing to wait for.
+      expect(await find(10_000)).toEqual({ state: 'absent' });
+      expect(await begin(holder('p2', 'c2', 20_000), 10_000)).toEqual({ state: 'started', takenOver: true });
+      await store.idempotency.complete('key_1', 'idem', 'c2', answer(201, '{"id":"x"}'), 310_000);
+      expect(await find(309_999)).toMatchObject({ state: 'completed', response: { statusCode: 201, body: '{"id":"x"}' } });
+      expect(await find(310_000)).toEqual({ state: 'absent' });
+      // Finding an expired answer leaves it for begin and the purge to delete.
+      expect(await store.idempotency.purgeExpired(310_000)).toBe(1);
+    });
+
     it('rolls the work back when its answer finds the claim taken over', async () => {
       await begin(holder('p1', 'c1', 1_000), 0);
       await begin(holder('p2', 'c2', 20_000), 5_000);
-      const stale = () => ({ keyId: 'key_1', idemKey: 'idem', claim: 'c1', response: answer(201) });
+      const stale = () => ({ keyId: 'key_1', idemKey: 'idem', claim: 'c1', response: answer(201), expiresAt: 300_000 });
       await expect(store.instances.create(instance('inst_1'), event('evt_1'), null, stale)).rejects.toThrow(ApiError);
       expect(await store.instances.get('inst_1')).toBeUndefined();
       expect(await store.events.list()).toEqual([]);
       expect(await store.instances.claimedGpuUuids()).toEqual(new Set());
       // The holder's own work and answer commit together.
-      await store.instances.create(instance('inst_1'), event('evt_2'), null, () => ({ keyId: 'key_1', idemKey: 'idem', claim: 'c2', response: answer(201, '{"id":"x"}') }));
+      await store.instances.create(instance('inst_1'), event('evt_2'), null, () => ({ keyId: 'key_1', idemKey: 'idem', claim: 'c2', response: answer(201, '{"id":"x"}'), expiresAt: 300_000 }));
       expect((await store.events.list()).map((e) => e.id)).toEqual(['evt_2']);
       expect(await begin(holder('p3', 'c3', 30_000), 6_000)).toMatchObject({ state: 'completed', response: { statusCode: 201, body: '{"id":"x"}' } });
     });
 
     it('keeps an answer stored with its work over a later error, and a release never drops an answer', async () => {
       await begin(holder('p1', 'c1', 10_000), 0);
-      await store.instances.create(instance('inst_1'), event('evt_1'), null, () => ({ keyId: 'key_1', idemKey: 'idem', claim: 'c1', response: answer(201, '{"id":"inst_1"}') }));
-      await store.idempotency.complete('key_1', 'idem', 'c1', answer(500, '{"error":{}}'));
+      await store.instances.create(instance('inst_1'), event('evt_1'), null, () => ({ keyId: 'key_1', idemKey: 'idem', claim: 'c1', response: answer(201, '{"id":"inst_1"}'), expiresAt: 300_000 }));
+      await store.idempotency.complete('key_1', 'idem', 'c1', answer(500, '{"error":{}}'), 300_000);
       await store.idempotency.release('key_1', 'idem', 'c1');
       expect(await begin(holder('p2', 'c2', 20_000), 1_000)).toMatchObject({ state: 'completed', response: { statusCode: 201, body: '{"id":"inst_1"}' } });
       // A 2xx answer may replace the one stored with the work (the handler's final view).
-      await store.idempotency.complete('key_1', 'idem', 'c1', answer(201, '{"id":"inst_1","status":"failed"}'));
+      await store.idempotency.complete('key_1', 'idem', 'c1', answer(201, '{"id":"inst_1","status":"failed"}'), 300_000);
       expect(await begin(holder('p2', 'c2', 20_000), 1_000)).toMatchObject({ response: { body: '{"id":"inst_1","status":"failed"}' } });
     });
 
@@ -1109,7 +1145,7 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect(results.filter((r) => r.state === 'started')).toHaveLength(1);
       expect(results.filter((r) => r.state === 'in_progress')).toHaveLength(5);
       const winner = `c${results.findIndex((r) => r.state === 'started')}`;
-      await store.idempotency.complete('key_1', 'idem', winner, answer(201, '{"id":"once"}'));
+      await store.idempotency.complete('key_1', 'idem', winner, answer(201, '{"id":"once"}'), 300_000);
       expect(await other.idempotency.begin('key_1', 'idem', 'h1', 1, 300_001, holder('p1', 'c9', 10_000))).toMatchObject({
         state: 'completed',
         response: { body: '{"id":"once"}' },

@@ -6,6 +6,7 @@ import type {
   ApiKeyRecord,
   EventRecord,
   IdempotencyBegin,
+  IdempotencyFound,
   IdempotencyOwner,
   KeySecretRecord,
   OrgRecord,
@@ -76,19 +77,29 @@ export interface EventStore {
 export interface IdempotencyStore {
   /**
    * Claims (keyId, idemKey) for a request whose canonical hash is `requestHash`, or
-   * reports what holds it. Rows past their expiry count as absent; an unfinished claim
-   * whose lease ran out (its process died) is taken over by the same request.
+   * reports what holds it. An answer past its expiry counts as absent, and so does an
+   * unfinished claim past its expiry whose lease ran out; one whose process still renews
+   * its lease is in progress however long it runs. An unfinished claim whose lease ran
+   * out (its process died) is taken over by the same request.
    */
   begin(keyId: string, idemKey: string, requestHash: string, now: number, expiresAt: number, holder: IdempotencyOwner): Promise<IdempotencyBegin>;
   /**
-   * Stores the answer of `claim`. An answer already stored with the work it answers
-   * (2xx) is not replaced by a later error of the same request.
+   * What `begin` would find, without claiming or deleting anything: the stored answer, a
+   * claim in progress, another request under the key, or `absent` (nothing, an expired
+   * row, or a claim whose lease ran out). Lets a retry be answered before the checks that
+   * only a request that runs needs (its balance).
    */
-  complete(keyId: string, idemKey: string, claim: string, response: StoredResponse): Promise<void>;
+  find(keyId: string, idemKey: string, requestHash: string, now: number): Promise<IdempotencyFound>;
+  /**
+   * Stores the answer of `claim`, replayed until `expiresAt`. An answer already stored
+   * with the work it answers (2xx) is not replaced by a later error of the same request.
+   */
+  complete(keyId: string, idemKey: string, claim: string, response: StoredResponse, expiresAt: number): Promise<void>;
   /** Gives `claim` up if it has no stored answer (the request could not be recorded, or asks to be retried). */
   release(keyId: string, idemKey: string, claim: string): Promise<void>;
   /** Extends the lease of every unfinished claim of `owner` (its process is alive). */
   renew(owner: string, leaseUntil: number): Promise<void>;
+  /** Deletes what `begin` counts as absent: expired answers, and expired claims whose lease ran out. */
   purgeExpired(now: number): Promise<number>;
 }
 
