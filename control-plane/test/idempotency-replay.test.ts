@@ -184,6 +184,20 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
     expect(charges.filter((c) => c.instance_id === created.body.id)).toHaveLength(1);
   });
 
+  it('a create refused for its up-front charge is not stored: topped up, the same key creates it', async () => {
+    await addReadyNode(cp, { gpus: 2, pool: 'na' });
+    // $1 admits the request; the two hours it reserves cost $4.98.
+    const { orgId, key: compute } = await prepaidOrg(`short-${engine}`, 1_000_000_000, ['compute:write', 'compute:read']);
+    const headers = { 'x-service-idempotency-key': randomUUID() };
+    const create = () => cp.request('POST', '/v1/instances', { key: compute, body: { sku: 'h100-80gb', gpus: 1, pool: 'na', duration_hours: 2 }, headers });
+    expectError(await create(), 402, 'insufficient_quota');
+    await cp.app.services.billing.grant(orgId, 4_000_000_000, 'top-up', null);
+    clock.advance(2_000);
+    const created = await create();
+    expect(created.status, created.text).toBe(201);
+    expect(created.headers.get('x-service-idempotent-replay')).toBeNull();
+  });
+
   it('retrying a completion whose usage spent the whole balance gets its replay, not 402', async () => {
     // One nano-dollar: the completion is admitted, and its usage takes the balance below zero.
     const { key: live } = await prepaidOrg(`infer-${engine}`, 1);

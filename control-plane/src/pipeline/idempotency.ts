@@ -30,8 +30,12 @@ export const IDEMPOTENCY_HEADER = 'x-service-idempotency-key';
 export const REPLAY_HEADER = 'x-service-idempotent-replay';
 /** Request headers that change what a request does, so they are part of its identity. */
 export const FINGERPRINT_HEADERS = ['x-service-pool'] as const;
-/** Error types that promise nothing was done and ask for a retry (maybe elsewhere): never stored. */
-export const RETRY_ASKING_ERRORS: ReadonlySet<string> = new Set(['conflict', 'no_capacity', 'pool_degraded', 'rate_limited', 'service_unavailable']);
+/**
+ * Error types that promise nothing was done and ask for a retry (maybe elsewhere, or once
+ * credit is added): never stored. A stored 402 had a client that topped up and retried with
+ * the same key refused again for the whole window.
+ */
+export const RETRY_ASKING_ERRORS: ReadonlySet<string> = new Set(['conflict', 'insufficient_quota', 'no_capacity', 'pool_degraded', 'rate_limited', 'service_unavailable']);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Another process may hold the claim; look at the store this often while waiting. */
 const POLL_MS = 100;
