@@ -112,6 +112,9 @@ describe("an instance's image through the registry front", () => {
       expect(container.Config.Labels?.which).toBe('pinned');
       expect(container.Mounts).toEqual([]);
       expect((await docker.getImage(local).inspect()).Id).toBe(otherId);
+      // The name went to the other image: this one is left without any, for the test to remove.
+      await runtime.destroyTask(handle.containerId, { force: true });
+      await docker.getImage(handle.image).remove({ force: true });
     } finally {
       landing.mockRestore();
     }
