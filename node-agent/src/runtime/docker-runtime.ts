@@ -6,6 +6,7 @@
 // container and removed after it.
 import { processEnded } from '../access/process-tree.js';
 import Docker from 'dockerode';
+import type { Logger } from '@svc/shared';
 import { LABEL_NODE, buildContainerSpec, containerName, taskFromLabels, type HostCapabilities, type TaskSpec } from './container-spec.js';
 import {
   dockerMessage,
@@ -104,6 +105,8 @@ export interface DockerRuntimeOptions {
   registryPolicy?: RegistryPolicy;
   /** Where the repositories that served each blob are kept (blob-sources.ts); absent: in memory. */
   blobSourcesFile?: string;
+  /** Where the registry front says what it refused and why (the tenant reads less). */
+  log?: Logger;
 }
 
 export const DEFAULT_DNS_QUERIES_PER_SECOND = 100;
@@ -128,6 +131,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly ownPulls: PullCoordinator;
   private front: Promise<RegistryFront> | undefined;
   private readonly blobSources: BlobSources;
+  private readonly log: Logger | undefined;
   private dockerdRegistries: { config: Promise<DockerdRegistryConfig>; at: number } | undefined;
   private readonly nvidiaRuntime: boolean | undefined;
   private readonly logLimit: LogLimit | undefined;
@@ -162,6 +166,7 @@ export class DockerRuntime implements TaskRuntime {
     this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullInstanceImage(image, onProgress));
     this.blobSources = new BlobSources(options.blobSourcesFile);
+    this.log = options.log;
     this.ownPulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
 
@@ -528,11 +533,10 @@ export class DockerRuntime implements TaskRuntime {
         throw new RuntimeError('pull_failed', `pull of ${image} refused: its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`, false);
       }
       await this.pullImage(prepared.reference, onProgress, image, (report) => this.proveBlobs(prepared, image, report)).catch((err: unknown) => {
-        if (overall.aborted && !(err instanceof RuntimeError && err.message.includes(' stopped: '))) {
-          throw new RuntimeError('pull_failed', `pull of ${image} stopped: it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`, false);
-        }
+        if (stoppedPulls.has(err as Error)) throw err;
+        if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
         const failure = prepared.failure();
-        if (!failure || (err instanceof RuntimeError && err.message.includes(' stopped: '))) throw err;
+        if (!failure) throw err;
         throw new RuntimeError('pull_failed', `pull of ${image} failed: ${failure.message}`, !failure.permanent);
       });
       const local = localImageName(image);
@@ -574,7 +578,7 @@ export class DockerRuntime implements TaskRuntime {
       try {
         await prepared.check(blob, (bytes) => deadline.moved(bytes, Date.now()), stalled.signal);
       } catch (err) {
-        if (overdue) throw new RuntimeError('pull_failed', `pull of ${image} stopped: ${overdue}`, false);
+        if (overdue) throw pullStopped(image, overdue);
         const why = err instanceof RegistryFailure ? err.message : (err as Error).message;
         throw new RuntimeError('pull_failed', `pull of ${image} refused: ${why}; the node has that content from elsewhere and gives it to an instance only from a repository that serves it`, !(err instanceof RegistryFailure && err.permanent));
       } finally {
@@ -589,8 +593,9 @@ export class DockerRuntime implements TaskRuntime {
     if (!this.front) {
       // A replica's pull opening the provider's registries opens nothing to an instance's.
       const { replicaPulls: _replicas, ...policy } = this.registryPolicy ?? { allowed: [] };
-      const client = new RegistryClient({ ...(this.registryPolicy ? { policy } : {}), insecure: (registry) => this.insecureRegistry(registry, policy) });
-      this.front = RegistryFront.start(client);
+      const log = this.log ? { log: this.log } : {};
+      const client = new RegistryClient({ ...(this.registryPolicy ? { policy } : {}), ...log, insecure: (registry) => this.insecureRegistry(registry, policy) });
+      this.front = RegistryFront.start(client, log);
       this.front.catch(() => (this.front = undefined));
     }
     return this.front;
@@ -630,7 +635,7 @@ export class DockerRuntime implements TaskRuntime {
       // Closing the stream is the only way to ask the engine to drop the pull; a layer
       // download in flight may still go on until the registry ends it (docs/security.md).
       const stop = (why: string) => {
-        stopped ??= new RuntimeError('pull_failed', `pull of ${shown} stopped: ${why}`, false);
+        stopped ??= pullStopped(shown, why);
         (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
       };
       let measuring = false;
@@ -946,6 +951,15 @@ export function publishedPorts(ports: Record<string, Array<{ HostIp: string; Hos
     }
   }
   return out;
+}
+
+/** Pulls the agent gave up (stall, timeout, disk): their reason stands, whatever else failed after. */
+const stoppedPulls = new WeakSet<Error>();
+
+function pullStopped(image: string, why: string): RuntimeError {
+  const err = new RuntimeError('pull_failed', `pull of ${image} stopped: ${why}`, false);
+  stoppedPulls.add(err);
+  return err;
 }
 
 /** The name Docker knows a task's image by: an instance's as pulled through the registry front. */

@@ -84,6 +84,7 @@ export class AgentTasks {
       ...(options.pts ? { pts: options.pts } : {}),
       ...(options.registryPolicy ? { registryPolicy: options.registryPolicy } : {}),
       ...(options.blobSourcesFile ? { blobSourcesFile: options.blobSourcesFile } : {}),
+      log,
     });
     this.imageGc?.start();
     this.supervisor = new TaskSupervisor(runtime, (report) => this.reported(report), log, {
