@@ -174,6 +174,25 @@ describe.each(['live', 'sandbox'] as const)('%s key', (kind) => {
       else expect(second.output_text).toMatch(/^The tool returned "\{\\"celsius\\":3\}"\./);
     });
 
+    it('responses.inputItems.list: the items a chained response came from, newest first, paged by the SDK', async () => {
+      const client = sdk(kind);
+      const first = await client.responses.create({ model: 'tiny-chat', input: 'Weather in Oslo?', tools: [weatherTool], tool_choice: 'required' });
+      const call = first.output.find((item): item is OpenAI.Responses.ResponseFunctionToolCall => item.type === 'function_call')!;
+      const second = await client.responses.create({ model: 'tiny-chat', previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"celsius":3}' }], tools: [weatherTool] });
+      const page = await client.responses.inputItems.list(second.id);
+      expect(page.data.map((item) => item.type)).toEqual(['function_call_output', 'function_call', 'message']);
+      expect(page.data[0]).toMatchObject({ type: 'function_call_output', call_id: call.call_id, output: '{"celsius":3}', status: 'completed' });
+      expect(page.data[1]).toMatchObject({ type: 'function_call', call_id: call.call_id, name: call.name, arguments: call.arguments });
+      expect(page.data[2]).toMatchObject({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather in Oslo?' }] });
+      // One item a page, oldest first: the SDK follows has_more and last_id.
+      const ids: string[] = [];
+      for await (const item of client.responses.inputItems.list(second.id, { order: 'asc', limit: 1 })) ids.push(item.id);
+      expect(ids).toEqual(page.data.map((item) => item.id).reverse());
+      // The first response's own items: its question alone, not its answer.
+      expect((await client.responses.inputItems.list(first.id)).data.map((item) => item.type)).toEqual(['message']);
+      await expect(client.responses.inputItems.list('resp_doesnotexist')).rejects.toMatchObject({ status: 404 });
+    });
+
     it('responses.stream with a named tool_choice: the arguments stream as function_call_arguments deltas', async () => {
       const stream = sdk(kind).responses.stream({ model: 'tiny-chat', input: 'Weather?', tools: [timeTool, weatherTool], tool_choice: { type: 'function', name: 'get_weather' } });
       const deltas: string[] = [];

@@ -226,6 +226,16 @@ describe('served by replicas', () => {
 });
 
 describe('stored responses', () => {
+  it('lists input items only as OpenAI pages them: a bad limit, order, include or after is a 400 naming it', async () => {
+    await replica();
+    const response = await client.responses.create({ model: MODEL, input: 'x' });
+    const items = (query: string) => cp.request('GET', `/v1/responses/${response.id}/input_items${query}`, { key });
+    expect((await items('')).body).toMatchObject({ object: 'list', data: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'x' }] }], has_more: false });
+    for (const [query, param] of [['?limit=0', 'limit'], ['?limit=101', 'limit'], ['?order=sideways', 'order'], ['?include=file_search_call.results', 'include'], ['?after=msg_nope_in0', 'after'], ['?before=x', 'before']] as const) {
+      expect(expectError(await items(query), 400, 'invalid_request').message, query).toMatch(param);
+    }
+  });
+
   it('store: false is answered but never stored: not readable, not chainable', async () => {
     await replica();
     const response = await client.responses.create({ model: MODEL, input: 'x', store: false });
@@ -239,6 +249,7 @@ describe('stored responses', () => {
     const mine = await client.responses.create({ model: MODEL, input: 'secret plans' });
     expectError(await cp.request('GET', `/v1/responses/${mine.id}`, { key: otherOrgKey }), 404, 'not_found');
     expectError(await cp.request('DELETE', `/v1/responses/${mine.id}`, { key: otherOrgKey }), 404, 'not_found');
+    expectError(await cp.request('GET', `/v1/responses/${mine.id}/input_items`, { key: otherOrgKey }), 404, 'not_found');
     expect(expectError(await post({ model: MODEL, input: 'go on', previous_response_id: mine.id }, otherOrgKey), 404, 'not_found').param).toBe('previous_response_id');
     expect(expectError(await post({ model: MODEL, input: [{ type: 'item_reference', id: mine.output[0]!.id }] }, otherOrgKey), 404, 'not_found').param).toBe('input[0].id');
     // Nothing of it reached a replica, and it is still there for its owner.

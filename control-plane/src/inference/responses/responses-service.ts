@@ -13,6 +13,7 @@ import type { CallContext, ChatCall, ChatCompletionService } from '../chat-compl
 import { normaliseUsage } from '../usage.js';
 import { refuseUnsupported, type ResponsesRequest } from './request.js';
 import { eventFrame, ResponseEventStream, type ChatChunk } from './stream-events.js';
+import { inputItemsOf, pageOfItems, type InputItemList, type InputItemQuery } from './input-items.js';
 import { referencedItemIds, responsesParam, toChatRequest } from './to-chat.js';
 import {
   finishedResponse,
@@ -89,6 +90,16 @@ export class ResponsesService {
     const stored = await this.deps.store.getResponse(orgId, id, this.deps.clock.now());
     if (!stored) throw notFound(id, 'response_id');
     return stored;
+  }
+
+  /** A page of the items stored response `id` was generated from (input-items.ts). */
+  async inputItems(orgId: string, id: string, query: InputItemQuery): Promise<InputItemList> {
+    const stored = await this.deps.store.get(orgId, id, this.deps.clock.now());
+    if (!stored) throw notFound(id, 'response_id');
+    // The stored conversation ends with what this response added.
+    const added = outputMessages((stored.response as unknown as ResponseObject).output ?? []).length;
+    const conversation = (stored.history as ChatMessage[]).slice(0, stored.history.length - added);
+    return pageOfItems(inputItemsOf(id, conversation), query);
   }
 
   async delete(orgId: string, id: string): Promise<{ id: string; object: 'response'; deleted: true }> {

@@ -62,6 +62,32 @@ export const ResponseSchema = Type.Object(
   },
 );
 
+const InputItemListSchema = Type.Object(
+  {
+    object: Type.Literal('list'),
+    data: Type.Array(
+      Type.Object(
+        {
+          id: Type.String(),
+          type: StringEnum(['message', 'function_call', 'function_call_output'] as const),
+          status: Type.Literal('completed'),
+          role: Type.Optional(StringEnum(['user', 'system', 'assistant'] as const)),
+          content: Type.Optional(Type.Array(Type.Object({ type: StringEnum(['input_text', 'output_text'] as const), text: Type.String() }, { additionalProperties: true }))),
+          call_id: Type.Optional(Type.String()),
+          name: Type.Optional(Type.String()),
+          arguments: Type.Optional(Type.String()),
+          output: Type.Optional(Type.String()),
+        },
+        { description: 'A message, a function_call, or a function_call_output.' },
+      ),
+    ),
+    first_id: Type.Union([Type.String(), Type.Null()]),
+    last_id: Type.Union([Type.String(), Type.Null()]),
+    has_more: Type.Boolean(),
+  },
+  { description: "OpenAI's ResponseItemList." },
+);
+
 const ResponseIdParams = Type.Object({ response_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
 
 export interface ResponsesRoutesDeps {
@@ -125,6 +151,33 @@ export function responsesRoutes(deps: ResponsesRoutesDeps): FastifyPluginAsyncTy
         // The official SDK's retrieve(id, { stream: true }) would otherwise read a JSON answer as an empty event stream.
         if (request.query.stream === true) throw new ApiError('invalid_request', 'stream is not supported when retrieving: a stored response is returned whole; read it without stream', { param: 'stream' });
         return json(reply, await deps.responses.get(request.principal!.org.id, request.params.response_id));
+      },
+    );
+
+    app.get(
+      '/responses/:response_id/input_items',
+      {
+        config: { scope: 'inference:read' },
+        schema: {
+          operationId: 'listResponseInputItems',
+          tags,
+          summary: 'List the input items a stored response was generated from (its earlier turns included), newest first',
+          params: ResponseIdParams,
+          querystring: Type.Object(
+            {
+              after: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'An item id from a page of this list: the items after it.' })),
+              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+              order: Type.Optional(StringEnum(['asc', 'desc'] as const, { description: 'desc (the default): newest first.' })),
+              include: Type.Optional(Type.Array(Type.String(), { maxItems: 0, description: 'Only empty: nothing extra can be included.' })),
+            },
+            { additionalProperties: false },
+          ),
+          response: withErrors({ 200: InputItemListSchema }),
+        },
+      },
+      async (request, reply) => {
+        const { after, limit, order } = request.query;
+        return json(reply, await deps.responses.inputItems(request.principal!.org.id, request.params.response_id, { ...(after ? { after } : {}), ...(limit ? { limit } : {}), ...(order ? { order } : {}) }));
       },
     );
 
