@@ -112,7 +112,7 @@ export function inputMessages(input: ResponsesRequest['input'], lookup: ItemLook
       }
       default:
         fail(
-          `input item type ${JSON.stringify(type)} is not supported: send message, function_call, function_call_output or item_reference items`,
+          `${type === undefined ? 'an input item needs a type' : `input item type ${JSON.stringify(type)} is not supported`}: send message, function_call, function_call_output or item_reference items`,
           `${at}.type`,
         );
     }
