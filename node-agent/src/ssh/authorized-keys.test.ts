@@ -42,6 +42,14 @@ describe('authorized keys', () => {
     expect(publicKeyAccepted(keys, { blob, signature, signedData: Buffer.from('something else'), hashAlgo })).toBeUndefined();
   });
 
+  it("refuses an RSA key's SHA-1 signature (ssh-rsa), valid as it is: only rsa-sha2-256/512 log in", () => {
+    const blob = rsa.priv.getPublicSSH();
+    const data = Buffer.from('session id and userauth request');
+    expect(publicKeyAccepted(keys, { blob, signature: rsa.priv.sign(data), signedData: data })).toBeUndefined();
+    expect(publicKeyAccepted(keys, { blob, signature: rsa.priv.sign(data, 'sha1'), signedData: data, hashAlgo: 'sha1' })).toBeUndefined();
+    expect(publicKeyAccepted(keys, { blob, signature: rsa.priv.sign(data, 'sha256'), signedData: data, hashAlgo: 'sha256' })).toBeDefined();
+  });
+
   it('refuses a key that is not authorized, even with a valid signature of its own', () => {
     const blob = other.priv.getPublicSSH();
     const data = Buffer.from('x');

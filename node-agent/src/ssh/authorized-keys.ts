@@ -63,5 +63,7 @@ export function publicKeyAccepted(
   if (!key) return undefined;
   if (attempt.signature === undefined) return key;
   if (!attempt.signedData) return undefined;
+  // ssh2 verifies a plain `ssh-rsa` signature with SHA-1 (no hashAlgo): only rsa-sha2-256/512 count, as OpenSSH 8.8+ has it.
+  if (key.type === 'ssh-rsa' && attempt.hashAlgo !== 'sha256' && attempt.hashAlgo !== 'sha512') return undefined;
   return key.key.verify(attempt.signedData, attempt.signature, attempt.hashAlgo) === true ? key : undefined;
 }
