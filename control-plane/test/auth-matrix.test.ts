@@ -55,6 +55,7 @@ const ROUTES: RouteCase[] = [
   { method: 'GET', path: '/v1/usage', scope: 'inference:read' },
   { method: 'POST', path: '/v1/responses', scope: 'inference:write', needsReplicas: true, body: { model: 'llama-3.1-8b-instruct', input: 'hi' } },
   { method: 'GET', path: '/v1/responses/{response_id}', scope: 'inference:read' },
+  { method: 'GET', path: '/v1/responses/{response_id}/input_items', scope: 'inference:read' },
   { method: 'DELETE', path: '/v1/responses/{response_id}', scope: 'inference:write' },
 ];
 
