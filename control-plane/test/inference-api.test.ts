@@ -275,6 +275,17 @@ describe('tool parameters within the schema limits', () => {
     expectError(await post('/v1/chat/completions', { ...chat, ...tool(duplicates) }), 409, 'no_capacity');
   });
 
+  it("bounds all tools' parameters of a request together (128 tools of 64 KiB each had held the event loop for half a second): the tool past 512 KiB is named", async () => {
+    // Each tool within its own bound: 60 KB of description.
+    const big = (i: number) => ({ type: 'function', function: { name: `t${i}`, parameters: { type: 'object', description: 'x'.repeat(60_000) } } });
+    const eight = Array.from({ length: 8 }, (_, i) => big(i));
+    expectError(await post('/v1/chat/completions', { ...chat, tools: eight }), 409, 'no_capacity');
+    const nine = [...eight, big(8)];
+    const error = expectError(await post('/v1/chat/completions', { ...chat, tools: nine }), 400, 'invalid_request');
+    expect(error.param).toBe('tools[8].function.parameters');
+    expect(error.message).toMatch(/the tools' parameters add up to more than 524288 bytes with this one/);
+  });
+
   it('names the field of the Responses API', async () => {
     const res = await post('/v1/responses', { model: chat.model, input: 'hi', tools: [{ type: 'function', name: 'pick', parameters: { type: 'object', properties: { a: { enum: values(5_000) } } } }] });
     expect(expectError(res, 400, 'invalid_request').param).toBe('tools[0].parameters');

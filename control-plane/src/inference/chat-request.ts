@@ -3,7 +3,7 @@
 // say (field combinations, references between messages and tools, the model's limits).
 import { Type, type Static } from '@sinclair/typebox';
 import { engineFeatureProblem } from './engine-features.js';
-import { compiledSchemaProblem, ResponseFormat, responseFormatProblem, toolParametersProblem } from './response-format.js';
+import { compiledSchemaProblem, MAX_SCHEMA_BYTES, MAX_TOOLS_SCHEMA_BYTES, ResponseFormat, responseFormatProblem, toolParametersProblem } from './response-format.js';
 import { neutralRules, Refusable, refuseNonNeutral } from './neutral-fields.js';
 import { ApiError } from '@svc/shared';
 import { StringEnum } from '../http/schemas.js';
@@ -261,6 +261,7 @@ function checkMessages(messages: ChatMessage[], fail: Fail): void {
 
 function checkTools(body: ChatCompletionRequest, fail: Fail): void {
   const names = new Set<string>();
+  let schemaBytes = 0;
   (body.tools ?? []).forEach((tool, i) => {
     const at = `tools[${i}].function`;
     if (names.has(tool.function.name)) fail(`tool ${tool.function.name} is defined twice`, `${at}.name`);
@@ -268,7 +269,13 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
     const parameters = tool.function.parameters;
     if (parameters === undefined) return;
     if (parameters.type !== 'object') fail('function parameters must be a JSON Schema of type "object"', `${at}.parameters`);
-    const problem = toolParametersProblem(parameters, `${at}.parameters`);
+    const size = Buffer.byteLength(JSON.stringify(parameters));
+    // A tool past its own bound is told so below; the others count towards the request's.
+    schemaBytes += Math.min(size, MAX_SCHEMA_BYTES);
+    if (size <= MAX_SCHEMA_BYTES && schemaBytes > MAX_TOOLS_SCHEMA_BYTES) {
+      fail(`the tools' parameters add up to more than ${MAX_TOOLS_SCHEMA_BYTES} bytes with this one; send fewer or smaller tools`, `${at}.parameters`);
+    }
+    const problem = toolParametersProblem(parameters, `${at}.parameters`, size);
     if (problem) fail(problem.message, problem.param);
   });
   const choice = body.tool_choice;

@@ -13,6 +13,12 @@ import { MAX_INSTANCE_CHARS, minimalInstance, TOO_LARGE, UNSATISFIABLE } from '.
 
 /** Serialized size of one schema; a 1 MB schema is refused before anything walks it. */
 export const MAX_SCHEMA_BYTES = 64 * 1024;
+/**
+ * All tools' parameters of one request together: checking them costs the event loop about
+ * 4 ms per 50 KB, so 128 tools each at MAX_SCHEMA_BYTES had held it for half a second per
+ * request. About 40 ms at most now; a hundred ordinary tools take a fraction of it.
+ */
+export const MAX_TOOLS_SCHEMA_BYTES = 512 * 1024;
 /** Subschemas in one schema; bounds grammar size and compilation time. */
 export const MAX_SCHEMA_NODES = 2_000;
 /** Document nesting (any keyword); object nesting has OpenAI's tighter bound below. */
@@ -116,8 +122,7 @@ export function compiledSchemaProblem(schema: Record<string, unknown>, param: st
  * Ajv's meta-schema check is quadratic in an enum's length (it compares every pair of
  * values), so unbounded it let one 1 MB tool block the event loop for 46 seconds.
  */
-export function toolParametersProblem(parameters: Record<string, unknown>, param: string): Problem | undefined {
-  const size = Buffer.byteLength(JSON.stringify(parameters));
+export function toolParametersProblem(parameters: Record<string, unknown>, param: string, size = Buffer.byteLength(JSON.stringify(parameters))): Problem | undefined {
   if (size > MAX_SCHEMA_BYTES) return { param, message: `function parameters are ${size} bytes; at most ${MAX_SCHEMA_BYTES} are accepted` };
   const walked = walkSchema(parameters, MAX_SCHEMA_NODES, MAX_SCHEMA_NESTING);
   if (typeof walked === 'string') return { param, message: `function parameters are refused: ${walked}` };
