@@ -4,7 +4,7 @@
 // response itself added, and, as OpenAI lists them, they include the turns of the responses
 // it was chained on. Instructions are not items. Pure.
 import { ApiError } from '@svc/shared';
-import type { ChatMessage } from '../chat-request.js';
+import { contentText, type ChatMessage } from '../chat-request.js';
 
 export interface InputMessageItem {
   id: string;
@@ -49,13 +49,6 @@ export interface InputItemList {
 
 export const DEFAULT_INPUT_ITEMS_LIMIT = 20;
 
-/** A message's text, whether the conversation kept it as a string or as parts. */
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return content.map((part) => (typeof part === 'object' && part !== null && typeof (part as { text?: unknown }).text === 'string' ? (part as { text: string }).text : '')).join('');
-}
-
 /**
  * The input items of response `responseId`, oldest first, from `conversation` (its stored
  * conversation without its own output). Ids are stable: `<kind>_<response>_in<n>[_<call>]`.
@@ -64,13 +57,13 @@ export function inputItemsOf(responseId: string, conversation: readonly ChatMess
   const at = responseId.slice('resp_'.length);
   const items: InputItem[] = [];
   conversation.forEach((message, n) => {
-    const m = message as { role: string; content?: unknown; tool_calls?: Array<{ id?: string; function?: { name?: string; arguments?: string } }>; tool_call_id?: string };
+    const m = message as { role: string; tool_calls?: Array<{ id?: string; function?: { name?: string; arguments?: string } }>; tool_call_id?: string };
     if (m.role === 'tool') {
-      items.push({ id: `fco_${at}_in${n}`, type: 'function_call_output', status: 'completed', call_id: m.tool_call_id ?? '', output: textOf(m.content) });
+      items.push({ id: `fco_${at}_in${n}`, type: 'function_call_output', status: 'completed', call_id: m.tool_call_id ?? '', output: contentText(message.content) });
       return;
     }
     const role = m.role === 'assistant' ? 'assistant' : m.role === 'user' ? 'user' : 'system';
-    const text = textOf(m.content);
+    const text = contentText(message.content);
     if (role !== 'assistant') {
       items.push({ id: `msg_${at}_in${n}`, type: 'message', role, status: 'completed', content: [{ type: 'input_text', text }] });
       return;
