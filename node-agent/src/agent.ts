@@ -204,6 +204,7 @@ export async function startAgent(config: AgentConfig, deps: { log: Logger; clock
           dnsQueriesPerSecond: config.taskDnsQueriesPerSecond,
           registryPolicy,
           blobSourcesFile: join(config.dataDir, 'blob-sources.json'),
+          imageStagingDir: join(config.dataDir, 'image-staging'),
           ...(config.taskMaxPtys > 0 ? { pts: { root: join(config.dataDir, 'pts'), max: config.taskMaxPtys } } : {}),
           maxImageBytes: Math.round(config.maxImageGib * GIB),
           pullDeadline: { stallMs: config.pullStallSeconds * 1000, timeoutMs: Math.round(config.pullTimeoutMinutes * 60_000) },

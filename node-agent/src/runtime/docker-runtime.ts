@@ -4,6 +4,10 @@
 // only ever lists, re-adopts or sweeps containers carrying that label. Each task's
 // container runs alone on a network of its own (task-network.ts), made before the
 // container and removed after it.
+import { randomBytes } from 'node:crypto';
+import { statfs } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { processEnded } from '../access/process-tree.js';
 import Docker from 'dockerode';
 import type { Logger } from '@svc/shared';
@@ -31,7 +35,8 @@ import { localImageName, withDefaultTag } from './image-reference.js';
 import { BlobSources } from './blob-sources.js';
 import { RegistryFront, type PreparedPull } from './registry-front.js';
 import { isInsecureRegistry, RegistryClient, RegistryFailure, type DockerdRegistryConfig } from './registry-client.js';
-import { ManifestRefused } from './image-manifest.js';
+import { ManifestRefused, type Descriptor } from './image-manifest.js';
+import { stageBlobs, StagingStopped } from './stage-blobs.js';
 import { DockerAnswerTooLarge, dockerJson, MAX_IMAGE_ANSWER_BYTES } from './docker-json.js';
 import { imageConfigProblem, type ImageConfig } from './image-config-check.js';
 import { imageIdProblem } from '@svc/shared/image-id';
@@ -45,7 +50,7 @@ import { limitRunningSocketMemory, limitSocketMemory, memoryCgroupOf, needsSocke
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { formatDuration, PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
-import { PullProgressTracker, pullEventError, type PullEvent } from './pull-progress.js';
+import { PullProgressTracker, pullEventError, StagedPullProgress, type PullEvent } from './pull-progress.js';
 import {
   RuntimeError,
   type DestroyOptions,
@@ -105,6 +110,8 @@ export interface DockerRuntimeOptions {
   registryPolicy?: RegistryPolicy;
   /** Where the repositories that served each blob are kept (blob-sources.ts); absent: in memory. */
   blobSourcesFile?: string;
+  /** The registry front's staging folder, emptied when it starts (SVC_AGENT_DATA_DIR/image-staging); absent: one of its own under the system's temporary folder. */
+  imageStagingDir?: string;
   /** Where the registry front says what it refused and why (the tenant reads less). */
   log?: Logger;
 }
@@ -114,6 +121,9 @@ export const DEFAULT_DNS_QUERIES_PER_SECOND = 100;
 export const DEFAULT_PULL_DEADLINE: PullDeadlineSettings = { stallMs: 120_000, timeoutMs: 3_600_000 };
 
 export const DEFAULT_MAX_IMAGE_BYTES = 100 * 1024 ** 3;
+
+/** Left free on the staging folder's disk by a staging, for everything else the node writes there. */
+const STAGING_SPARE_BYTES = 1024 ** 3;
 
 /** An image's Entrypoint or Cmd: a list, a string (shell form, already wrapped by the builder) or nothing. */
 const asArgs = (value: string[] | string | null | undefined): string[] => (Array.isArray(value) ? value : value ? [value] : []);
@@ -131,6 +141,7 @@ export class DockerRuntime implements TaskRuntime {
   private readonly ownPulls: PullCoordinator;
   private front: Promise<RegistryFront> | undefined;
   private readonly blobSources: BlobSources;
+  private readonly stagingDir: string;
   private readonly log: Logger | undefined;
   private dockerdRegistries: { config: Promise<DockerdRegistryConfig>; at: number } | undefined;
   private readonly nvidiaRuntime: boolean | undefined;
@@ -166,6 +177,7 @@ export class DockerRuntime implements TaskRuntime {
     this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
     this.pulls = new PullCoordinator((image, onProgress) => this.pullInstanceImage(image, onProgress));
     this.blobSources = new BlobSources(options.blobSourcesFile);
+    this.stagingDir = options.imageStagingDir ?? join(tmpdir(), `svc-image-staging-${process.pid}-${randomBytes(4).toString('hex')}`);
     this.log = options.log;
     this.ownPulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
   }
@@ -507,13 +519,15 @@ export class DockerRuntime implements TaskRuntime {
 
   /**
    * An instance's image, through the registry front (registry-front.ts): the agent
-   * resolves and checks the manifest, dockerd pulls it pinned by digest from the front, and
-   * the image is named as the tenant named it (localImageName), the front's name taken off.
+   * resolves and checks the manifest and fetches every blob not yet proven to come from the
+   * image's repository (BlobSources) into the front's staging folder, checked whole; then
+   * dockerd pulls it pinned by digest from the front, and the image is named as the tenant
+   * named it (localImageName), the front's name taken off.
    */
   private async pullInstanceImage(image: string, onProgress: ProgressListener): Promise<string> {
     onProgress({ image, fraction: 0, status: `Resolving ${image}` });
     // The whole pull within the pull timeout, its manifest within the stall time: a registry
-    // trickling a manifest, or a blob the agent checks, holds the instance no longer.
+    // trickling a manifest, or a blob, holds the instance no longer.
     const overall = AbortSignal.timeout(this.pullDeadline.timeoutMs);
     const manifestBy = Math.min(this.pullDeadline.stallMs, this.pullDeadline.timeoutMs);
     const resolving = AbortSignal.any([overall, AbortSignal.timeout(manifestBy)]);
@@ -526,18 +540,25 @@ export class DockerRuntime implements TaskRuntime {
       if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
       throw pullFailed(image, err);
     }
+    // Past the pull's timeout the front answers dockerd no more, and the staging stops.
     const giveUp = () => prepared.release();
     overall.addEventListener('abort', giveUp);
     try {
       if (prepared.layerBytes > this.maxImageBytes) {
         throw new RuntimeError('pull_failed', `pull of ${image} refused: its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`, false);
       }
-      await this.pullImage(prepared.reference, onProgress, image, (report) => this.proveBlobs(prepared, image, report)).catch((err: unknown) => {
-        if (stoppedPulls.has(err as Error)) throw err;
-        if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
-        const failure = prepared.failure();
-        if (!failure) throw err;
-        throw new RuntimeError('pull_failed', `pull of ${image} failed: ${failure.message}`, !failure.permanent);
+      // dockerd takes a config or layer it already has as it is, whoever's image brought it:
+      // a manifest naming the ID of the provider's image, its layers blobs that did not
+      // exist, ran that image for the tenant. So every blob not proven is fetched now.
+      const unproven = prepared.blobs.filter((blob) => !this.blobSources.has(prepared.repository, blob.digest));
+      const progress = new StagedPullProgress(image, onProgress, unproven.length > 0);
+      await this.stage(prepared, unproven, image, progress, overall);
+      await this.pullFromFront(prepared, image, progress, overall).catch(async (err: unknown) => {
+        // A proven blob dockerd no longer had (its image was removed since): staged, and once more.
+        const missed = prepared.missed();
+        if (missed.length === 0 || stoppedPulls.has(err as Error)) throw err;
+        await this.stage(prepared, missed, image, progress, overall);
+        await this.pullFromFront(prepared, image, progress, overall);
       });
       const local = localImageName(image);
       const colon = local.lastIndexOf(':');
@@ -547,6 +568,7 @@ export class DockerRuntime implements TaskRuntime {
         .catch((err: unknown) => {
           throw engineError(`name the image ${image}`, err);
         });
+      this.blobSources.record(prepared.repository, prepared.blobs.map((blob) => blob.digest));
       // Docker's ID of an image is its config's digest.
       return prepared.config.digest;
     } finally {
@@ -556,36 +578,35 @@ export class DockerRuntime implements TaskRuntime {
     }
   }
 
-  /**
-   * Every blob of the image came from its repository: fetched whole from the front in this
-   * pull, recorded as served by that repository before (BlobSources), or fetched from it
-   * now and checked. dockerd takes a config or layer it already has as it is, whoever's
-   * image brought it: a manifest naming the ID of the provider's image, its layers blobs
-   * that did not exist, ran that image for the tenant.
-   */
-  private async proveBlobs(prepared: PreparedPull, image: string, report: (status: string) => void): Promise<void> {
-    const unproven = prepared.blobs.filter((blob) => !prepared.served.has(blob.digest) && !this.blobSources.has(prepared.repository, blob.digest));
-    for (const blob of unproven) {
-      report(`Checking that ${prepared.repository} serves ${blob.digest.slice(0, 19)}, already on the node`);
-      // The stall rule of a pull holds for a check too: a registry trickling a blob holds the instance no longer.
-      const deadline = new PullDeadline(this.pullDeadline, Date.now());
-      const stalled = new AbortController();
-      let overdue: string | null = null;
-      const watch = setInterval(() => {
-        overdue = deadline.overdue(Date.now());
-        if (overdue) stalled.abort(new Error(overdue));
-      }, Math.min(1_000, this.pullDeadline.stallMs / 4));
-      try {
-        await prepared.check(blob, (bytes) => deadline.moved(bytes, Date.now()), stalled.signal);
-      } catch (err) {
-        if (overdue) throw pullStopped(image, overdue);
-        const why = err instanceof RegistryFailure ? err.message : (err as Error).message;
-        throw new RuntimeError('pull_failed', `pull of ${image} refused: ${why}; the node has that content from elsewhere and gives it to an instance only from a repository that serves it`, !(err instanceof RegistryFailure && err.permanent));
-      } finally {
-        clearInterval(watch);
-      }
+  private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress, overall: AbortSignal): Promise<void> {
+    const room = await this.stagingRoom(blobs.reduce((sum, blob) => sum + blob.size, 0));
+    if (room) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${room}`, true);
+    try {
+      await stageBlobs(prepared, blobs, { deadline: this.pullDeadline, signal: overall, report: (staging) => progress.staging(staging) });
+    } catch (err) {
+      if (err instanceof StagingStopped) throw pullStopped(image, err.message);
+      if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
+      if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
+      throw pullFailed(image, err);
     }
-    this.blobSources.record(prepared.repository, prepared.blobs.map((blob) => blob.digest));
+  }
+
+  private async pullFromFront(prepared: PreparedPull, image: string, progress: StagedPullProgress, overall: AbortSignal): Promise<void> {
+    await this.pullImage(prepared.reference, progress.pulling, image).catch((err: unknown) => {
+      if (stoppedPulls.has(err as Error)) throw err;
+      if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
+      throw err;
+    });
+  }
+
+  /** Why the staging folder cannot take `bytes` more now (with 1 GiB to spare), or null. */
+  private async stagingRoom(bytes: number): Promise<string | null> {
+    if (bytes === 0) return null;
+    const disk = await statfs(this.stagingDir).catch(() => null);
+    if (!disk) return null;
+    const free = disk.bavail * disk.bsize;
+    if (free >= bytes + STAGING_SPARE_BYTES) return null;
+    return `the image's blobs new to this node (${formatBytes(bytes)}) do not fit in the ${formatBytes(free)} free where it stages them`;
   }
 
   /** Started on the first instance pull, once. */
@@ -595,7 +616,7 @@ export class DockerRuntime implements TaskRuntime {
       const { replicaPulls: _replicas, ...policy } = this.registryPolicy ?? { allowed: [] };
       const log = this.log ? { log: this.log } : {};
       const client = new RegistryClient({ ...(this.registryPolicy ? { policy } : {}), ...log, insecure: (registry) => this.insecureRegistry(registry, policy) });
-      this.front = RegistryFront.start(client, log);
+      this.front = RegistryFront.start(client, { ...log, stagingDir: this.stagingDir });
       this.front.catch(() => (this.front = undefined));
     }
     return this.front;
@@ -614,10 +635,9 @@ export class DockerRuntime implements TaskRuntime {
   }
 
   /**
-   * `shown`: the name the tenant gave, when dockerd pulls another (the front's). `settle`:
-   * what must hold before the pull counts as done, reporting progress as it goes.
+   * `shown`: the name the tenant gave, when dockerd pulls another (the front's).
    */
-  private async pullImage(image: string, onProgress: ProgressListener, shown: string = image, settle?: (report: (status: string) => void) => Promise<void>): Promise<void> {
+  private async pullImage(image: string, onProgress: ProgressListener, shown: string = image): Promise<void> {
     const tracker = new PullProgressTracker(shown);
     onProgress(tracker.update({ status: `Pulling ${shown}` }));
     let stream: NodeJS.ReadableStream;
@@ -673,7 +693,6 @@ export class DockerRuntime implements TaskRuntime {
         },
       );
     }).finally(() => clearInterval(watch));
-    await settle?.((status) => onProgress(tracker.update({ status })));
     // dockerd calls every pull from the front, under a name new each time, a newer image.
     const fetched = tracker.layersFetched() > 0 ? 'Downloaded newer image' : 'Image is up to date';
     onProgress(tracker.complete(image === shown ? lastStatus : `Status: ${fetched} for ${shown}`));

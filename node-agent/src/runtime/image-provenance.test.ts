@@ -62,7 +62,7 @@ describe("an instance's image from a registry the tenant controls", () => {
     const err = await rejection(runtime.startTask(task(image)));
     expect(err.code).toBe('pull_failed');
     expect(err.message).toBe(
-      `pull of ${image} refused: blob ${provider.Id} of tenant/steal: not found (BLOB_UNKNOWN: blob unknown); the node has that content from elsewhere and gives it to an instance only from a repository that serves it`,
+      `pull of ${image} failed: blob ${provider.Id} of tenant/steal: not found (BLOB_UNKNOWN: blob unknown)`,
     );
     expect(err.recoverable).toBe(false);
     expect(await absent(image)).toBe(true);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { PullProgressTracker, pullEventError, type PullEvent } from './pull-progress.js';
+import { PullProgressTracker, pullEventError, StagedPullProgress, type PullEvent } from './pull-progress.js';
+import type { PullProgress } from './runtime.js';
 
 const layer = (id: string, status: string, current?: number, total?: number): PullEvent => ({
   id,
@@ -74,5 +75,33 @@ describe('PullProgressTracker', () => {
     expect(pullEventError({ error: 'manifest unknown', errorDetail: { message: 'manifest unknown' } })).toBe('manifest unknown');
     expect(pullEventError({ errorDetail: { message: 'EOF' } })).toBe('EOF');
     expect(pullEventError({ status: 'Downloading' })).toBeNull();
+  });
+});
+
+describe('StagedPullProgress', () => {
+  const run = (staged: boolean, steps: Array<['staging', number, number] | ['pulling', number]>) => {
+    const seen: PullProgress[] = [];
+    const progress = new StagedPullProgress('img', (p) => seen.push(p), staged);
+    for (const step of steps) {
+      if (step[0] === 'staging') progress.staging({ bytes: step[1], total: step[2], status: 'Downloading' });
+      else progress.pulling({ image: 'front/ref', fraction: step[1], status: 'Extracting' });
+    }
+    return seen.map((p) => p.fraction);
+  };
+
+  it.each([
+    { name: 'staging fills the first half, by bytes', staged: true, steps: [['staging', 0, 100], ['staging', 50, 100], ['staging', 100, 100]], want: [0, 0.25, 0.5] },
+    { name: "dockerd's pull from the front fills the second", staged: true, steps: [['staging', 100, 100], ['pulling', 0], ['pulling', 0.5], ['pulling', 1]], want: [0.5, 0.5, 0.75, 1] },
+    { name: 'never goes back (a retried pull starts at 0 again)', staged: true, steps: [['staging', 100, 100], ['pulling', 0.8], ['pulling', 0], ['staging', 10, 10]], want: [0.5, 0.9, 0.9, 0.9] },
+    { name: "nothing staged: dockerd's own fraction", staged: false, steps: [['pulling', 0.3], ['pulling', 0.99], ['pulling', 1]], want: [0.3, 0.99, 1] },
+    { name: 'below 1 until dockerd is done', staged: true, steps: [['pulling', 0.999]], want: [0.99] },
+  ] as Array<{ name: string; staged: boolean; steps: Array<['staging', number, number] | ['pulling', number]>; want: number[] }>)('$name', ({ staged, steps, want }) => {
+    expect(run(staged, steps)).toEqual(want);
+  });
+
+  it("names the tenant's image, not the front's", () => {
+    const seen: PullProgress[] = [];
+    new StagedPullProgress('registry.example/tenant/app:1', (p) => seen.push(p), true).pulling({ image: '127.0.0.1:1/pull/x@sha256:0', fraction: 0.2, status: 'Extracting' });
+    expect(seen).toEqual([{ image: 'registry.example/tenant/app:1', fraction: 0.6, status: 'Extracting' }]);
   });
 });

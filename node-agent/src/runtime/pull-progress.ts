@@ -135,3 +135,36 @@ export class PullProgressTracker {
 /** Docker reports some pull failures inside the stream, after a 200 answer. */
 export const pullEventError = (event: PullEvent): string | null =>
   event.error ?? event.errorDetail?.message ?? null;
+
+/** The share of an instance pull's bar its staging takes (registry-front.ts): the download half, as the tracker weighs a layer. */
+const STAGING_SHARE = 0.5;
+
+/**
+ * One bar for an instance's pull: the agent's staging of its blobs, then dockerd's pull of
+ * them from the front (whose downloads are local and quick, its unpacking not). Never
+ * decreases; without staging, dockerd's own fraction as it is.
+ */
+export class StagedPullProgress {
+  private reported = 0;
+
+  constructor(
+    private readonly image: string,
+    private readonly listener: (progress: PullProgress) => void,
+    private readonly staged: boolean,
+  ) {}
+
+  staging(progress: { bytes: number; total: number; status: string }): void {
+    this.emit(progress.total > 0 ? (STAGING_SHARE * progress.bytes) / progress.total : 0, progress.status);
+  }
+
+  /** dockerd's progress from the front. */
+  readonly pulling = (progress: PullProgress): void => {
+    const fraction = progress.fraction === 1 || !this.staged ? progress.fraction : STAGING_SHARE + (1 - STAGING_SHARE) * progress.fraction;
+    this.emit(fraction, progress.status);
+  };
+
+  private emit(fraction: number, status: string): void {
+    this.reported = fraction === 1 ? 1 : Math.max(this.reported, Math.min(fraction, BEFORE_DONE));
+    this.listener({ image: this.image, fraction: this.reported, status });
+  }
+}

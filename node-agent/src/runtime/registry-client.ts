@@ -329,13 +329,13 @@ export class RegistryClient {
     return { body, digest, mediaType: typeof type === 'string' ? type : undefined };
   }
 
-  /** A blob of the session's repository, as the registry (or where it redirects) answers; `range` passed on. */
-  async blob(session: RepositorySession, digest: string, options: { range?: string; signal?: AbortSignal } = {}): Promise<BlobAnswer> {
-    const { range, signal } = options;
+  /** A blob of the session's repository, as the registry (or where it redirects) answers. */
+  async blob(session: RepositorySession, digest: string, options: { signal?: AbortSignal } = {}): Promise<BlobAnswer> {
+    const { signal } = options;
     const { location } = session;
     const insecure = await this.insecure(location);
     const url = `${session.base}/v2/${location.repository}/blobs/${digest}`;
-    const headers: Record<string, string> = range ? { range } : {};
+    const headers: Record<string, string> = {};
     let answer = await this.follow(url, headers, this.auth(session), insecure, signal);
     // A token outlives no long pull (Docker Hub's last five minutes): one more, once.
     if (answer.statusCode === 401 && session.authorization) {

@@ -1,24 +1,33 @@
 // The registry dockerd pulls an instance's image from: a registry API on the node's
-// loopback that serves only what the agent resolved itself (registry-client.ts). A tenant's
-// registry decides what dockerd is asked to read and where it is sent, and dockerd trusts
-// it more than it should: Docker 20.10 reads a manifest or an image config of any size
-// whole (a 600 MiB manifest took dockerd from 1.1 to 2.7 GB, kept after), fetches a
+// loopback that serves only what the agent resolved and fetched itself (registry-client.ts).
+// A tenant's registry decides what dockerd is asked to read and where it is sent, and
+// dockerd trusts it more than it should: Docker 20.10 reads a manifest or an image config of
+// any size whole (a 600 MiB manifest took dockerd from 1.1 to 2.7 GB, kept after), fetches a
 // foreign layer from whatever URLs it names, and goes, without any proxy, wherever a token
 // realm or a redirect points on the host's loopback (Go never sends loopback destinations
 // through a proxy). Now dockerd talks to this front alone: the agent reads the manifest with
-// a bound, checks it (image-manifest.ts), pins it by digest, and serves dockerd that
-// manifest and the blobs it names, fetched through the agent's checked connections and cut
-// at the size the manifest gives them. dockerd pulls `127.0.0.1:<port>/pull/<id>@<digest>`
-// (loopback registries are plain HTTP to Docker by default); the runtime then names the
+// a bound, checks it (image-manifest.ts), pins it by digest, fetches the blobs the node must
+// have from the repository into a staging folder, each checked whole (size and sha256), and
+// only then has dockerd pull `127.0.0.1:<port>/pull/<id>@<digest>` (loopback registries are
+// plain HTTP to Docker by default), served from those files. The runtime then names the
 // image as the tenant did and takes the front's name off (docker-runtime.ts).
+//
+// Why whole before dockerd asks: dockerd shares a layer download in progress among every
+// pull of the same digest, whoever's. Relayed live, a tenant's registry trickling a popular
+// base layer held up (or failed) every other tenant's pull of that layer; from local files,
+// dockerd's download of a blob lasts as long as reading it.
 import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { Transform, pipeline } from 'node:stream';
+import { join } from 'node:path';
+import { pipeline as pipe, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { Logger } from '@svc/shared';
 import { layerBytes, ManifestRefused, nodePlatform, parseManifest, pickPlatform, type Descriptor, type Platform } from './image-manifest.js';
-import { discard, locate, RegistryFailure, type RegistryClient, type RepositorySession } from './registry-client.js';
+import { locate, RegistryFailure, type RegistryClient, type RepositorySession } from './registry-client.js';
 
-/** An image resolved and pinned, ready for dockerd to pull from the front. */
+/** An image resolved and pinned, ready for its blobs to be staged and for dockerd to pull it from the front. */
 export interface PreparedPull {
   /** What dockerd pulls. */
   reference: string;
@@ -31,33 +40,35 @@ export interface PreparedPull {
   repository: string;
   /** Its config and layers. */
   blobs: Descriptor[];
-  /** The blobs dockerd fetched whole from the front so far. */
-  served: ReadonlySet<string>;
+  /** The blobs staged so far: the only ones dockerd is given. */
+  staged: ReadonlySet<string>;
   /**
-   * Fetches `blob` from the repository and checks its size and digest; throws
-   * RegistryFailure when they are not what the manifest says. `moved` is told the bytes
-   * read so far; `signal` gives up.
+   * Fetches `blob` from the repository into the staging folder and checks its size and
+   * digest; throws RegistryFailure when they are not what the manifest says. `moved` is
+   * told the bytes read so far; `signal` gives up.
    */
-  check(blob: Descriptor, moved?: (bytes: number) => void, signal?: AbortSignal): Promise<void>;
-  /** The first blob the front could not fetch for dockerd, in the agent's words (dockerd's own are about `docker login`). */
-  failure(): RegistryFailure | undefined;
-  /** Forgets it and ends its downloads: dockerd is answered 404 for it from then on. */
+  stage(blob: Descriptor, moved?: (bytes: number) => void, signal?: AbortSignal): Promise<void>;
+  /** Blobs dockerd asked for that were not staged (the node had them once, and no longer). */
+  missed(): Descriptor[];
+  /** Forgets it, ends its downloads and removes its files: dockerd is answered 404 for it from then on. */
   release(): void;
 }
 
 interface Served {
-  session: RepositorySession;
   manifest: { digest: string; body: Buffer; mediaType: string };
-  /** What dockerd may fetch, with the size the manifest gives each. */
+  /** What dockerd may ask for, with the size the manifest gives each. */
   blobs: Map<string, number>;
-  served: Set<string>;
-  /** Ends whatever is still fetched for it (dockerd's pull was stopped, or ended). */
-  downloads: AbortController;
-  failure?: RegistryFailure;
+  /** Digest to its staged file. */
+  staged: Map<string, string>;
+  missed: Set<string>;
 }
 
 const API_HEADERS = { 'docker-distribution-api-version': 'registry/2.0' };
 const ROUTE = /^\/v2\/pull\/([a-f0-9]{32})\/(manifests|blobs)\/(sha256:[a-f0-9]{64})$/;
+/** `bytes=N-` or `bytes=N-M`, the ranges dockerd asks for when it resumes a layer. */
+const RANGE = /^bytes=(\d+)-(\d*)$/;
+
+class TooLong extends Error {}
 
 /** A refusal in the registry API's error form: dockerd quotes `message` in the pull's error. */
 function refuse(res: ServerResponse, status: number, code: string, message: string): void {
@@ -68,18 +79,6 @@ function refuse(res: ServerResponse, status: number, code: string, message: stri
   res.writeHead(status, { ...API_HEADERS, 'content-type': 'application/json' }).end(JSON.stringify({ errors: [{ code, message }] }));
 }
 
-/** Passes at most `size` bytes and fails past them: a registry sending more than it declared is cut off. */
-function bounded(size: number): Transform {
-  let seen = 0;
-  return new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      seen += chunk.length;
-      if (seen > size) done(new Error(`the registry sent more than the ${size} bytes its manifest gives this blob`));
-      else done(null, chunk);
-    },
-  });
-}
-
 export class RegistryFront {
   private readonly served = new Map<string, Served>();
 
@@ -87,11 +86,15 @@ export class RegistryFront {
     private readonly server: Server,
     readonly port: number,
     private readonly client: RegistryClient,
+    private readonly stagingDir: string,
     private readonly log: Logger | undefined,
     private readonly platform: Platform,
   ) {}
 
-  static async start(client: RegistryClient, options: { log?: Logger; platform?: Platform } = {}): Promise<RegistryFront> {
+  /** `stagingDir`: the front's own; what a crash left there is removed. */
+  static async start(client: RegistryClient, options: { stagingDir: string; log?: Logger; platform?: Platform }): Promise<RegistryFront> {
+    await rm(options.stagingDir, { recursive: true, force: true });
+    await mkdir(options.stagingDir, { recursive: true, mode: 0o700 });
     let front: RegistryFront | undefined;
     const server = createServer((req, res) => front!.answer(req, res));
     server.on('clientError', (_err, socket) => socket.destroy());
@@ -103,7 +106,7 @@ export class RegistryFront {
     server.unref();
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : 0;
-    front = new RegistryFront(server, port, client, options.log, options.platform ?? nodePlatform());
+    front = new RegistryFront(server, port, client, options.stagingDir, options.log, options.platform ?? nodePlatform());
     return front;
   }
 
@@ -126,11 +129,16 @@ export class RegistryFront {
       if (manifest.kind === 'index') throw new ManifestRefused("its index's entry for this node is another index");
     }
     const id = randomBytes(16).toString('hex');
-    const blobs = new Map<string, number>([[manifest.config.digest, manifest.config.size]]);
-    for (const layer of manifest.layers) blobs.set(layer.digest, layer.size);
-    const served = new Set<string>();
+    const folder = join(this.stagingDir, id);
+    const all = [manifest.config, ...manifest.layers];
+    const entry: Served = {
+      manifest: { digest: fetched.digest, body: fetched.body, mediaType: manifest.mediaType },
+      blobs: new Map(all.map((blob) => [blob.digest, blob.size])),
+      staged: new Map(),
+      missed: new Set(),
+    };
+    const staged = new Set<string>();
     const downloads = new AbortController();
-    const entry: Served = { session, manifest: { digest: fetched.digest, body: fetched.body, mediaType: manifest.mediaType }, blobs, served, downloads };
     this.served.set(id, entry);
     return {
       reference: `127.0.0.1:${this.port}/pull/${id}@${fetched.digest}`,
@@ -138,43 +146,68 @@ export class RegistryFront {
       config: manifest.config,
       layerBytes: layerBytes(manifest),
       repository: `${location.registry}/${location.repository}`,
-      blobs: [manifest.config, ...manifest.layers],
-      served,
-      check: (blob, moved, signal) => this.check(session, blob, signal ? AbortSignal.any([signal, downloads.signal]) : downloads.signal, moved),
-      failure: () => entry.failure,
+      blobs: all,
+      staged,
+      stage: async (blob, moved, signal) => {
+        if (staged.has(blob.digest)) return;
+        const file = await this.fetchWhole(session, blob, folder, signal ? AbortSignal.any([signal, downloads.signal]) : downloads.signal, moved);
+        entry.staged.set(blob.digest, file);
+        entry.missed.delete(blob.digest);
+        staged.add(blob.digest);
+      },
+      missed: () => all.filter((blob) => entry.missed.has(blob.digest)),
       release: () => {
         this.served.delete(id);
         downloads.abort(new Error('the pull ended'));
+        // A file dockerd is still reading stays readable until it closes it (removing only unlinks it).
+        void rm(folder, { recursive: true, force: true }).catch(() => undefined);
       },
     };
   }
 
-  private async check(session: RepositorySession, blob: Descriptor, signal: AbortSignal, moved?: (bytes: number) => void): Promise<void> {
+  /** Fetches `blob` into `folder`, its bytes hashed as they arrive; a blob not whole and exact is not kept. */
+  private async fetchWhole(session: RepositorySession, blob: Descriptor, folder: string, signal: AbortSignal, moved?: (bytes: number) => void): Promise<string> {
+    await mkdir(folder, { recursive: true, mode: 0o700 });
+    const file = join(folder, blob.digest.slice('sha256:'.length));
+    const partial = `${file}.part`;
     const answer = await this.client.blob(session, blob.digest, { signal });
     const hash = createHash('sha256');
     let size = 0;
-    for await (const chunk of answer.body) {
-      size += (chunk as Buffer).length;
-      if (size > blob.size) {
-        discard(answer.body);
-        break;
+    const checked = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        size += chunk.length;
+        // More than declared is cut off here, and says so below.
+        if (size > blob.size) return done(new TooLong());
+        hash.update(chunk);
+        moved?.(size);
+        done(null, chunk);
+      },
+    });
+    try {
+      try {
+        await pipeline(answer.body, checked, createWriteStream(partial, { mode: 0o600 }));
+      } catch (err) {
+        if (!(err instanceof TooLong)) throw err;
       }
-      hash.update(chunk as Buffer);
-      moved?.(size);
-    }
-    const digest = `sha256:${hash.digest('hex')}`;
-    if (size !== blob.size || digest !== blob.digest) {
-      throw new RegistryFailure(`${session.location.registry}/${session.location.repository} does not serve blob ${blob.digest} its manifest names (it sent ${size > blob.size ? 'more bytes' : `other content, ${digest}`})`, true);
+      const digest = `sha256:${hash.digest('hex')}`;
+      if (size !== blob.size || digest !== blob.digest) {
+        throw new RegistryFailure(`${session.location.registry}/${session.location.repository} does not serve blob ${blob.digest} its manifest names (it sent ${size > blob.size ? 'more bytes' : `other content, ${digest}`})`, true);
+      }
+      await rename(partial, file);
+      return file;
+    } catch (err) {
+      await rm(partial, { force: true });
+      throw err;
     }
   }
 
   async close(): Promise<void> {
-    for (const served of this.served.values()) served.downloads.abort(new Error('the node agent is stopping'));
     this.served.clear();
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();
     });
+    await rm(this.stagingDir, { recursive: true, force: true });
   }
 
   private answer(req: IncomingMessage, res: ServerResponse): void {
@@ -197,38 +230,38 @@ export class RegistryFront {
     }
     const size = served.blobs.get(digest);
     if (size === undefined) return refuse(res, 404, 'BLOB_UNKNOWN', 'blob unknown to this image');
-    if (req.method === 'HEAD') {
-      res.writeHead(200, { ...API_HEADERS, 'content-type': 'application/octet-stream', 'content-length': size, 'docker-content-digest': digest }).end();
-      return;
+    const file = served.staged.get(digest);
+    if (!file) {
+      // dockerd had this blob when the pull began and has it no more: the runtime stages it and pulls again.
+      served.missed.add(digest);
+      return refuse(res, 404, 'BLOB_UNKNOWN', 'blob not staged on this node');
     }
-    void this.relayBlob(req, res, served, digest, size);
+    void this.sendFile(req, res, file, digest, size);
   }
 
-  private async relayBlob(req: IncomingMessage, res: ServerResponse, served: Served, digest: string, size: number): Promise<void> {
-    const range = typeof req.headers.range === 'string' ? req.headers.range : undefined;
-    let upstream;
-    try {
-      upstream = await this.client.blob(served.session, digest, { ...(range ? { range } : {}), signal: served.downloads.signal });
-    } catch (err) {
-      const message = err instanceof RegistryFailure ? err.message : `blob ${digest}: ${(err as Error).message}`;
-      this.log?.info({ digest, err: message }, 'registry front: a blob could not be fetched');
-      if (err instanceof RegistryFailure) served.failure ??= err;
-      // dockerd retries a 5xx and reports `denied: …` for a 403, which the runtime reads as final.
-      if (err instanceof RegistryFailure && err.permanent) return refuse(res, 403, 'DENIED', message);
-      return refuse(res, 502, 'BLOB_UNKNOWN', message);
+  private async sendFile(req: IncomingMessage, res: ServerResponse, file: string, digest: string, size: number): Promise<void> {
+    // Opened before anything is answered: a pull released since has removed it, and one
+    // released while it is read leaves it readable until it is closed.
+    const handle = await open(file).catch(() => null);
+    if (!handle) return refuse(res, 404, 'BLOB_UNKNOWN', 'blob unknown to this image');
+    const headers = { ...API_HEADERS, 'content-type': 'application/octet-stream', 'docker-content-digest': digest, 'accept-ranges': 'bytes' };
+    const range = typeof req.headers.range === 'string' ? RANGE.exec(req.headers.range) : null;
+    const start = range ? Number(range[1]) : 0;
+    const end = range && range[2] ? Math.min(Number(range[2]), size - 1) : size - 1;
+    if (range && (start >= size || start > end)) {
+      void handle.close();
+      res.writeHead(416, { ...headers, 'content-range': `bytes */${size}` }).end();
+      return;
     }
-    const declared = Number(upstream.headers['content-length']);
-    if (upstream.status === 200 && Number.isFinite(declared) && declared !== size) {
-      discard(upstream.body);
-      return refuse(res, 502, 'SIZE_INVALID', `blob ${digest}: the registry declared ${declared} bytes, its manifest ${size}`);
+    if (range) res.writeHead(206, { ...headers, 'content-length': end - start + 1, 'content-range': `bytes ${start}-${end}/${size}` });
+    else res.writeHead(200, { ...headers, 'content-length': size });
+    if (req.method === 'HEAD') {
+      void handle.close();
+      res.end();
+      return;
     }
-    res.writeHead(upstream.status, { ...API_HEADERS, 'content-type': 'application/octet-stream', 'docker-content-digest': digest, ...upstream.headers });
-    // dockerd checks the digest of what it read; what is cut here is a registry sending more.
-    pipeline(upstream.body, bounded(size), res, (err) => {
-      if (err) this.log?.info({ digest, err: err.message }, 'registry front: a blob relay ended early');
-      // Whole or resumed (206): dockerd checks the digest of all it assembles, and only a pull that succeeds is recorded.
-      else served.served.add(digest);
+    pipe(handle.createReadStream({ start, end }), res, (err) => {
+      if (err) this.log?.info({ digest, err: err.message }, 'registry front: a blob was not sent whole');
     });
-    res.once('close', () => discard(upstream.body));
   }
 }

@@ -65,6 +65,8 @@ export class AgentTasks {
       registryPolicy?: RegistryPolicy;
       /** Which repositories served the node which blobs (runtime/blob-sources.ts); absent: in memory. */
       blobSourcesFile?: string;
+      /** The registry front's staging folder (runtime/registry-front.ts); absent: under the system's temporary folder. */
+      imageStagingDir?: string;
     } = {},
   ) {
     this.access = options.access;
@@ -84,6 +86,7 @@ export class AgentTasks {
       ...(options.pts ? { pts: options.pts } : {}),
       ...(options.registryPolicy ? { registryPolicy: options.registryPolicy } : {}),
       ...(options.blobSourcesFile ? { blobSourcesFile: options.blobSourcesFile } : {}),
+      ...(options.imageStagingDir ? { imageStagingDir: options.imageStagingDir } : {}),
       log,
     });
     this.imageGc?.start();

@@ -1,0 +1,76 @@
+// Fetches an instance image's blobs into the registry front's staging folder before dockerd
+// is asked for the image (registry-front.ts says why), a few at a time, under the stall
+// rule of a pull: a registry that stops sending, or trickles, holds the instance no longer
+// than a pull it sent to dockerd would.
+import { formatBytes } from './disk-usage.js';
+import type { Descriptor } from './image-manifest.js';
+import { PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
+import type { PreparedPull } from './registry-front.js';
+
+/** As many as dockerd downloads at once. */
+const CONCURRENT_BLOBS = 3;
+
+/** The staging stopped by the stall rule or the pull's timeout; `message` says which, as the pull's do. */
+export class StagingStopped extends Error {}
+
+export interface StagingProgress {
+  /** Bytes fetched so far, over all blobs. */
+  bytes: number;
+  /** Bytes to fetch in all. */
+  total: number;
+  status: string;
+}
+
+export async function stageBlobs(
+  prepared: Pick<PreparedPull, 'stage'>,
+  blobs: readonly Descriptor[],
+  options: { deadline: PullDeadlineSettings; report: (progress: StagingProgress) => void; signal?: AbortSignal },
+): Promise<void> {
+  if (blobs.length === 0) return;
+  const total = blobs.reduce((sum, blob) => sum + blob.size, 0);
+  const deadline = new PullDeadline(options.deadline, Date.now());
+  const stopped = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stopped.signal]) : stopped.signal;
+  let overdue: string | null = null;
+  const watch = setInterval(() => {
+    overdue = deadline.overdue(Date.now());
+    if (overdue) stopped.abort(new StagingStopped(overdue));
+  }, Math.min(1_000, options.deadline.stallMs / 4));
+  const fetched = new Map<string, number>();
+  let done = 0;
+  const moved = () => [...fetched.values()].reduce((sum, bytes) => sum + bytes, done);
+  const queue = [...blobs];
+  const worker = async (): Promise<void> => {
+    for (let blob = queue.shift(); blob; blob = queue.shift()) {
+      const short = blob.digest.slice('sha256:'.length, 'sha256:'.length + 12);
+      fetched.set(blob.digest, 0);
+      await prepared.stage(
+        blob,
+        (bytes) => {
+          fetched.set(blob!.digest, bytes);
+          const bytesSoFar = moved();
+          deadline.moved(bytesSoFar, Date.now());
+          options.report({ bytes: bytesSoFar, total, status: `Downloading ${short} (${formatBytes(bytesSoFar)} of ${formatBytes(total)})` });
+        },
+        signal,
+      );
+      fetched.delete(blob.digest);
+      done += blob.size;
+      options.report({ bytes: moved(), total, status: `Download complete ${short}` });
+    }
+  };
+  try {
+    const workers = Array.from({ length: Math.min(CONCURRENT_BLOBS, blobs.length) }, () => worker());
+    // The first failure ends the others' downloads too.
+    await Promise.all(workers.map((running) => running.catch((err: unknown) => {
+      stopped.abort(err);
+      throw err;
+    })));
+  } catch (err) {
+    if (overdue) throw new StagingStopped(overdue);
+    throw err;
+  } finally {
+    clearInterval(watch);
+    stopped.abort(new Error('staging ended'));
+  }
+}
