@@ -88,7 +88,10 @@ export interface DockerRuntimeOptions {
   instanceOutbound?: InstanceOutbound;
   /** A pull whose layers add up to more (compressed) is cut off (SVC_MAX_IMAGE_GIB); default 100 GiB. */
   maxImageBytes?: number;
-  /** Told each image a task starts with, once it is present (image-gc.ts keeps the node's disk from filling with them). */
+  /**
+   * Told each image a task starts with, once it is present, and the ID of an instance's
+   * image its name moved away from (image-gc.ts keeps the node's disk from filling with them).
+   */
   imageUsed?: (ref: string) => void;
   /** The log limiter instances run behind (log-init.ts); absent: none. */
   logLimit?: LogLimit;
@@ -562,12 +565,14 @@ export class DockerRuntime implements TaskRuntime {
       });
       const local = localImageName(image);
       const colon = local.lastIndexOf(':');
+      const previous = await this.docker.getImage(local).inspect().then((info) => info.Id, () => null);
       await this.docker
         .getImage(prepared.reference)
         .tag({ repo: local.slice(0, colon), tag: local.slice(colon + 1) })
         .catch((err: unknown) => {
           throw engineError(`name the image ${image}`, err);
         });
+      if (previous && previous !== prepared.config.digest) await this.noteUnnamed(previous);
       this.blobSources.record(prepared.repository, prepared.blobs.map((blob) => blob.digest));
       // Docker's ID of an image is its config's digest.
       return prepared.config.digest;
@@ -576,6 +581,16 @@ export class DockerRuntime implements TaskRuntime {
       prepared.release();
       await this.untag(prepared.reference);
     }
+  }
+
+  /**
+   * The tenant's tag moved to another image: the one it named before, left without a name,
+   * is handed to image collection by its ID (a tenant re-pushing one tag had left an image
+   * on the disk per push that nothing ever removed).
+   */
+  private async noteUnnamed(id: string): Promise<void> {
+    const info = await this.docker.getImage(id).inspect().catch(() => null);
+    if (info && (info.RepoTags ?? []).length === 0) this.imageUsed?.(id);
   }
 
   private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress, overall: AbortSignal): Promise<void> {

@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { LABEL_NODE } from './container-spec.js';
 import { DockerRuntime } from './docker-runtime.js';
-import { deleteFreshImage, ensureBusybox, pushFreshImage } from './docker-test-images.js';
+import { putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
+import { deleteFreshImage, ensureBusybox, layerOf, pushFreshImage } from './docker-test-images.js';
 import { ImageGc, ImageUseLog } from './image-gc.js';
 
 const docker = new Docker();
@@ -25,18 +26,23 @@ const useLog = new ImageUseLog(useLogFile);
 const eager = new ImageGc(docker, useLog, { highPercent: 0, lowPercent: 0, intervalMs: 60_000 }, quiet, () => clock);
 const runtime = new DockerRuntime({ docker, nodeId, imageUsed: (ref) => eager.recordUse(ref) });
 
+let registry: TenantRegistry;
+
 const present = (ref: string) => docker.getImage(ref).inspect().then(() => true, () => false);
 
 beforeAll(async () => {
   if (!(await dockerAvailable(docker))) throw new Error('no Docker engine on /var/run/docker.sock; run `bash scripts/setup-host.sh` as root');
   await ensureBusybox(docker);
   for (const name of ['first', 'second', 'running']) fresh.push(await pushFreshImage(docker, `gc-${name}-${run}`, 200_000));
+  registry = await startTenantRegistry();
 }, 120_000);
 
 afterAll(async () => {
   const leftovers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NODE}=${nodeId}`] } });
   await Promise.all(leftovers.map((c) => runtime.destroyTask(c.Id, { force: true })));
   for (const ref of fresh) await deleteFreshImage(docker, ref).catch(() => undefined);
+  for (const image of await docker.listImages({ filters: { reference: [`${registry?.address}/*/*`] } }).catch(() => [])) await docker.getImage(image.Id).remove({ force: true }).catch(() => undefined);
+  await registry?.close();
 });
 
 describe('ImageGc', () => {
@@ -78,4 +84,28 @@ describe('ImageGc', () => {
     expect(await present(first)).toBe(false);
     expect([...new ImageUseLog(useLogFile).entries.keys()]).not.toContain(second);
   });
+
+  it("collects the image an instance's tag named before the tenant pushed another under it, and not while a container uses it", async () => {
+    const pulling = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [registry.address] }, imageUsed: (ref) => eager.recordUse(ref) });
+    const layer = await layerOf(`#!/bin/sh\necho moved ${run}\n`);
+    const image = `${registry.address}/tenant/moving:1`;
+    const startOnce = async (version: string, keep = false) => {
+      putImage(registry, 'tenant/moving:1', { config: { Cmd: ['/hello'], Labels: { version } } }, layer);
+      clock += 1_000;
+      const h = await pulling.startTask({ taskId: `g${run}-${randomBytes(3).toString('hex')}`, kind: 'instance', image, gpuUuids: [], command: ['/hello'] });
+      if (!keep) await pulling.destroyTask(h.containerId, { force: true });
+      return { id: (await docker.getImage(image).inspect()).Id, containerId: h.containerId };
+    };
+    const first = await startOnce('1', true);
+    const second = await startOnce('2');
+    expect(second.id).not.toBe(first.id);
+    // The first is nameless now. Its instance still runs: it stays, while the unused second goes by its name.
+    expect((await docker.getImage(first.id).inspect()).RepoTags).toEqual([]);
+    expect(await eager.collect()).toEqual([image]);
+    expect(await present(first.id)).toBe(true);
+    await pulling.destroyTask(first.containerId, { force: true });
+    expect(await eager.collect()).toEqual([first.id]);
+    expect(await present(first.id)).toBe(false);
+    expect([...new ImageUseLog(useLogFile).entries.keys()]).not.toContain(first.id);
+  }, 60_000);
 });

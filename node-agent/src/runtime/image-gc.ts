@@ -1,6 +1,7 @@
 // Image garbage collection on the node (image-gc-policy.ts decides, this does the I/O).
 // Only images the agent pulled for tasks are ever removed, never the provider's others:
-// each task start records its image and when, in `$SVC_AGENT_DATA_DIR/image-use.json`
+// each task start records its image and when (and an instance's pull the ID of the image
+// its name left, while nothing names it), in `$SVC_AGENT_DATA_DIR/image-use.json`
 // (written whole, a temporary file renamed over the old one), so a restarted agent still
 // knows which images are its own and how recently they ran.
 import type Docker from 'dockerode';
@@ -10,6 +11,10 @@ import { dockerStatus, isNotFound } from './docker-errors.js';
 import { dockerRootDir, fileSystemUsage } from './disk-usage.js';
 import { withDefaultTag } from './image-reference.js';
 import { imagesToRemove, type DiskSpace, type ImageGcThresholds, type PulledImage } from './image-gc-policy.js';
+
+/** How Docker's listing names an image without a name. */
+const NO_NAME = '<none>:<none>';
+const IMAGE_ID = /^sha256:[0-9a-f]{64}$/;
 
 export interface ImageGcSettings extends ImageGcThresholds {
   /** Pause between two looks at the disk (SVC_IMAGE_GC_INTERVAL_MS). */
@@ -119,11 +124,17 @@ export class ImageGc {
     const [images, containers] = await Promise.all([this.docker.listImages(), this.docker.listContainers({ all: true })]);
     const inUse = new Set(containers.map((c) => c.ImageID));
     const byRef = new Map<string, Docker.ImageInfo>();
-    for (const image of images) for (const ref of [...(image.RepoTags ?? []), ...(image.RepoDigests ?? [])]) byRef.set(ref, image);
+    const unnamed = new Map<string, Docker.ImageInfo>();
+    for (const image of images) {
+      const tags = (image.RepoTags ?? []).filter((tag) => tag !== NO_NAME);
+      for (const ref of [...tags, ...(image.RepoDigests ?? [])]) byRef.set(ref, image);
+      if (tags.length === 0) unnamed.set(image.Id, image);
+    }
     const pulled: PulledImage[] = [];
     for (const [ref, lastUsedMs] of uses) {
-      // As Docker lists it among an image's RepoTags: `busybox` is `busybox:latest`.
-      const image = byRef.get(withDefaultTag(ref));
+      // As Docker lists it among an image's RepoTags: `busybox` is `busybox:latest`. An ID
+      // (an instance's image whose name moved on) only while nothing names it again.
+      const image = IMAGE_ID.test(ref) ? unnamed.get(ref) : byRef.get(withDefaultTag(ref));
       // Removed by someone else: nothing left to collect. (A use is recorded only once the image is present.)
       if (!image) {
         this.useLog.forget(ref, lastUsedMs);
