@@ -1,13 +1,9 @@
-// The TaskRuntime over the local Docker engine (dockerode): pull with progress, create
+// The TaskRuntime over the local Docker engine (dockerode): images through image-pulls.ts, create
 // from buildContainerSpec, start, graceful stop, removal, re-adoption and the sweep of
 // containers nobody wants. Everything it makes is labelled with this node's id, and it
 // only ever lists, re-adopts or sweeps containers carrying that label. Each task's
 // container runs alone on a network of its own (task-network.ts), made before the
 // container and removed after it.
-import { randomBytes } from 'node:crypto';
-import { statfs } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { processEnded } from '../access/process-tree.js';
 import Docker from 'dockerode';
 import type { Logger } from '@svc/shared';
@@ -20,7 +16,6 @@ import {
   isNotRunning,
   isRemovalInProgress,
   notFound,
-  pullFailed,
   taskFailed,
 } from './docker-errors.js';
 import { allocatedBytes, deletedOpenFiles, devicesOf, fileCount, formatBytes, type DiskUsage } from './disk-usage.js';
@@ -30,13 +25,8 @@ import { LOG_INIT_TARGET, type ImageCommand, type LogLimit } from './log-init.js
 import { listsNvidiaRuntime } from './nvidia-runtime.js';
 import { shapeFromContainer, shapeToContainer } from './task-bandwidth.js';
 import { dnsLimitRules, embeddedDnsRefusal } from './task-dns-limit.js';
-import { addressesOf, registryHost, registryListed, registryOf, registryRefusal, type RegistryPolicy } from './image-registry.js';
+import { registryRefusal, type RegistryPolicy } from './image-registry.js';
 import { localImageName, withDefaultTag } from './image-reference.js';
-import { BlobSources } from './blob-sources.js';
-import { RegistryFront, type PreparedPull } from './registry-front.js';
-import { isInsecureRegistry, RegistryClient, RegistryFailure, type DockerdRegistryConfig } from './registry-client.js';
-import { ManifestRefused, type Descriptor } from './image-manifest.js';
-import { stageBlobs, StagingStopped } from './stage-blobs.js';
 import { DockerAnswerTooLarge, dockerJson, MAX_IMAGE_ANSWER_BYTES } from './docker-json.js';
 import { imageConfigProblem, type ImageConfig } from './image-config-check.js';
 import { imageIdProblem } from '@svc/shared/image-id';
@@ -48,9 +38,9 @@ import { diskUnder } from '../host-facts/block-device.js';
 import { unlimitedForContainers } from '../host-facts/shared-rlimits.js';
 import { limitRunningSocketMemory, limitSocketMemory, memoryCgroupOf, needsSocketLimits, releaseSocketCgroup, type EngineCgroups } from './socket-memory.js';
 import { bridgeName, buildNetworkSpec, networkName, type InstanceOutbound } from './task-network.js';
-import { PullCoordinator } from './pull-coordinator.js';
-import { formatDuration, PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
-import { PullProgressTracker, pullEventError, StagedPullProgress, type PullEvent } from './pull-progress.js';
+import type { PullCoordinator } from './pull-coordinator.js';
+import { ImagePulls } from './image-pulls.js';
+import type { PullDeadlineSettings } from './pull-deadline.js';
 import {
   RuntimeError,
   type DestroyOptions,
@@ -125,9 +115,6 @@ export const DEFAULT_PULL_DEADLINE: PullDeadlineSettings = { stallMs: 120_000, t
 
 export const DEFAULT_MAX_IMAGE_BYTES = 100 * 1024 ** 3;
 
-/** Left free on the staging folder's disk by a staging, for everything else the node writes there. */
-const STAGING_SPARE_BYTES = 1024 ** 3;
-
 /** An image's Entrypoint or Cmd: a list, a string (shell form, already wrapped by the builder) or nothing. */
 const asArgs = (value: string[] | string | null | undefined): string[] => (Array.isArray(value) ? value : value ? [value] : []);
 
@@ -138,24 +125,17 @@ const parseDockerTime = (value: string | undefined): Date | null =>
 export class DockerRuntime implements TaskRuntime {
   readonly docker: Docker;
   readonly nodeId: string;
+  private readonly images: ImagePulls;
   /** Shared pulls of instances' images (through the registry front), each to the image's ID; exposed so tests can count real pulls. */
-  readonly pulls: PullCoordinator<string>;
-  /** Shared pulls of replicas' images, which dockerd makes itself. */
-  private readonly ownPulls: PullCoordinator;
-  private front: Promise<RegistryFront> | undefined;
-  private readonly blobSources: BlobSources;
-  private readonly stagingDir: string;
-  private readonly log: Logger | undefined;
-  private dockerdRegistries: { config: Promise<DockerdRegistryConfig>; at: number } | undefined;
+  get pulls(): PullCoordinator<string> {
+    return this.images.instances;
+  }
   private readonly nvidiaRuntime: boolean | undefined;
   private readonly logLimit: LogLimit | undefined;
-  private readonly pullDeadline: PullDeadlineSettings;
   private readonly killTimeoutMs: number;
   private readonly limits: LimitSettings;
   private readonly instanceOutbound: InstanceOutbound;
-  private readonly maxImageBytes: number;
   private readonly imageUsed: ((ref: string) => void) | undefined;
-  private readonly diskFull: (() => Promise<string | null>) | undefined;
   private readonly dnsQueriesPerSecond: number;
   private readonly pts: TaskPts | undefined;
   private readonly socketLimits: boolean;
@@ -168,21 +148,24 @@ export class DockerRuntime implements TaskRuntime {
     this.killTimeoutMs = options.killTimeoutMs ?? 10_000;
     this.limits = options.limits ?? DEFAULT_LIMIT_SETTINGS;
     this.instanceOutbound = options.instanceOutbound ?? 'internet';
-    this.maxImageBytes = options.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES;
     this.imageUsed = options.imageUsed;
-    this.diskFull = options.diskFull;
     this.dnsQueriesPerSecond = options.dnsQueriesPerSecond ?? DEFAULT_DNS_QUERIES_PER_SECOND;
     this.nvidiaRuntime = options.nvidiaRuntime;
     this.logLimit = options.logLimit;
     this.pts = options.pts;
     this.socketLimits = options.socketLimits ?? true;
     this.registryPolicy = options.registryPolicy;
-    this.pullDeadline = options.pullDeadline ?? DEFAULT_PULL_DEADLINE;
-    this.pulls = new PullCoordinator((image, onProgress) => this.pullInstanceImage(image, onProgress));
-    this.blobSources = new BlobSources(options.blobSourcesFile);
-    this.stagingDir = options.imageStagingDir ?? join(tmpdir(), `svc-image-staging-${process.pid}-${randomBytes(4).toString('hex')}`);
-    this.log = options.log;
-    this.ownPulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
+    this.images = new ImagePulls({
+      docker: this.docker,
+      pullDeadline: options.pullDeadline ?? DEFAULT_PULL_DEADLINE,
+      maxImageBytes: options.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES,
+      diskFull: options.diskFull,
+      registryPolicy: options.registryPolicy,
+      blobSourcesFile: options.blobSourcesFile,
+      stagingDir: options.imageStagingDir,
+      imageUnnamed: options.imageUsed,
+      log: options.log,
+    });
   }
 
   async startTask(given: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
@@ -471,7 +454,7 @@ export class DockerRuntime implements TaskRuntime {
     if (spec.kind === 'instance') {
       // By the ID the pull proved: the name may be given to another image meanwhile (another
       // instance's pull of the same name, or of a tag shaped like a digest's local name).
-      return this.instanceImage(await this.pulls.pull(image, onProgress), localImageName(image));
+      return this.instanceImage(await this.images.instances.pull(image, onProgress), localImageName(image));
     }
     try {
       const present = await this.docker.getImage(image).inspect();
@@ -480,7 +463,7 @@ export class DockerRuntime implements TaskRuntime {
     } catch (err) {
       if (!isNotFound(err)) throw engineError(`inspect image ${image}`, err);
     }
-    await this.pull(spec, onProgress);
+    await this.images.replica(image, onProgress);
     return undefined;
   }
 
@@ -494,223 +477,12 @@ export class DockerRuntime implements TaskRuntime {
       answer = await dockerJson<Docker.ImageInspectInfo>(this.docker, `/images/${id}/json`, MAX_IMAGE_ANSWER_BYTES);
     } catch (err) {
       if (!(err instanceof DockerAnswerTooLarge)) throw engineError(`inspect image ${ref}`, err);
-      await this.untag(ref);
+      await this.images.untag(ref);
       throw new RuntimeError('create_failed', `the image's configuration is larger than ${formatBytes(MAX_IMAGE_ANSWER_BYTES)}, more than this node reads`, false);
     }
     if (answer.status === 404 || !answer.body) throw new RuntimeError('pull_failed', `image ${ref} is not on the node after its pull`, true);
     if (answer.status >= 300) throw engineError(`inspect image ${ref}`, new Error(`HTTP ${answer.status}`));
     return answer.body;
-  }
-
-  /** Takes `ref` off its image (the image goes too when that was its only name); a failure only leaves the name. */
-  private async untag(ref: string): Promise<void> {
-    // Left on failure: the instance fails anyway, and its next start is refused the same way.
-    await this.docker.getImage(ref).remove({ noprune: true }).catch(() => undefined);
-  }
-
-  /** A replica's pull from a registry of the node's own opens it to dockerd for as long as it runs (image-registry.ts). */
-  private async pull(spec: TaskSpec, onProgress?: ProgressListener): Promise<void> {
-    const policy = this.registryPolicy;
-    const ownRegistry = registryListed(policy?.replicaOnly, registryOf(spec.image));
-    const end = ownRegistry ? policy?.replicaPulls?.begin() : undefined;
-    try {
-      await this.ownPulls.pull(spec.image, onProgress);
-    } finally {
-      end?.();
-    }
-  }
-
-  /**
-   * An instance's image, through the registry front (registry-front.ts): the agent
-   * resolves and checks the manifest and fetches every blob not yet proven to come from the
-   * image's repository (BlobSources) into the front's staging folder, checked whole; then
-   * dockerd pulls it pinned by digest from the front, and the image is named as the tenant
-   * named it (localImageName), the front's name taken off.
-   */
-  private async pullInstanceImage(image: string, onProgress: ProgressListener): Promise<string> {
-    onProgress({ image, fraction: 0, status: `Resolving ${image}` });
-    // The whole pull within the pull timeout, its manifest within the stall time: a registry
-    // trickling a manifest, or a blob, holds the instance no longer.
-    const overall = AbortSignal.timeout(this.pullDeadline.timeoutMs);
-    const manifestBy = Math.min(this.pullDeadline.stallMs, this.pullDeadline.timeoutMs);
-    const resolving = AbortSignal.any([overall, AbortSignal.timeout(manifestBy)]);
-    let prepared: PreparedPull;
-    try {
-      prepared = await (await this.registryFront()).prepare(image, resolving);
-    } catch (err) {
-      if (resolving.aborted) throw new RuntimeError('pull_failed', `pull of ${image} stopped: its registry gave no manifest within ${formatDuration(manifestBy)}`, false);
-      if (err instanceof ManifestRefused) throw new RuntimeError('pull_failed', `pull of ${image} refused: ${err.message}`, false);
-      if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
-      throw pullFailed(image, err);
-    }
-    // Past the pull's timeout the front answers dockerd no more, and the staging stops.
-    const giveUp = () => prepared.release();
-    overall.addEventListener('abort', giveUp);
-    try {
-      if (prepared.layerBytes > this.maxImageBytes) {
-        throw new RuntimeError('pull_failed', `pull of ${image} refused: its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`, false);
-      }
-      // dockerd takes a config or layer it already has as it is, whoever's image brought it:
-      // a manifest naming the ID of the provider's image, its layers blobs that did not
-      // exist, ran that image for the tenant. So every blob not proven is fetched now.
-      const unproven = prepared.blobs.filter((blob) => !this.blobSources.has(prepared.repository, blob.digest));
-      const progress = new StagedPullProgress(image, onProgress, unproven.length > 0);
-      await this.stage(prepared, unproven, image, progress, overall);
-      await this.pullFromFront(prepared, image, progress, overall).catch(async (err: unknown) => {
-        // A proven blob dockerd no longer had (its image was removed since): staged, and once more.
-        const missed = prepared.missed();
-        if (missed.length === 0 || stoppedPulls.has(err as Error)) throw err;
-        await this.stage(prepared, missed, image, progress, overall);
-        await this.pullFromFront(prepared, image, progress, overall);
-      });
-      const local = localImageName(image);
-      const colon = local.lastIndexOf(':');
-      const previous = await this.docker.getImage(local).inspect().then((info) => info.Id, () => null);
-      await this.docker
-        .getImage(prepared.reference)
-        .tag({ repo: local.slice(0, colon), tag: local.slice(colon + 1) })
-        .catch((err: unknown) => {
-          throw engineError(`name the image ${image}`, err);
-        });
-      if (previous && previous !== prepared.config.digest) await this.noteUnnamed(previous);
-      this.blobSources.record(prepared.repository, prepared.blobs.map((blob) => blob.digest));
-      // Docker's ID of an image is its config's digest.
-      return prepared.config.digest;
-    } finally {
-      overall.removeEventListener('abort', giveUp);
-      prepared.release();
-      await this.untag(prepared.reference);
-    }
-  }
-
-  /**
-   * The tenant's tag moved to another image: the one it named before, left without a name,
-   * is handed to image collection by its ID (a tenant re-pushing one tag had left an image
-   * on the disk per push that nothing ever removed).
-   */
-  private async noteUnnamed(id: string): Promise<void> {
-    const info = await this.docker.getImage(id).inspect().catch(() => null);
-    if (info && (info.RepoTags ?? []).length === 0) this.imageUsed?.(id);
-  }
-
-  private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress, overall: AbortSignal): Promise<void> {
-    const room = await this.stagingRoom(blobs.reduce((sum, blob) => sum + blob.size, 0));
-    if (room) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${room}`, true);
-    try {
-      await stageBlobs(prepared, blobs, { deadline: this.pullDeadline, signal: overall, report: (staging) => progress.staging(staging) });
-    } catch (err) {
-      if (err instanceof StagingStopped) throw pullStopped(image, err.message);
-      if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
-      if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
-      throw pullFailed(image, err);
-    }
-  }
-
-  private async pullFromFront(prepared: PreparedPull, image: string, progress: StagedPullProgress, overall: AbortSignal): Promise<void> {
-    await this.pullImage(prepared.reference, progress.pulling, image).catch((err: unknown) => {
-      if (stoppedPulls.has(err as Error)) throw err;
-      if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
-      throw err;
-    });
-  }
-
-  /** Why the staging folder cannot take `bytes` more now (with 1 GiB to spare), or null. */
-  private async stagingRoom(bytes: number): Promise<string | null> {
-    if (bytes === 0) return null;
-    const disk = await statfs(this.stagingDir).catch(() => null);
-    if (!disk) return null;
-    const free = disk.bavail * disk.bsize;
-    if (free >= bytes + STAGING_SPARE_BYTES) return null;
-    return `the image's blobs new to this node (${formatBytes(bytes)}) do not fit in the ${formatBytes(free)} free where it stages them`;
-  }
-
-  /** Started on the first instance pull, once. */
-  private registryFront(): Promise<RegistryFront> {
-    if (!this.front) {
-      // A replica's pull opening the provider's registries opens nothing to an instance's.
-      const { replicaPulls: _replicas, ...policy } = this.registryPolicy ?? { allowed: [] };
-      const log = this.log ? { log: this.log } : {};
-      const client = new RegistryClient({ ...(this.registryPolicy ? { policy } : {}), ...log, insecure: (registry) => this.insecureRegistry(registry, policy) });
-      this.front = RegistryFront.start(client, { ...log, stagingDir: this.stagingDir });
-      this.front.catch(() => (this.front = undefined));
-    }
-    return this.front;
-  }
-
-  /** Whether dockerd would reach `registry` over plain HTTP (`docker info`, read at most once a minute). */
-  private async insecureRegistry(registry: string, policy: RegistryPolicy): Promise<boolean> {
-    const now = Date.now();
-    if (!this.dockerdRegistries || now - this.dockerdRegistries.at > 60_000) {
-      const config = this.docker.info().then((info: { RegistryConfig?: DockerdRegistryConfig }) => info.RegistryConfig ?? {});
-      this.dockerdRegistries = { config, at: now };
-      config.catch(() => (this.dockerdRegistries = undefined));
-    }
-    const config = await this.dockerdRegistries.config;
-    return isInsecureRegistry(registry, config, await addressesOf(registryHost(registry), policy, registryListed(policy.allowed, registry)));
-  }
-
-  /**
-   * `shown`: the name the tenant gave, when dockerd pulls another (the front's).
-   */
-  private async pullImage(image: string, onProgress: ProgressListener, shown: string = image): Promise<void> {
-    const tracker = new PullProgressTracker(shown);
-    onProgress(tracker.update({ status: `Pulling ${shown}` }));
-    let stream: NodeJS.ReadableStream;
-    try {
-      stream = await this.docker.pull(image);
-    } catch (err) {
-      throw pullFailed(shown, renamed(err, image, shown));
-    }
-    const deadline = new PullDeadline(this.pullDeadline, Date.now());
-    let watch: NodeJS.Timeout | undefined;
-    const lastStatus = await new Promise<string | undefined>((resolve, reject) => {
-      let last: string | undefined;
-      let streamError: string | null = null;
-      let stopped: RuntimeError | null = null;
-      // Closing the stream is the only way to ask the engine to drop the pull; a layer
-      // download in flight may still go on until the registry ends it (docs/security.md).
-      const stop = (why: string) => {
-        stopped ??= pullStopped(shown, why);
-        (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
-      };
-      let measuring = false;
-      watch = setInterval(() => {
-        const overdue = deadline.overdue(Date.now());
-        if (overdue) return stop(overdue);
-        if (!this.diskFull || measuring) return;
-        measuring = true;
-        this.diskFull()
-          .then((full) => full && stop(full), () => undefined)
-          .finally(() => (measuring = false));
-      }, Math.min(1_000, this.pullDeadline.stallMs / 4));
-      this.docker.modem.followProgress(
-        stream,
-        (err: Error | null) => {
-          // followProgress does not treat an `error` line as a failure; we do.
-          if (stopped) reject(stopped);
-          else if (err || streamError) reject(pullFailed(shown, renamed(err ?? new Error(streamError ?? ''), image, shown)));
-          else resolve(last);
-        },
-        (event: PullEvent) => {
-          if (stopped) return;
-          const error = pullEventError(event);
-          if (error) streamError ??= error;
-          else {
-            last = event.status === undefined ? undefined : renamedText(event.status, image, shown);
-            onProgress(tracker.update(last === undefined ? event : { ...event, status: last }));
-            deadline.moved(tracker.movedBytes(), Date.now());
-          }
-          // A tenant names the image: one of a terabyte would fill the node's disk for every
-          // tenant before any container limit applies.
-          if (tracker.layerBytes() > this.maxImageBytes) {
-            stop(`its layers are more than ${formatBytes(this.maxImageBytes)} compressed, the largest image this node pulls`);
-          }
-        },
-      );
-    }).finally(() => clearInterval(watch));
-    // dockerd calls every pull from the front, under a name new each time, a newer image.
-    const fetched = tracker.layersFetched() > 0 ? 'Downloaded newer image' : 'Image is up to date';
-    onProgress(tracker.complete(image === shown ? lastStatus : `Status: ${fetched} for ${shown}`));
   }
 
   /** `inspected`: the instance's image as instanceImage read it (its config already checked). */
@@ -987,32 +759,5 @@ export function publishedPorts(ports: Record<string, Array<{ HostIp: string; Hos
   return out;
 }
 
-/** Pulls the agent gave up (stall, timeout, disk): their reason stands, whatever else failed after. */
-const stoppedPulls = new WeakSet<Error>();
-
-function pullStopped(image: string, why: string): RuntimeError {
-  const err = new RuntimeError('pull_failed', `pull of ${image} stopped: ${why}`, false);
-  stoppedPulls.add(err);
-  return err;
-}
-
 /** The name Docker knows a task's image by: an instance's as pulled through the registry front. */
 const dockerName = (spec: TaskSpec): string => (spec.kind === 'instance' ? localImageName(spec.image) : spec.image);
-
-/** `text` with the name dockerd pulled (the front's, and its path as dockerd also writes it) put back as the tenant's. */
-function renamedText(text: string, pulled: string, shown: string): string {
-  if (pulled === shown) return text;
-  const at = pulled.indexOf('@');
-  const repository = at < 0 ? pulled : pulled.slice(0, at);
-  const path = repository.slice(repository.indexOf('/') + 1);
-  return text.split(pulled).join(shown).split(repository).join(shown).split(path).join(shown);
-}
-
-/** An error of dockerd's with the front's name put back as the tenant's. */
-function renamed(err: unknown, pulled: string, shown: string): unknown {
-  if (pulled === shown || !(err instanceof Error)) return err;
-  err.message = renamedText(err.message, pulled, shown);
-  const json = (err as { json?: { message?: unknown } }).json;
-  if (json && typeof json.message === 'string') json.message = renamedText(json.message, pulled, shown);
-  return err;
-}
