@@ -18,14 +18,11 @@ import { BlobSources } from './blob-sources.js';
 import { RegistryFront, type PreparedPull } from './registry-front.js';
 import { isInsecureRegistry, RegistryClient, RegistryFailure, type DockerdRegistryConfig } from './registry-client.js';
 import { ManifestRefused, type Descriptor } from './image-manifest.js';
-import { stageBlobs, StagingStopped } from './stage-blobs.js';
+import { stageBlobs, stagingRefusal, StagingStopped } from './stage-blobs.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { formatDuration, PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
 import { PullProgressTracker, pullEventError, StagedPullProgress, type PullEvent } from './pull-progress.js';
 import { RuntimeError, type ProgressListener } from './runtime.js';
-
-/** Left free on the staging folder's disk by a staging, for everything else the node writes there. */
-const STAGING_SPARE_BYTES = 1024 ** 3;
 
 export interface ImagePullOptions {
   docker: Docker;
@@ -59,6 +56,8 @@ export class ImagePulls {
   private readonly log: Logger | undefined;
   private front: Promise<RegistryFront> | undefined;
   private dockerdRegistries: { config: Promise<DockerdRegistryConfig>; at: number } | undefined;
+  /** The stagings under way, each with the bytes it has still to write. */
+  private readonly stagings = new Set<{ remaining: number }>();
 
   constructor(options: ImagePullOptions) {
     this.docker = options.docker;
@@ -166,15 +165,30 @@ export class ImagePulls {
   }
 
   private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress, overall: AbortSignal): Promise<void> {
-    const room = await this.stagingRoom(blobs.reduce((sum, blob) => sum + blob.size, 0));
-    if (room) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${room}`, true);
+    const bytes = blobs.reduce((sum, blob) => sum + blob.size, 0);
+    const disk = bytes > 0 ? await statfs(this.stagingDir).catch(() => null) : null;
+    const pending = [...this.stagings].reduce((sum, staging) => sum + staging.remaining, 0);
+    const refused = disk ? stagingRefusal(bytes, disk.bavail * disk.bsize, pending) : null;
+    if (refused) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${refused}`, true);
+    // What this staging has still to write, for the stagings that start meanwhile.
+    const staging = { remaining: bytes };
+    this.stagings.add(staging);
     try {
-      await stageBlobs(prepared, blobs, { deadline: this.pullDeadline, signal: overall, report: (staging) => progress.staging(staging) });
+      await stageBlobs(prepared, blobs, {
+        deadline: this.pullDeadline,
+        signal: overall,
+        report: (now) => {
+          staging.remaining = now.total - now.bytes;
+          progress.staging(now);
+        },
+      });
     } catch (err) {
       if (err instanceof StagingStopped) throw pullStopped(image, err.message);
       if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
       if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
       throw pullFailed(image, err);
+    } finally {
+      this.stagings.delete(staging);
     }
   }
 
@@ -184,16 +198,6 @@ export class ImagePulls {
       if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
       throw err;
     });
-  }
-
-  /** Why the staging folder cannot take `bytes` more now (with 1 GiB to spare), or null. */
-  private async stagingRoom(bytes: number): Promise<string | null> {
-    if (bytes === 0) return null;
-    const disk = await statfs(this.stagingDir).catch(() => null);
-    if (!disk) return null;
-    const free = disk.bavail * disk.bsize;
-    if (free >= bytes + STAGING_SPARE_BYTES) return null;
-    return `the image's blobs new to this node (${formatBytes(bytes)}) do not fit in the ${formatBytes(free)} free where it stages them`;
   }
 
   /** Started on the first instance pull, once. */

@@ -10,6 +10,22 @@ import type { PreparedPull } from './registry-front.js';
 /** As many as dockerd downloads at once. */
 const CONCURRENT_BLOBS = 3;
 
+/** Left free on the staging folder's disk by a staging, for everything else the node writes there. */
+export const STAGING_SPARE_BYTES = 1024 ** 3;
+
+/**
+ * Why a staging of `bytes` must not start, or null: the staging folder's disk has `free`
+ * bytes, of which the stagings already under way will still write `pending` (each checked
+ * the same free space when it began; counted alone, pulls started together would all fit).
+ */
+export function stagingRefusal(bytes: number, free: number, pending: number): string | null {
+  if (bytes === 0) return null;
+  const available = Math.max(0, free - pending - STAGING_SPARE_BYTES);
+  if (bytes <= available) return null;
+  const others = pending > 0 ? `, ${formatBytes(pending)} of it promised to other pulls under way` : '';
+  return `the image's blobs new to this node (${formatBytes(bytes)}) do not fit where it stages them (${formatBytes(free)} free${others}, ${formatBytes(STAGING_SPARE_BYTES)} kept spare)`;
+}
+
 /** The staging stopped by the stall rule or the pull's timeout; `message` says which, as the pull's do. */
 export class StagingStopped extends Error {}
 
