@@ -31,7 +31,7 @@ describe('checkDestination', () => {
   const policy = (allowed: string[] = []) => ({ allowed, resolve: async (host: string) => names[host] ?? [] });
 
   it.each([
-    ['registry-1.docker.io', 443, { address: '44.205.64.79', port: 443 }],
+    ['registry-1.docker.io', 443, { addresses: ['44.205.64.79'], port: 443 }],
     ['mixed.example.com', 443, { refused: 'mixed.example.com is not on a public address (private)', status: 403 }],
     ['169.254.169.254', 80, { refused: '169.254.169.254 is not on a public address (link-local)', status: 403 }],
     ['127.0.0.1', 5000, { refused: '127.0.0.1 is not on a public address (loopback)', status: 403 }],
@@ -42,10 +42,10 @@ describe('checkDestination', () => {
   });
 
   it("lets the operator's listed registries through at their own addresses, by host or by host and port", async () => {
-    expect(await checkDestination('mirror.internal', 5000, policy(['mirror.internal']))).toEqual({ address: '10.9.9.9', port: 5000 });
-    expect(await checkDestination('mirror.internal', 5000, policy(['mirror.internal:5000']))).toEqual({ address: '10.9.9.9', port: 5000 });
+    expect(await checkDestination('mirror.internal', 5000, policy(['mirror.internal']))).toEqual({ addresses: ['10.9.9.9'], port: 5000 });
+    expect(await checkDestination('mirror.internal', 5000, policy(['mirror.internal:5000']))).toEqual({ addresses: ['10.9.9.9'], port: 5000 });
     expect(await checkDestination('mirror.internal', 5001, policy(['mirror.internal:5000']))).toMatchObject({ status: 403 });
-    expect(await checkDestination('fd00::1', 443, policy(['[fd00::1]:443']))).toEqual({ address: 'fd00::1', port: 443 });
+    expect(await checkDestination('fd00::1', 443, policy(['[fd00::1]:443']))).toEqual({ addresses: ['fd00::1'], port: 443 });
   });
 
   it("lets a registry of the node's own images through only while a replica pulls from one", async () => {
@@ -55,12 +55,12 @@ describe('checkDestination', () => {
     expect(await checkDestination('models.internal', 5000, own)).toEqual({ refused: 'models.internal is not on a public address (private)', status: 403 });
     const first = replicaPulls.begin();
     const second = replicaPulls.begin();
-    expect(await checkDestination('models.internal', 5000, own)).toEqual({ address: '10.9.9.10', port: 5000 });
+    expect(await checkDestination('models.internal', 5000, own)).toEqual({ addresses: ['10.9.9.10'], port: 5000 });
     // Other private destinations stay shut while the window is open.
     expect(await checkDestination('mirror.internal', 5000, own)).toMatchObject({ status: 403 });
     first();
     first(); // ending twice ends once
-    expect(await checkDestination('models.internal', 5000, own)).toEqual({ address: '10.9.9.10', port: 5000 });
+    expect(await checkDestination('models.internal', 5000, own)).toEqual({ addresses: ['10.9.9.10'], port: 5000 });
     second();
     expect(await checkDestination('models.internal', 5000, own)).toMatchObject({ status: 403 });
   });
@@ -126,9 +126,10 @@ describe('the pull proxy, with real sockets', () => {
     web.close();
   });
 
-  /** The proxy, listing the given destinations; `registry.test` resolves to loopback. */
+  /** The proxy, listing the given destinations; `registry.test` resolves to loopback, `two.test` first to an address where nothing listens. */
   const start = async (allowed: string[]): Promise<PullProxy> => {
-    proxy = await startPullProxy({ port: 0, log, policy: { allowed, resolve: async (host) => (host === 'registry.test' ? ['127.0.0.1'] : []) } });
+    const names: Record<string, string[]> = { 'registry.test': ['127.0.0.1'], 'two.test': ['127.0.0.2', '127.0.0.1'] };
+    proxy = await startPullProxy({ port: 0, log, policy: { allowed, resolve: async (host) => names[host] ?? [] } });
     return proxy;
   };
 
@@ -164,6 +165,17 @@ describe('the pull proxy, with real sockets', () => {
     socket.write('ping');
     const [echoed] = (await once(socket, 'data')) as [Buffer];
     expect(echoed.toString()).toBe('ping');
+    socket.destroy();
+    expect(echoTarget.connections).toBe(1);
+  });
+
+  it("tunnels to a registry's next address when its first does not answer, as dockerd's own dialer would", async () => {
+    const p = await start([`two.test:${echoTarget.port}`]);
+    const { status, socket } = await connectThrough(p, `two.test:${echoTarget.port}`);
+    expect(status).toBe('HTTP/1.1 200 Connection Established');
+    socket.write('pong');
+    const [echoed] = (await once(socket, 'data')) as [Buffer];
+    expect(echoed.toString()).toBe('pong');
     socket.destroy();
     expect(echoTarget.connections).toBe(1);
   });

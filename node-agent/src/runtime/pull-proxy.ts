@@ -41,8 +41,12 @@ export interface PullProxy {
   close(): Promise<void>;
 }
 
-/** A destination dockerd asked for: where it may go, or why not (for the status line dockerd quotes). */
-export type Destination = { address: string; port: number } | Refusal;
+/**
+ * A destination dockerd asked for: where it may go (every address the name has, each
+ * checked, in the resolver's order, tried in turn as Go's dialer does), or why not (for the
+ * status line dockerd quotes).
+ */
+export type Destination = { addresses: string[]; port: number } | Refusal;
 interface Refusal {
   refused: string;
   status: 403 | 502;
@@ -61,7 +65,28 @@ export async function checkDestination(host: string, port: number, policy: Regis
     const kind = nonPublicKind(addresses);
     if (kind !== null) return { refused: `${host} is not on a public address (${kind})`, status: 403 };
   }
-  return { address: addresses[0]!, port };
+  return { addresses, port };
+}
+
+/**
+ * Connects to the first of `addresses` that answers, `connectOne` making each attempt with
+ * its share of `timeoutMs` (at least 2 s): a registry with one address down, or an IPv6
+ * address the host has no route to, is reached at the next, as dockerd itself would.
+ */
+export function connectFirst<T>(
+  addresses: readonly string[],
+  timeoutMs: number,
+  connectOne: (address: string, timeoutMs: number, done: (err: Error | null, connection: T | null) => void) => void,
+  done: (err: Error | null, connection: T | null) => void,
+): void {
+  const each = Math.max(2_000, Math.floor(timeoutMs / addresses.length));
+  const attempt = (index: number): void =>
+    connectOne(addresses[index]!, each, (err, connection) => {
+      if (!err) return done(null, connection);
+      if (index + 1 < addresses.length) return attempt(index + 1);
+      done(err, null);
+    });
+  attempt(0);
 }
 
 /** `host:port` of a CONNECT request, brackets taken off an IPv6 host; null when malformed. */
@@ -107,7 +132,9 @@ export async function startPullProxy(options: PullProxyOptions): Promise<PullPro
         res.writeHead(destination.status, reason, { 'content-type': 'application/json' }).end(JSON.stringify({ errors: [{ code: 'DENIED', message: reason }] }));
         return;
       }
-      const target = `http://${isIPv6(destination.address) ? `[${destination.address}]` : destination.address}:${destination.port}`;
+      // http-proxy-3 takes one target: plain HTTP goes to the first address (registries and token services are HTTPS, through tunnels).
+      const address = destination.addresses[0]!;
+      const target = `http://${isIPv6(address) ? `[${address}]` : address}:${destination.port}`;
       // The Host header stays the one dockerd sent; only the address is ours.
       forwarder.web(req, res, { target });
     });
@@ -150,17 +177,28 @@ export async function startPullProxy(options: PullProxyOptions): Promise<PullPro
   };
 }
 
-function tunnel(client: Duplex, head: Buffer, destination: { address: string; port: number }): void {
-  const upstream: Socket = connect({ host: destination.address, port: destination.port, timeout: CONNECT_TIMEOUT_MS });
-  const fail = (): void => {
-    if (!client.destroyed) client.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
-    upstream.destroy();
+function tunnel(client: Duplex, head: Buffer, destination: { addresses: string[]; port: number }): void {
+  const connectOne = (address: string, timeout: number, done: (err: Error | null, socket: Socket | null) => void): void => {
+    const socket: Socket = connect({ host: address, port: destination.port, timeout });
+    const failed = (err?: Error): void => {
+      socket.destroy();
+      done(err ?? new Error(`connecting to ${address} timed out`), null);
+    };
+    socket.once('timeout', failed);
+    socket.once('error', failed);
+    socket.once('connect', () => {
+      socket.off('timeout', failed).off('error', failed).setTimeout(0);
+      done(null, socket);
+    });
   };
-  upstream.once('timeout', fail);
-  upstream.once('error', fail);
-  client.once('close', () => upstream.destroy());
-  upstream.once('connect', () => {
-    upstream.off('timeout', fail).off('error', fail).setTimeout(0);
+  connectFirst(destination.addresses, CONNECT_TIMEOUT_MS, connectOne, (err, upstream) => {
+    if (err || !upstream) {
+      if (!client.destroyed) client.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    // dockerd gave up while it connected.
+    if (client.destroyed) return void upstream.destroy();
+    client.once('close', () => upstream.destroy());
     upstream.on('error', () => client.destroy());
     upstream.once('close', () => client.destroy());
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');

@@ -14,7 +14,7 @@ import type { Readable } from 'node:stream';
 import ipaddr from 'ipaddr.js';
 import { Agent, buildConnector, request, type Dispatcher } from 'undici';
 import type { Logger } from '@svc/shared';
-import { checkDestination } from './pull-proxy.js';
+import { checkDestination, connectFirst } from './pull-proxy.js';
 import { DEFAULT_REGISTRY, registryOf, type RegistryPolicy } from './image-registry.js';
 import { DIGEST_SHAPE, MANIFEST_ACCEPT, MAX_MANIFEST_BYTES } from './image-manifest.js';
 
@@ -279,8 +279,14 @@ export class RegistryClient {
               this.options.log?.info({ host, reason: destination.refused }, 'registry client: refused a connection');
               callback(new RegistryFailure(`refused by the node: ${printable(host)} is not a public address this node reaches for instances`, true), null);
             }
-            // The name stays the TLS server name and Host; only the address is the one checked.
-            else connector({ ...opts, hostname: destination.address, ...(isIP(host) ? {} : { servername: host }) }, callback);
+            // The name stays the TLS server name and Host; only the addresses are the ones checked.
+            else {
+              const servername = isIP(host) ? {} : { servername: host };
+              type Connection = Parameters<buildConnector.Callback>[1];
+              const attempt = (address: string, timeout: number, done: (err: Error | null, connection: Connection) => void): void =>
+                buildConnector({ timeout, rejectUnauthorized: verify })({ ...opts, hostname: address, ...servername }, (...args) => done(args[0], args[1]));
+              connectFirst<Connection>(destination.addresses, CONNECT_TIMEOUT_MS, attempt, (err, connection) => (err ? callback(err, null) : callback(null, connection!)));
+            }
           },
           (err: Error) => callback(err, null),
         );

@@ -251,6 +251,17 @@ describe("an instance's image through the registry front", () => {
     onlyTheAgentAsked();
   }, 60_000);
 
+  it("reaches a registry at its next address when its first does not answer", async () => {
+    putImage(registry, 'tenant/twice:1', { config: { Cmd: ['/hello'] } }, layer);
+    const port = registry.address.split(':')[1];
+    // Nothing listens on 127.0.0.2: the name's first address refuses, its second is the registry.
+    const resolve = async (host: string) => (host === 'two.test' ? ['127.0.0.2', '127.0.0.1'] : []);
+    const twoAddresses = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [...allowed, `two.test:${port}`], resolve } });
+    const handle = await twoAddresses.startTask(task(`two.test:${port}/tenant/twice:1`));
+    started.push(handle.containerId);
+    expect(registry.log).toContain('GET /v2/tenant/twice/manifests/1');
+  }, 60_000);
+
   it('follows a registry that redirects its API (as registry.k8s.io does), each hop checked', async () => {
     putImage(registry, 'tenant/moved:1', { config: { Cmd: ['/hello'] } }, layer);
     const redirector = createServer((req, res) => res.writeHead(307, { location: `http://${registry.address}${req.url}` }).end());
