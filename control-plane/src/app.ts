@@ -384,7 +384,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           flushUsage: () => services.inference.recorder.flush(),
         }),
       );
-      await v1.register(inferenceRoutes({ models: services.models, chat: services.inference.chat, embeddings: services.inference.embeddings, responses: services.inference.responses, usage: store.usage, recorder: services.inference.recorder }));
+      await v1.register(inferenceRoutes({ models: services.models, chat: services.inference.chat, embeddings: services.inference.embeddings, responses: services.inference.responses, usage: store.usage, recorder: services.inference.recorder, clientStallMs: config.inferenceClientStallMs }));
     },
     { prefix: '/v1' },
   );

@@ -286,6 +286,12 @@ export const controlPlaneSettings = {
     'How long a replica may take to start answering (a non-streamed completion is generated meanwhile).',
   ),
   inferenceIdleTimeoutMs: setting('SVC_INFERENCE_IDLE_TIMEOUT_MS', PositiveInt, 60_000, 'Longest silence between two chunks of a replica\'s answer.'),
+  inferenceClientStallMs: setting(
+    'SVC_INFERENCE_CLIENT_STALL_MS',
+    PositiveInt,
+    60_000,
+    'A stream whose client takes none of the bytes waiting for it this long is ended as if the client had left (the replica\'s work is cancelled, what it generated billed): an engine that waits on its reader would otherwise give that client a slot for as long as it likes.',
+  ),
   inferenceEjectMs: setting(
     'SVC_INFERENCE_EJECT_MS',
     PositiveInt,

@@ -4,6 +4,7 @@
 // a broken stream reported in the stream, a client that leaves cancelling the replica's
 // work, embeddings batched across replicas in input order.
 import { randomUUID } from 'node:crypto';
+import { connect } from 'node:net';
 import OpenAI from 'openai';
 import { Agent as UndiciAgent, fetch as undiciFetch } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -38,7 +39,7 @@ const keyOf = (up: OpenAiUpstream): string => `replica-key-${up.name}`;
 beforeAll(async () => {
   cp = await startControlPlane({
     clock: new ManualClock(Date.now()),
-    config: { inferenceEjectMs: 60_000 },
+    config: { inferenceEjectMs: 60_000, inferenceClientStallMs: 1_000 },
     replicas: {
       directory: { ready: (f = {}) => live.filter((r) => f.model === undefined || r.model === f.model) },
       plan: { desired: (model, q, pool) => desired.get(`${model}:${q}:${pool}`) ?? 0 },
@@ -355,6 +356,29 @@ describe('relaying replicas', () => {
     await streamCutAfter('chat.completion.chunk');
     await expect.poll(() => up!.abandonedStreams, { timeout: 5000 }).toBe(1);
     await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
+  });
+
+  it("ends a stream whose client stopped reading, so the replica's slot is not held: its work is cancelled and what it generated billed", async () => {
+    const [up] = await replicas('llama-3.1-8b-instruct', 1);
+    // An engine that generates only as fast as it is read (the CPU engine waits on its reader).
+    up!.mode = 'flood-stream';
+    const requestId = `req_stall_${randomUUID()}`;
+    const body = JSON.stringify({ ...chat, stream: true });
+    const socket = connect(Number(new URL(cp.baseUrl).port), '127.0.0.1');
+    // Connected, the request sent, and then never a byte read.
+    socket.pause();
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: cp\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n` +
+        `X-Request-Id: ${requestId}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    try {
+      await expect.poll(() => up!.abandonedStreams, { timeout: 20_000, interval: 100 }).toBe(1);
+      await expect.poll(() => cp.app.services.inference.router.inFlight(`rep_${up!.name}`), { timeout: 5000 }).toBe(0);
+      const record = await usageOf(requestId);
+      expect(record.completion_tokens).toBeGreaterThan(0);
+    } finally {
+      socket.destroy();
+    }
   });
 
   it('a whole completion whose client goes away runs to its end on the replica, is billed once and replayed to its retry', async () => {

@@ -13,9 +13,11 @@ import type { AddressInfo } from 'node:net';
  * drops; held: a whole completion answered only when the test calls release() (it is still
  * generating meanwhile); progress-stream: usage-only chunks (16, 32, 48 tokens) while the
  * output is held back, as the CPU engine reports a forced call, then the answer;
- * progress-hang: the same chunks, then silence.
+ * progress-hang: the same chunks, then silence; flood-stream: content chunks of 4 KiB
+ * for as long as the client takes them, each written once the one before drained, as an
+ * engine that waits on its reader (the CPU engine) generates only as fast as it is read.
  */
-export type UpstreamMode = 'ok' | 'fail' | 'held' | 'hang-stream' | 'break-stream' | 'refuse-in-stream' | 'progress-stream' | 'progress-hang';
+export type UpstreamMode = 'ok' | 'fail' | 'held' | 'hang-stream' | 'break-stream' | 'refuse-in-stream' | 'progress-stream' | 'progress-hang' | 'flood-stream';
 
 export interface UpstreamRecord {
   path: string;
@@ -155,6 +157,20 @@ export async function startOpenAiUpstream(options: UpstreamOptions = {}): Promis
         });
         return;
       }
+    }
+    if (state.mode === 'flood-stream') {
+      const text = 'x'.repeat(4096);
+      let tokens = 0;
+      res.on('close', () => {
+        if (!res.writableFinished) state.abandonedStreams++;
+      });
+      const more = (): void => {
+        while (!res.destroyed && res.write(chunk({ content: text }, null, soFar(++tokens)))) {
+          if (tokens % 64 === 0) return void setImmediate(more);
+        }
+        if (!res.destroyed) res.once('drain', more);
+      };
+      return more();
     }
     if (state.mode === 'hang-stream' || state.mode === 'break-stream') {
       res.write(chunk({ content: words[0] }, null, soFar(1)));

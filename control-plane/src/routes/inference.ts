@@ -3,8 +3,8 @@
 // what a schema cannot and hand over to the services; streams go out as SSE with the
 // pipeline's headers (rate limits included) before the first byte.
 import { nullAsAbsent } from '../http/null-as-absent.js';
-import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
+import { sendEventStream } from '../http/event-stream.js';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { POOLS, type Pool } from '../models/catalog.js';
@@ -135,6 +135,8 @@ export interface InferenceRoutesDeps {
   usage: UsageStore;
   /** Flushed before usage is listed, so a client reads its own requests at once. */
   recorder: UsageRecorder;
+  /** A stream whose client takes none of its bytes this long is ended (SVC_INFERENCE_CLIENT_STALL_MS). */
+  clientStallMs: number;
 }
 
 /** The caller, and a signal that fires if the client goes away before its answer is complete. */
@@ -164,7 +166,7 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
     app.addSchema(UsageRecordView);
     app.addSchema(RequestMetadata);
     const tags = ['inference'];
-    await app.register(responsesRoutes({ models: deps.models, responses: deps.responses, callContext }));
+    await app.register(responsesRoutes({ models: deps.models, responses: deps.responses, callContext, clientStallMs: deps.clientStallMs }));
 
     app.post(
       '/chat/completions',
@@ -186,9 +188,7 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
         const { maxTokens } = checkChatRequest(body, model);
         const call = { ctx: callContext(request, reply, body.user), model, body, maxTokens };
         if (body.stream !== true) return deps.chat.complete(call);
-        const frames = await deps.chat.stream(call);
-        reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
-        return reply.send(Readable.from(frames, { objectMode: false }));
+        return sendEventStream(reply, await deps.chat.stream(call), deps.clientStallMs);
       },
     );
 

@@ -4,7 +4,7 @@
 // idempotency) as chat completions.
 import { ApiError } from '@svc/shared';
 import { nullAsAbsent } from '../../http/null-as-absent.js';
-import { Readable } from 'node:stream';
+import { sendEventStream } from '../../http/event-stream.js';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -94,6 +94,8 @@ export interface ResponsesRoutesDeps {
   models: ModelService;
   responses: ResponsesService;
   callContext(request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext;
+  /** A stream whose client takes none of its bytes this long is ended. */
+  clientStallMs: number;
 }
 
 export function responsesRoutes(deps: ResponsesRoutesDeps): FastifyPluginAsyncTypebox {
@@ -122,9 +124,7 @@ export function responsesRoutes(deps: ResponsesRoutesDeps): FastifyPluginAsyncTy
         const model = deps.models.callable(request.principal!.org, body.model);
         const call = { ctx: deps.callContext(request, reply, body.user), model, body };
         if (body.stream !== true) return json(reply, await deps.responses.create(call));
-        const frames = await deps.responses.stream(call);
-        reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
-        return reply.send(Readable.from(frames, { objectMode: false }));
+        return sendEventStream(reply, await deps.responses.stream(call), deps.clientStallMs);
       },
     );
 
