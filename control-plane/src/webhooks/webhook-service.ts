@@ -64,10 +64,15 @@ export class WebhookService {
     await this.checkUrl(input.url);
     if (!(await this.store.orgs.get(input.orgId))) throw new ApiError('not_found', `no org with id ${input.orgId}`, { param: 'org' });
     // Every subscription multiplies the org's events into deliveries the provider sends,
-    // so they are few, as Stripe's endpoints are. Checked before the insert (see users).
-    if ((await this.store.webhooks.listSubscriptions(input.orgId)).length >= MAX_WEBHOOKS_PER_ORG) {
-      throw new ApiError('invalid_request', `an organization has at most ${MAX_WEBHOOKS_PER_ORG} webhook subscriptions; delete one first`, { param: 'url', code: 'too_many_webhooks' });
-    }
+    // so they are few, as Stripe's endpoints are. Checked here (a cheap early answer) and
+    // again by the store in the insert's transaction, where parallel creates are counted
+    // one after another: the cap is exact.
+    const mayAdd = (held: number): void => {
+      if (held >= MAX_WEBHOOKS_PER_ORG) {
+        throw new ApiError('invalid_request', `an organization has at most ${MAX_WEBHOOKS_PER_ORG} webhook subscriptions; delete one first`, { param: 'url', code: 'too_many_webhooks' });
+      }
+    };
+    mayAdd((await this.store.webhooks.listSubscriptions(input.orgId)).length);
     const now = this.clock.now();
     const id = newId('wh');
     const secret = generateSecret();
@@ -83,6 +88,7 @@ export class WebhookService {
         createdAt: now,
       },
       { subscriptionId: id, secret, createdAt: now, expiresAt: null },
+      mayAdd,
     );
     return { subscription, secret };
   }

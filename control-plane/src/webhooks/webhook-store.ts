@@ -87,10 +87,16 @@ export interface AttemptResult {
 }
 
 export interface WebhookStore {
-  /** Stores the subscription and its first secret; returns it with `fromSeq` set. */
+  /**
+   * Stores the subscription and its first secret; returns it with `fromSeq` set. When
+   * given, `mayAdd` is called with how many subscriptions the org holds, counted in the
+   * same transaction under a lock every create takes (so parallel creates are counted one
+   * after another); if it throws, nothing is written and the error is re-thrown.
+   */
   createSubscription(
     subscription: Omit<WebhookSubscriptionRecord, 'fromSeq'>,
     secret: WebhookSecretRecord,
+    mayAdd?: (held: number) => void,
   ): Promise<WebhookSubscriptionRecord>;
   getSubscription(id: string): Promise<WebhookSubscriptionRecord | undefined>;
   /** Every subscription, or one org's, oldest first. */

@@ -35,11 +35,16 @@ export class PgWebhookStore implements WebhookStore {
   async createSubscription(
     subscription: Omit<WebhookSubscriptionRecord, 'fromSeq'>,
     secret: WebhookSecretRecord,
+    mayAdd?: (held: number) => void,
   ): Promise<WebhookSubscriptionRecord> {
     return inTransaction(this.pool, async (client) => {
       // Under the events lock: no event can commit between this read and our commit, so
-      // every later event is fanned out after the subscription exists.
+      // every later event is fanned out after the subscription exists. Creates take it
+      // one at a time, so the count below sees every subscription committed before.
       await lockEvents(client);
+      if (mayAdd) {
+        mayAdd(Number((await one(client, 'SELECT count(*) AS n FROM webhook_subscriptions WHERE org_id = $1', [subscription.orgId]))!.n));
+      }
       const fromSeq = Number((await one(client, 'SELECT COALESCE(MAX(seq), 0) AS seq FROM events'))!.seq);
       await run(
         client,

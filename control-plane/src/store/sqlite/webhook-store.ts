@@ -86,8 +86,13 @@ export class SqliteWebhookStore implements WebhookStore {
   async createSubscription(
     subscription: Omit<WebhookSubscriptionRecord, 'fromSeq'>,
     secret: WebhookSecretRecord,
+    mayAdd?: (held: number) => void,
   ): Promise<WebhookSubscriptionRecord> {
     return this.db.transaction(() => {
+      // .immediate(): the write lock is held from here, so creates are counted one at a time.
+      if (mayAdd) {
+        mayAdd((this.db.prepare('SELECT count(*) AS n FROM webhook_subscriptions WHERE org_id = ?').get(subscription.orgId) as { n: number }).n);
+      }
       // Inside the write transaction: no event can slip between this read and the insert.
       const fromSeq = (this.db.prepare('SELECT COALESCE(MAX(seq), 0) AS seq FROM events').get() as { seq: number }).seq;
       this.db
