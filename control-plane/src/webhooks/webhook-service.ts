@@ -15,6 +15,13 @@ export const MAX_WEBHOOKS_PER_ORG = 16;
 export const DEFAULT_SECRET_OVERLAP_SECONDS = 86_400;
 export const MAX_SECRET_OVERLAP_SECONDS = 7 * 86_400;
 export const MAX_URL_LENGTH = 2048;
+/**
+ * A delivery with this many attempts in the past hour is not redelivered until the oldest
+ * of them is an hour old: each redelivery is a request the provider sends, and they were
+ * unbounded (the default retry schedule makes at most 4 attempts in a delivery's first hour).
+ */
+export const MAX_DELIVERY_ATTEMPTS_PER_HOUR = 10;
+const HOUR_MS = 3_600_000;
 
 export interface CreateWebhookInput {
   orgId: string;
@@ -141,7 +148,17 @@ export class WebhookService {
     if (subscription.status !== 'enabled') {
       throw new ApiError('invalid_request', `webhook ${id} is disabled (${subscription.disabledReason ?? 'no reason recorded'}); create a new one`);
     }
-    const redelivered = await this.store.webhooks.redeliver(deliveryId, this.clock.now());
+    const now = this.clock.now();
+    const recent = await this.store.webhooks.attemptsSince(deliveryId, now - HOUR_MS + 1);
+    if (recent.count >= MAX_DELIVERY_ATTEMPTS_PER_HOUR) {
+      const retryAfter = Math.max(1, Math.ceil(((recent.oldestAt ?? now) + HOUR_MS - now) / 1000));
+      throw new ApiError(
+        'rate_limited',
+        `delivery ${deliveryId} had ${recent.count} attempts in the past hour; a delivery is redelivered while it has had fewer than ${MAX_DELIVERY_ATTEMPTS_PER_HOUR}: retry in ${retryAfter} s`,
+        { code: 'redelivery_limit', headers: { 'retry-after': String(retryAfter) } },
+      );
+    }
+    const redelivered = await this.store.webhooks.redeliver(deliveryId, now);
     if (!redelivered) throw new ApiError('not_found', `no delivery ${deliveryId} of webhook ${id}`);
     return redelivered;
   }

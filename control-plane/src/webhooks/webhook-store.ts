@@ -69,7 +69,14 @@ export interface DueDelivery {
   event: StoredEvent;
 }
 
-/** A delivery as listed: with its event's id and type and every attempt. */
+/**
+ * Attempts listed per delivery: the latest ones. A delivery's attempts grow with every
+ * redelivery, and a list answer holding all of them grew without bound (its size, and the
+ * time a SQLite read holds the process); `attemptCount` says how many there were.
+ */
+export const LISTED_ATTEMPTS_PER_DELIVERY = 20;
+
+/** A delivery as listed: with its event's id and type and its latest attempts (LISTED_ATTEMPTS_PER_DELIVERY, oldest first). */
 export interface DeliveryHistory {
   delivery: DeliveryRecord;
   eventId: string;
@@ -132,8 +139,13 @@ export interface WebhookStore {
   /** Records an attempt and its delivery's new state (and a 410's disable) atomically. */
   recordAttempt(attempt: AttemptRecord, result: AttemptResult): Promise<void>;
   getDelivery(id: string): Promise<DeliveryRecord | undefined>;
-  /** A subscription's deliveries, newest event first, after the delivery `after` when given. */
+  /**
+   * A subscription's deliveries, newest event first, after the delivery `after` when
+   * given; each with its last LISTED_ATTEMPTS_PER_DELIVERY attempts, oldest first.
+   */
   listDeliveries(subscriptionId: string, options: { limit: number; after?: string }): Promise<DeliveryHistory[]>;
+  /** How many of the delivery's attempts started at or after `since`, and when the oldest of them did. */
+  attemptsSince(deliveryId: string, since: number): Promise<{ count: number; oldestAt: number | null }>;
   /** Makes the delivery pending again, due at `at`, at the start of the retry schedule. */
   redeliver(id: string, at: number): Promise<DeliveryRecord | undefined>;
 
