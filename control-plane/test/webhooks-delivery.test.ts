@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, newId, toUnixSeconds } from '@svc/shared';
 import { INSTANCE_LIFECYCLE } from '../src/webhooks/event-types.js';
+import { MAX_DELIVERY_ATTEMPTS_PER_HOUR } from '../src/webhooks/webhook-service.js';
 import { startControlPlane, expectError, type TestControlPlane } from './harness.js';
 import { WebhookReceiver, sleep, until, type ReceivedRequest } from './webhooks-support.js';
 
@@ -334,5 +335,25 @@ describe('webhook delivery', () => {
     expect(receiver.requests[1]!.webhookId).toBe(receiver.requests[0]!.webhookId);
     await until('recorded', async () => (await deliveries(cp, admin, webhook.id))[0].attempt_count === 2);
     expect((await deliveries(cp, admin, webhook.id))[0]).toMatchObject({ status: 'succeeded', attempt_count: 2 });
+  });
+
+  it(`a delivery with ${MAX_DELIVERY_ATTEMPTS_PER_HOUR} attempts in the past hour is not redelivered (429 redelivery_limit) until the oldest is an hour old`, async () => {
+    const { cp, clock, admin, receiver, webhook } = await setup(['key.revoked']);
+    await revokeNewKey(cp, admin);
+    await until('delivered', () => receiver.delivered().length === 1);
+    const [delivery] = await deliveries(cp, admin, webhook.id);
+    const redeliver = () => cp.request('POST', `/v1/webhooks/${webhook.id}/deliveries/${delivery.id}/redeliver`, { key: admin, body: {} });
+    for (let sent = 1; sent < MAX_DELIVERY_ATTEMPTS_PER_HOUR; sent++) {
+      expect((await redeliver()).status).toBe(202);
+      await until('delivered again', () => receiver.delivered().length === sent + 1);
+      await until('recorded', async () => (await deliveries(cp, admin, webhook.id))[0].attempt_count === sent + 1);
+    }
+    const refused = await redeliver();
+    expect(expectError(refused, 429, 'rate_limited')).toMatchObject({ code: 'redelivery_limit' });
+    expect(refused.headers.get('retry-after')).toBe('3600');
+    clock.advance(3_600_000);
+    expect((await redeliver()).status).toBe(202);
+    // (Its timestamp is an hour ahead of the receiver's clock: counted as received, not verified.)
+    await until('sent after the hour', () => receiver.requests.length === MAX_DELIVERY_ATTEMPTS_PER_HOUR + 1);
   });
 });

@@ -5,7 +5,7 @@ import { ApiError } from '@svc/shared/errors';
 import { newId } from '@svc/shared/ids';
 import type { ChangeFeed } from '../changes.js';
 import type { ApiKeyRecord, KeyKind, KeySecretRecord } from '../store/records.js';
-import type { Store } from '../store/store.js';
+import type { ActiveKeyCounts, Store } from '../store/store.js';
 import { KEY_PREFIXES, generateKeyValue, hashKeyValue, lastFour } from './api-key.js';
 import { ROLE_SCOPES, roleMayOwnAdminKey, scopesOutsideRole } from '../users/roles.js';
 import type { UserRecord } from '../store/user-store.js';
@@ -161,21 +161,26 @@ export class KeyService {
     if (input.caller) checkWithinCaller(input.caller, { kind, admin, scopes }, 'create');
     if (owner) checkRoleGrants(owner, scopes);
 
-    // Limits are per key, so keys without end would be limits without end. Checked before
-    // the insert: replicas racing at the cap may pass it by a few; it bounds, not meters.
+    // Limits are per key, so keys without end would be limits without end. Checked here
+    // (a cheap early answer) and again by the store in the insert's transaction, under a
+    // per-org lock every create takes: parallel creates are counted one after another, so
+    // the caps are exact.
+    const mayAdd = (counts: ActiveKeyCounts): void => {
+      if (counts.all >= MAX_ACTIVE_KEYS_PER_ORG) {
+        throw new ApiError('invalid_request', `an organization has at most ${MAX_ACTIVE_KEYS_PER_ORG} active API keys; revoke one first`, { code: 'too_many_keys' });
+      }
+      // Sandbox keys are free, each up to its daily tokens (and requests per minute): what the
+      // org gets for nothing would otherwise grow with every key it makes.
+      if (kind === 'test' && counts.test >= MAX_ACTIVE_TEST_KEYS_PER_ORG) {
+        throw new ApiError(
+          'invalid_request',
+          `an organization has at most ${MAX_ACTIVE_TEST_KEYS_PER_ORG} active sandbox keys (svc_sk_test_), which are free up to their daily tokens each; revoke one first`,
+          { code: 'too_many_keys' },
+        );
+      }
+    };
     const active = (await this.store.keys.list(input.orgId)).filter((k) => k.revokedAt === null);
-    if (active.length >= MAX_ACTIVE_KEYS_PER_ORG) {
-      throw new ApiError('invalid_request', `an organization has at most ${MAX_ACTIVE_KEYS_PER_ORG} active API keys; revoke one first`, { code: 'too_many_keys' });
-    }
-    // Sandbox keys are free, each up to its daily tokens (and requests per minute): what the
-    // org gets for nothing would otherwise grow with every key it makes.
-    if (kind === 'test' && active.filter((k) => k.kind === 'test').length >= MAX_ACTIVE_TEST_KEYS_PER_ORG) {
-      throw new ApiError(
-        'invalid_request',
-        `an organization has at most ${MAX_ACTIVE_TEST_KEYS_PER_ORG} active sandbox keys (svc_sk_test_), which are free up to their daily tokens each; revoke one first`,
-        { code: 'too_many_keys' },
-      );
-    }
+    mayAdd({ all: active.length, test: active.filter((k) => k.kind === 'test').length });
     const value = generateKeyValue(kind);
     const now = this.clock.now();
     const record: ApiKeyRecord = {
@@ -195,7 +200,7 @@ export class KeyService {
     // removal racing this create either waits for the key (and then sees it) or is seen
     // here, so no key outlives its user or keeps more than the user's role grants.
     const mayOwn = owner ? (user: UserRecord | undefined) => checkRoleGrants(checkOwner(user, input.orgId, owner.id, admin), scopes) : undefined;
-    await this.store.keys.create(record, this.secretFor(record.id, value, now), mayOwn);
+    await this.store.keys.create(record, this.secretFor(record.id, value, now), mayOwn, mayAdd);
     return { record, value };
   }
 

@@ -6,6 +6,8 @@ import { toRfc3339 } from '@svc/shared';
 import { ListOf, StringEnum, responses } from '../http/schemas.js';
 import { ALL_EVENT_TYPES, EVENT_TYPES } from '../webhooks/event-types.js';
 import { DeliveryView, WebhookView, deliveryView, webhookView } from '../webhooks/views.js';
+import { LISTED_ATTEMPTS_PER_DELIVERY } from '../webhooks/webhook-store.js';
+import { MAX_DELIVERY_ATTEMPTS_PER_HOUR } from '../webhooks/webhook-service.js';
 import {
   DEFAULT_SECRET_OVERLAP_SECONDS,
   MAX_SECRET_OVERLAP_SECONDS,
@@ -134,7 +136,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         schema: {
           tags,
           operationId: 'listWebhookDeliveries',
-          summary: 'Deliveries of events to this webhook, newest first, with every attempt',
+          summary: `Deliveries of events to this webhook, newest first, each with its latest ${LISTED_ATTEMPTS_PER_DELIVERY} attempts`,
           params: WebhookIdParams,
           querystring: Type.Object(
             {
@@ -175,6 +177,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           tags,
           operationId: 'redeliverWebhookDelivery',
           summary: 'Send a delivery again now (same event, same webhook-id), from the start of the retry schedule',
+          description: `Refused with 429 \`rate_limited\` (\`code: "redelivery_limit"\`, with \`retry-after\`) while the delivery has had ${MAX_DELIVERY_ATTEMPTS_PER_HOUR} or more attempts in the past hour.`,
           params: Type.Object({
             webhook_id: Type.String({ minLength: 1, maxLength: 64 }),
             delivery_id: Type.String({ minLength: 1, maxLength: 64 }),

@@ -30,6 +30,7 @@ import { openSqliteStore, type SqliteStore } from './sqlite/sqlite-store.js';
 import { appendEvent } from './postgres/node-store.js';
 import { PG_MIGRATIONS } from './postgres/migrations.js';
 import { gcraStep } from '../pipeline/gcra.js';
+import { LISTED_ATTEMPTS_PER_DELIVERY } from '../webhooks/webhook-store.js';
 
 const org = (id: string, createdAt = 1): OrgRecord => ({
   id,
@@ -804,6 +805,25 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
       expect((await store.webhooks.listDeliveries('wh_1', { limit: 10, after: `del_wh_1_${e2.seq}` })).map((h) => h.eventId)).toEqual(['evt_1']);
       expect(await store.webhooks.redeliver(id1, 30)).toMatchObject({ status: 'pending', failedInRun: 0, finishedAt: null, attemptCount: 2 });
       expect(await store.webhooks.redeliver('del_missing', 30)).toBeUndefined();
+    });
+
+    it(`lists a delivery's latest ${LISTED_ATTEMPTS_PER_DELIVERY} attempts, oldest first, and counts its attempts since a time`, async () => {
+      await store.webhooks.createSubscription(sub('wh_1'), whsec('wh_1', 'whsec_a'));
+      const e = await store.events.append(event('evt_1'));
+      await store.webhooks.fanOut(10, planAll);
+      const id = `del_wh_1_${e.seq}`;
+      const total = LISTED_ATTEMPTS_PER_DELIVERY + 5;
+      for (let attempt = 1; attempt <= total; attempt++) {
+        await store.webhooks.recordAttempt(
+          { deliveryId: id, attempt, startedAt: 100 * attempt, durationMs: 1, statusCode: 500, error: null, nextAttemptAt: 100 * attempt + 50 },
+          { status: 'pending', failedInRun: attempt, nextAttemptAt: 100 * attempt + 50 },
+        );
+      }
+      const [history] = await store.webhooks.listDeliveries('wh_1', { limit: 10 });
+      expect(history!.delivery.attemptCount).toBe(total);
+      expect(history!.attempts.map((a) => a.attempt)).toEqual(Array.from({ length: LISTED_ATTEMPTS_PER_DELIVERY }, (_, i) => total - LISTED_ATTEMPTS_PER_DELIVERY + 1 + i));
+      expect(await store.webhooks.attemptsSince(id, 100 * (total - 2))).toEqual({ count: 3, oldestAt: 100 * (total - 2) });
+      expect(await store.webhooks.attemptsSince(id, 100 * total + 1)).toEqual({ count: 0, oldestAt: null });
     });
 
     it('finds due deliveries past the organizations a caller excludes', async () => {

@@ -40,14 +40,27 @@ export interface OrgStore {
   ): Promise<OrgRecord | undefined>;
 }
 
+/** An org's active (unrevoked) keys: all of them, and the sandbox (test) ones. */
+export interface ActiveKeyCounts {
+  all: number;
+  test: number;
+}
+
 export interface KeyStore {
   /**
    * Adds the key with its first value. For a key with a `userId`, `mayOwn` is called with
    * that user as it stands under a lock that role changes and the user's removal wait for
    * (undefined when there is no such user); if it throws, nothing is written and the error
    * is re-thrown. So the owner's role a key was checked against is the role it commits under.
+   * Likewise `mayAdd`, with the org's active (unrevoked) keys counted under a per-org lock
+   * every create takes, so parallel creates are counted one after another.
    */
-  create(key: ApiKeyRecord, secret: KeySecretRecord, mayOwn?: (owner: UserRecord | undefined) => void): Promise<void>;
+  create(
+    key: ApiKeyRecord,
+    secret: KeySecretRecord,
+    mayOwn?: (owner: UserRecord | undefined) => void,
+    mayAdd?: (active: ActiveKeyCounts) => void,
+  ): Promise<void>;
   get(id: string): Promise<ApiKeyRecord | undefined>;
   list(orgId?: string): Promise<ApiKeyRecord[]>;
   findBySecretHash(hash: Buffer): Promise<{ key: ApiKeyRecord; secret: KeySecretRecord } | undefined>;

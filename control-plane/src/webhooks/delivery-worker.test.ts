@@ -71,4 +71,51 @@ describe('DeliveryWorker', () => {
     const [history] = await store!.webhooks.listDeliveries('wh_1', { limit: 10 });
     expect(history?.delivery).toMatchObject({ status: 'pending', attemptCount: 0 });
   });
+
+  it('four orgs whose endpoints never answer hold every slot: the next freed slot goes to an idle org, not their backlog', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-worker-'));
+    store = openSqliteStore(dir);
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const addOrg = async (id: string, subscriptions: number, url: string) => {
+      await store!.orgs.create({ id, name: id, tier: 2, ipAllowlist: [], referrerAllowlist: [], allowedModels: null, createdAt: 0 });
+      for (let i = 0; i < subscriptions; i++) {
+        await store!.webhooks.createSubscription(
+          { id: `wh_${id}_${i}`, orgId: id, url, eventTypes: ['*'], description: null, status: 'enabled', disabledReason: null, createdAt: 0 },
+          { subscriptionId: `wh_${id}_${i}`, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', createdAt: 0, expiresAt: null },
+        );
+      }
+    };
+    const revoke = (orgId: string, key: string) =>
+      store!.events.append({ id: newId('evt'), type: KEY_REVOKED, orgId, subject: key, data: { key_id: key }, createdAt: clock.now() });
+    // 4 orgs x 16 webhooks x 5 events: 320 deliveries, more than one page of due ones.
+    const hostile = ['org_h1', 'org_h2', 'org_h3', 'org_h4'];
+    for (const org of hostile) {
+      await addOrg(org, 16, 'https://silent.example.com/');
+      for (let k = 0; k < 5; k++) await revoke(org, `key_${org}_${k}`);
+    }
+    const sent: string[] = [];
+    const hanging: ((outcome: { statusCode: null; error: string; retryAfter: undefined; durationMs: number }) => void)[] = [];
+    const send: AttemptSender = (request) => {
+      sent.push(request.url);
+      if (request.url !== 'https://silent.example.com/') return Promise.resolve({ statusCode: 204, error: null, retryAfter: undefined, durationMs: 1 });
+      // Never answers: held until the test lets it time out, or the worker stops.
+      return new Promise((resolve, reject) => {
+        hanging.push(resolve);
+        request.signal.addEventListener('abort', () => reject(new Error('aborted')));
+      });
+    };
+    worker = new DeliveryWorker({ store, clock, send, schedule: [0, 5000], timeoutMs: 1000, pollMs: 10, log: createLogger('silent', 'test') });
+    worker.start();
+    await until(() => sent.length === 16);
+    // The idle org's one delivery arrives while every slot is held.
+    await addOrg('org_v', 1, 'https://victim.example.com/');
+    await revoke('org_v', 'key_v');
+    await until(async () => (await store!.webhooks.listDeliveries('wh_org_v_0', { limit: 1 })).length === 1);
+    expect(sent).toHaveLength(16);
+    // One silent attempt times out (its retry is not due on this clock): one slot frees.
+    hanging.shift()!({ statusCode: null, error: 'timeout', retryAfter: undefined, durationMs: 1000 });
+    await until(() => sent.length >= 17);
+    expect(sent[16]).toBe('https://victim.example.com/');
+    await worker.stop(0);
+  });
 });

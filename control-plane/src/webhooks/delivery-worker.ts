@@ -59,6 +59,9 @@ export class DeliveryWorker {
   private running = false;
   private ticking: Promise<void> | undefined;
   private again = false;
+  /** Events were fanned out since the last look behind the due page (see mayLookBehind). */
+  private newEvents = false;
+  private lookedBehindAt = -Infinity;
   private unsubscribe: (() => void) | undefined;
 
   constructor(private readonly options: DeliveryWorkerOptions) {}
@@ -124,6 +127,7 @@ export class DeliveryWorker {
       consumed = await store.webhooks.fanOut(FAN_OUT_BATCH, (events, subscriptions) =>
         planFanOut(events, subscriptions, { now: clock.now(), firstDelayMs, newId: () => newId('dlv') }),
       );
+      if (consumed > 0) this.newEvents = true;
     } while (consumed === FAN_OUT_BATCH);
     const capacity = MAX_IN_FLIGHT - this.inFlight.size;
     if (capacity <= 0) return;
@@ -133,16 +137,36 @@ export class DeliveryWorker {
     // Ask for more than the capacity: some heads are held or share a chain.
     const limit = capacity + held.size + DUE_LOOKAHEAD;
     const due = await store.webhooks.dueDeliveries(now, limit);
-    const picked = pickSendable(due, { ids: held, chains: this.inFlightChains, byOrg: this.inFlightByOrg }, capacity, MAX_IN_FLIGHT_PER_ORG);
+    let candidates = due;
+    if (due.length === limit && this.mayLookBehind()) {
+      // The page (oldest first) may be a few orgs' backlog: find the orgs with nothing in
+      // flight whose deliveries are behind it, so pickSendable can give them their turn.
+      const seen = new Set([...due.map((d) => d.subscription.orgId), ...this.inFlightByOrg.keys()]);
+      candidates = [...due, ...(await store.webhooks.dueDeliveries(now, limit, [...seen]))];
+    }
+    const picked = pickSendable(candidates, { ids: held, chains: this.inFlightChains, byOrg: this.inFlightByOrg }, capacity, MAX_IN_FLIGHT_PER_ORG);
     for (const item of picked) this.launch(item);
     if (picked.length === capacity || due.length < limit) return;
-    // The page may be one org's backlog, due before anyone else's: look past the orgs
-    // already at their share, so the others' deliveries are found behind it.
+    // Slots left over: look past the orgs already at their share, so the deliveries of orgs
+    // with something (but not their share) in flight are found behind them.
     const full = [...this.inFlightByOrg].filter(([, n]) => n >= MAX_IN_FLIGHT_PER_ORG).map(([org]) => org);
     if (full.length === 0) return;
     const behind = await store.webhooks.dueDeliveries(now, limit, full);
     const ids = new Set([...held, ...this.inFlight.keys()]);
     for (const item of pickSendable(behind, { ids, chains: this.inFlightChains, byOrg: this.inFlightByOrg }, capacity - picked.length, MAX_IN_FLIGHT_PER_ORG)) this.launch(item);
+  }
+
+  /**
+   * Whether to look behind a full page of due deliveries now: after new events were
+   * fanned out (they may be an idle org's), else at most once per poll interval (the
+   * look scans past the backlog, which costs the database the more, the bigger it is).
+   */
+  private mayLookBehind(): boolean {
+    const at = performance.now();
+    if (!this.newEvents && at - this.lookedBehindAt < this.options.pollMs) return false;
+    this.newEvents = false;
+    this.lookedBehindAt = at;
+    return true;
   }
 
   private launch(item: DueDelivery): void {

@@ -104,4 +104,82 @@ describe('which due deliveries are sent now', () => {
     const picked = pickSendable([...flood, due('b1', 'wh_b', null, 'org_b'), due('c1', 'wh_c', null, 'org_c')], { ...none, byOrg: new Map([['org_a', 1]]) }, 10, 2);
     expect(picked.map((p) => p.delivery.id)).toEqual(['a1', 'b1', 'c1']);
   });
+
+  // Slots go round-robin across orgs, least loaded first: an org with nothing in flight is
+  // never behind another org's backlog. Each row: the due heads (oldest first, as
+  // `${org}${n}`), attempts in flight per org, capacity, perOrg, and what is picked.
+  const orgOf = (id: string) => `org_${id[0]}`;
+  const heads = (ids: string[]) => ids.map((id) => due(id, `wh_${id[0]}`, null, orgOf(id)));
+  it.each([
+    {
+      name: 'four orgs with silent endpoints hold 15 of 16 slots and an older backlog: the freed slot goes to the idle org',
+      due: ['a1', 'a2', 'b1', 'b2', 'c1', 'c2', 'd1', 'd2', 'v1'],
+      byOrg: { org_a: 3, org_b: 4, org_c: 4, org_d: 4 },
+      capacity: 1,
+      perOrg: 4,
+      picked: ['v1'],
+    },
+    {
+      name: 'idle orgs: one each, oldest first, before anyone gets a second',
+      due: ['a1', 'a2', 'a3', 'b1', 'c1'],
+      byOrg: {},
+      capacity: 3,
+      perOrg: 4,
+      picked: ['a1', 'b1', 'c1'],
+    },
+    {
+      name: 'then fill: the remaining slots go round again',
+      due: ['a1', 'a2', 'a3', 'b1', 'c1'],
+      byOrg: {},
+      capacity: 5,
+      perOrg: 4,
+      picked: ['a1', 'a2', 'a3', 'b1', 'c1'],
+    },
+    {
+      name: 'equally idle orgs: the older head wins the last slot',
+      due: ['b1', 'a1', 'b2'],
+      byOrg: {},
+      capacity: 1,
+      perOrg: 4,
+      picked: ['b1'],
+    },
+    {
+      name: 'the less loaded org first, whatever the age',
+      due: ['a1', 'a2', 'b1'],
+      byOrg: { org_a: 2, org_b: 1 },
+      capacity: 1,
+      perOrg: 4,
+      picked: ['b1'],
+    },
+    {
+      name: 'loads even out: 2 in flight against 0 takes two slots to match',
+      due: ['a1', 'a2', 'b1', 'b2', 'b3'],
+      byOrg: { org_a: 2 },
+      capacity: 3,
+      perOrg: 4,
+      picked: ['a1', 'b1', 'b2'],
+    },
+    {
+      name: 'an org at its share gets nothing, even with free slots',
+      due: ['a1', 'b1'],
+      byOrg: { org_a: 4 },
+      capacity: 5,
+      perOrg: 4,
+      picked: ['b1'],
+    },
+  ])('$name', ({ due: ids, byOrg, capacity, perOrg, picked }) => {
+    const result = pickSendable(heads(ids), { ...none, byOrg: new Map(Object.entries(byOrg)) }, capacity, perOrg);
+    expect(result.map((p) => p.delivery.id)).toEqual(picked);
+  });
+
+  it('a blocked chain head does not cost its org its turn: the next head of that org goes', () => {
+    const chains = new Set([orderingKey({ subscriptionId: 'wh_a', subject: 'ins_1' })!]);
+    const picked = pickSendable(
+      [due('a1', 'wh_a', 'ins_1', 'org_a'), due('a2', 'wh_a', 'ins_2', 'org_a'), due('b1', 'wh_b', null, 'org_b')],
+      { ...none, chains },
+      2,
+      4,
+    );
+    expect(picked.map((p) => p.delivery.id)).toEqual(['a2', 'b1']);
+  });
 });

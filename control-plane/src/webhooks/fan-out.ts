@@ -44,10 +44,14 @@ export function orderingKey(delivery: { subscriptionId: string; subject: string 
 /**
  * From due chain heads (oldest first), those to send now: not already in flight, at
  * most one per ordering chain, none for a chain with a send in flight (its next event
- * must wait for the outcome), at most `perOrg` in flight for one organization (so one
- * org's slow or silent endpoints, each attempt holding its slot until the timeout,
- * cannot hold every slot while other orgs' deliveries are due), and no more than
- * `capacity`.
+ * must wait for the outcome), at most `perOrg` in flight for one organization, and no
+ * more than `capacity`.
+ *
+ * Slots go round-robin across organizations, least loaded first: each pick goes to the
+ * org with the fewest attempts in flight (those already out plus those picked here),
+ * the oldest head breaking ties. So an org with nothing in flight is never behind another
+ * org's backlog: slow or silent endpoints, each attempt holding its slot until the
+ * timeout, cost their own org its turns, not everyone's. Returned in `due`'s order.
  */
 export function pickSendable(
   due: readonly DueDelivery[],
@@ -55,22 +59,42 @@ export function pickSendable(
   capacity: number,
   perOrg: number,
 ): DueDelivery[] {
-  const picked: DueDelivery[] = [];
   const chains = new Set(inFlight.chains);
-  const byOrg = new Map(inFlight.byOrg);
-  for (const candidate of due) {
-    if (picked.length >= capacity) break;
-    if (inFlight.ids.has(candidate.delivery.id)) continue;
+  const load = new Map(inFlight.byOrg);
+  const rank = new Map<DueDelivery, number>();
+  // Each org's candidates, oldest first; orgs in the order of their oldest candidate.
+  const queues = new Map<string, DueDelivery[]>();
+  due.forEach((candidate, i) => {
+    if (inFlight.ids.has(candidate.delivery.id)) return;
+    rank.set(candidate, i);
     const org = candidate.subscription.orgId;
-    const orgs = byOrg.get(org) ?? 0;
-    if (orgs >= perOrg) continue;
+    const queue = queues.get(org);
+    if (queue) queue.push(candidate);
+    else queues.set(org, [candidate]);
+  });
+  const blocked = (candidate: DueDelivery): boolean => {
     const key = orderingKey(candidate.delivery);
-    if (key !== null) {
-      if (chains.has(key)) continue;
-      chains.add(key);
+    return key !== null && chains.has(key);
+  };
+  const picked = new Set<DueDelivery>();
+  while (picked.size < capacity) {
+    let best: { org: string; load: number; head: DueDelivery } | undefined;
+    for (const [org, queue] of queues) {
+      while (queue.length > 0 && blocked(queue[0]!)) queue.shift();
+      const orgLoad = load.get(org) ?? 0;
+      if (queue.length === 0 || orgLoad >= perOrg) {
+        queues.delete(org);
+        continue;
+      }
+      const head = queue[0]!;
+      if (!best || orgLoad < best.load || (orgLoad === best.load && rank.get(head)! < rank.get(best.head)!)) best = { org, load: orgLoad, head };
     }
-    byOrg.set(org, orgs + 1);
-    picked.push(candidate);
+    if (!best) break;
+    queues.get(best.org)!.shift();
+    const key = orderingKey(best.head.delivery);
+    if (key !== null) chains.add(key);
+    load.set(best.org, best.load + 1);
+    picked.add(best.head);
   }
-  return picked;
+  return due.filter((candidate) => picked.has(candidate));
 }

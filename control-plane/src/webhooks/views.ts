@@ -2,7 +2,7 @@
 // seconds for `created`, RFC 3339 for other times, and never a stored secret.
 import { Type } from '@sinclair/typebox';
 import { toRfc3339, toUnixSeconds } from '@svc/shared';
-import type { DeliveryHistory, WebhookSubscriptionRecord } from './webhook-store.js';
+import { LISTED_ATTEMPTS_PER_DELIVERY, type DeliveryHistory, type WebhookSubscriptionRecord } from './webhook-store.js';
 
 const rfc3339OrNull = (ms: number | null): string | null => (ms === null ? null : toRfc3339(ms));
 const NullableString = Type.Union([Type.String(), Type.Null()]);
@@ -45,7 +45,7 @@ export const DeliveryView = Type.Object(
     event_type: Type.String(),
     subject: NullableString,
     status: Type.String({ description: 'pending, succeeded, or failed (given up)' }),
-    attempt_count: Type.Integer(),
+    attempt_count: Type.Integer({ description: 'Attempts made over the delivery\'s life, redeliveries included (attempts lists the latest of them)' }),
     next_attempt_at: NullableString,
     created: Type.Integer(),
     finished_at: NullableString,
@@ -58,6 +58,7 @@ export const DeliveryView = Type.Object(
         duration_ms: Type.Integer(),
         next_retry_at: NullableString,
       }),
+      { maxItems: LISTED_ATTEMPTS_PER_DELIVERY, description: `The latest ${LISTED_ATTEMPTS_PER_DELIVERY} attempts at most, oldest first` },
     ),
   },
   { $id: 'WebhookDelivery' },

@@ -15,6 +15,13 @@ export const MAX_WEBHOOKS_PER_ORG = 16;
 export const DEFAULT_SECRET_OVERLAP_SECONDS = 86_400;
 export const MAX_SECRET_OVERLAP_SECONDS = 7 * 86_400;
 export const MAX_URL_LENGTH = 2048;
+/**
+ * A delivery with this many attempts in the past hour is not redelivered until the oldest
+ * of them is an hour old: each redelivery is a request the provider sends, and they were
+ * unbounded (the default retry schedule makes at most 4 attempts in a delivery's first hour).
+ */
+export const MAX_DELIVERY_ATTEMPTS_PER_HOUR = 10;
+const HOUR_MS = 3_600_000;
 
 export interface CreateWebhookInput {
   orgId: string;
@@ -64,10 +71,15 @@ export class WebhookService {
     await this.checkUrl(input.url);
     if (!(await this.store.orgs.get(input.orgId))) throw new ApiError('not_found', `no org with id ${input.orgId}`, { param: 'org' });
     // Every subscription multiplies the org's events into deliveries the provider sends,
-    // so they are few, as Stripe's endpoints are. Checked before the insert (see users).
-    if ((await this.store.webhooks.listSubscriptions(input.orgId)).length >= MAX_WEBHOOKS_PER_ORG) {
-      throw new ApiError('invalid_request', `an organization has at most ${MAX_WEBHOOKS_PER_ORG} webhook subscriptions; delete one first`, { param: 'url', code: 'too_many_webhooks' });
-    }
+    // so they are few, as Stripe's endpoints are. Checked here (a cheap early answer) and
+    // again by the store in the insert's transaction, where parallel creates are counted
+    // one after another: the cap is exact.
+    const mayAdd = (held: number): void => {
+      if (held >= MAX_WEBHOOKS_PER_ORG) {
+        throw new ApiError('invalid_request', `an organization has at most ${MAX_WEBHOOKS_PER_ORG} webhook subscriptions; delete one first`, { param: 'url', code: 'too_many_webhooks' });
+      }
+    };
+    mayAdd((await this.store.webhooks.listSubscriptions(input.orgId)).length);
     const now = this.clock.now();
     const id = newId('wh');
     const secret = generateSecret();
@@ -83,6 +95,7 @@ export class WebhookService {
         createdAt: now,
       },
       { subscriptionId: id, secret, createdAt: now, expiresAt: null },
+      mayAdd,
     );
     return { subscription, secret };
   }
@@ -135,7 +148,17 @@ export class WebhookService {
     if (subscription.status !== 'enabled') {
       throw new ApiError('invalid_request', `webhook ${id} is disabled (${subscription.disabledReason ?? 'no reason recorded'}); create a new one`);
     }
-    const redelivered = await this.store.webhooks.redeliver(deliveryId, this.clock.now());
+    const now = this.clock.now();
+    const recent = await this.store.webhooks.attemptsSince(deliveryId, now - HOUR_MS + 1);
+    if (recent.count >= MAX_DELIVERY_ATTEMPTS_PER_HOUR) {
+      const retryAfter = Math.max(1, Math.ceil(((recent.oldestAt ?? now) + HOUR_MS - now) / 1000));
+      throw new ApiError(
+        'rate_limited',
+        `delivery ${deliveryId} had ${recent.count} attempts in the past hour; a delivery is redelivered while it has had fewer than ${MAX_DELIVERY_ATTEMPTS_PER_HOUR}: retry in ${retryAfter} s`,
+        { code: 'redelivery_limit', headers: { 'retry-after': String(retryAfter) } },
+      );
+    }
+    const redelivered = await this.store.webhooks.redeliver(deliveryId, now);
     if (!redelivered) throw new ApiError('not_found', `no delivery ${deliveryId} of webhook ${id}`);
     return redelivered;
   }

@@ -69,7 +69,14 @@ export interface DueDelivery {
   event: StoredEvent;
 }
 
-/** A delivery as listed: with its event's id and type and every attempt. */
+/**
+ * Attempts listed per delivery: the latest ones. A delivery's attempts grow with every
+ * redelivery, and a list answer holding all of them grew without bound (its size, and the
+ * time a SQLite read holds the process); `attemptCount` says how many there were.
+ */
+export const LISTED_ATTEMPTS_PER_DELIVERY = 20;
+
+/** A delivery as listed: with its event's id and type and its latest attempts (LISTED_ATTEMPTS_PER_DELIVERY, oldest first). */
 export interface DeliveryHistory {
   delivery: DeliveryRecord;
   eventId: string;
@@ -87,10 +94,16 @@ export interface AttemptResult {
 }
 
 export interface WebhookStore {
-  /** Stores the subscription and its first secret; returns it with `fromSeq` set. */
+  /**
+   * Stores the subscription and its first secret; returns it with `fromSeq` set. When
+   * given, `mayAdd` is called with how many subscriptions the org holds, counted in the
+   * same transaction under a lock every create takes (so parallel creates are counted one
+   * after another); if it throws, nothing is written and the error is re-thrown.
+   */
   createSubscription(
     subscription: Omit<WebhookSubscriptionRecord, 'fromSeq'>,
     secret: WebhookSecretRecord,
+    mayAdd?: (held: number) => void,
   ): Promise<WebhookSubscriptionRecord>;
   getSubscription(id: string): Promise<WebhookSubscriptionRecord | undefined>;
   /** Every subscription, or one org's, oldest first. */
@@ -126,8 +139,13 @@ export interface WebhookStore {
   /** Records an attempt and its delivery's new state (and a 410's disable) atomically. */
   recordAttempt(attempt: AttemptRecord, result: AttemptResult): Promise<void>;
   getDelivery(id: string): Promise<DeliveryRecord | undefined>;
-  /** A subscription's deliveries, newest event first, after the delivery `after` when given. */
+  /**
+   * A subscription's deliveries, newest event first, after the delivery `after` when
+   * given; each with its last LISTED_ATTEMPTS_PER_DELIVERY attempts, oldest first.
+   */
   listDeliveries(subscriptionId: string, options: { limit: number; after?: string }): Promise<DeliveryHistory[]>;
+  /** How many of the delivery's attempts started at or after `since`, and when the oldest of them did. */
+  attemptsSince(deliveryId: string, since: number): Promise<{ count: number; oldestAt: number | null }>;
   /** Makes the delivery pending again, due at `at`, at the start of the retry schedule. */
   redeliver(id: string, at: number): Promise<DeliveryRecord | undefined>;
 

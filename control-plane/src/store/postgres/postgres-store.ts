@@ -9,7 +9,7 @@ import { PgUserStore } from './user-store.js';
 import { toUser } from '../sqlite/user-store.js';
 import pg from 'pg';
 import type { ApiKeyRecord, EventRecord, KeySecretRecord, OrgRecord, StoredEvent } from '../records.js';
-import type { EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
+import type { ActiveKeyCounts, EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
 import type { NodeStore } from '../node-store.js';
 import type { WebhookStore } from '../../webhooks/webhook-store.js';
 import type { InstanceStore } from '../instance-store.js';
@@ -106,13 +106,29 @@ class PgOrgStore implements OrgStore {
 class PgKeyStore implements KeyStore {
   constructor(private readonly pool: pg.Pool) {}
 
-  async create(key: ApiKeyRecord, secret: KeySecretRecord, mayOwn?: (owner: UserRecord | undefined) => void): Promise<void> {
+  async create(
+    key: ApiKeyRecord,
+    secret: KeySecretRecord,
+    mayOwn?: (owner: UserRecord | undefined) => void,
+    mayAdd?: (active: ActiveKeyCounts) => void,
+  ): Promise<void> {
     await inTransaction(this.pool, async (client) => {
       if (key.userId && mayOwn) {
         // FOR SHARE: a role change or removal of the owner waits until this key is in (and
         // then sees it), and this waits for one under way (and then reads its outcome).
         const row = await one(client, 'SELECT * FROM org_users WHERE id = $1 FOR SHARE', [key.userId]);
         mayOwn(row && toUser(row));
+      }
+      if (mayAdd) {
+        // The org's key creates take this lock one at a time, so each counts the keys the
+        // ones before it committed (READ COMMITTED: every statement sees the latest commits).
+        await client.query("SELECT pg_advisory_xact_lock(hashtextextended('svc-org-keys:' || $1, 0))", [key.orgId]);
+        const row = (await one(
+          client,
+          `SELECT count(*) AS n, count(*) FILTER (WHERE kind = 'test') AS test FROM api_keys WHERE org_id = $1 AND revoked_at IS NULL`,
+          [key.orgId],
+        ))!;
+        mayAdd({ all: Number(row.n), test: Number(row.test) });
       }
       await run(
         client,

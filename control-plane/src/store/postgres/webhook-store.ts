@@ -15,6 +15,7 @@ import type {
   WebhookStore,
   WebhookSubscriptionRecord,
 } from '../../webhooks/webhook-store.js';
+import { LISTED_ATTEMPTS_PER_DELIVERY } from '../../webhooks/webhook-store.js';
 import { prefixed, toAttempt, toDelivery, toSecret, toSubscription } from '../sqlite/webhook-store.js';
 import { toEvent } from '../sqlite/event-rows.js';
 import { insertEvent, lockEvents } from './event-rows.js';
@@ -35,11 +36,16 @@ export class PgWebhookStore implements WebhookStore {
   async createSubscription(
     subscription: Omit<WebhookSubscriptionRecord, 'fromSeq'>,
     secret: WebhookSecretRecord,
+    mayAdd?: (held: number) => void,
   ): Promise<WebhookSubscriptionRecord> {
     return inTransaction(this.pool, async (client) => {
       // Under the events lock: no event can commit between this read and our commit, so
-      // every later event is fanned out after the subscription exists.
+      // every later event is fanned out after the subscription exists. Creates take it
+      // one at a time, so the count below sees every subscription committed before.
       await lockEvents(client);
+      if (mayAdd) {
+        mayAdd(Number((await one(client, 'SELECT count(*) AS n FROM webhook_subscriptions WHERE org_id = $1', [subscription.orgId]))!.n));
+      }
       const fromSeq = Number((await one(client, 'SELECT COALESCE(MAX(seq), 0) AS seq FROM events'))!.seq);
       await run(
         client,
@@ -217,13 +223,32 @@ export class PgWebhookStore implements WebhookStore {
        ORDER BY d.event_seq DESC LIMIT $3`,
       [subscriptionId, options.after ?? null, options.limit],
     );
-    const attempts = rows.length === 0 ? [] : await all(this.pool, 'SELECT * FROM webhook_attempts WHERE delivery_id = ANY($1::text[]) ORDER BY attempt, id', [rows.map((r) => r.id)]);
+    // Each delivery's latest attempts only, read backwards along the (delivery_id, attempt) index.
+    const attempts =
+      rows.length === 0
+        ? []
+        : await all(
+            this.pool,
+            `SELECT a.* FROM unnest($1::text[]) AS d(id)
+             CROSS JOIN LATERAL (SELECT * FROM webhook_attempts WHERE delivery_id = d.id ORDER BY attempt DESC, id DESC LIMIT $2) a
+             ORDER BY a.attempt, a.id`,
+            [rows.map((r) => r.id), LISTED_ATTEMPTS_PER_DELIVERY],
+          );
     return rows.map((row) => ({
       delivery: toDelivery(row),
       eventId: String(row.event_id),
       eventType: String(row.event_type),
       attempts: attempts.filter((a) => a.delivery_id === row.id).map(toAttempt),
     }));
+  }
+
+  async attemptsSince(deliveryId: string, since: number): Promise<{ count: number; oldestAt: number | null }> {
+    const row = (await one(
+      this.pool,
+      'SELECT count(*) AS n, min(started_at) AS oldest FROM webhook_attempts WHERE delivery_id = $1 AND started_at >= $2',
+      [deliveryId, since],
+    ))!;
+    return { count: Number(row.n), oldestAt: row.oldest === null ? null : Number(row.oldest) };
   }
 
   async redeliver(id: string, at: number): Promise<DeliveryRecord | undefined> {

@@ -11,7 +11,7 @@ import type {
   OrgRecord,
   StoredEvent,
 } from '../records.js';
-import type { EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
+import type { ActiveKeyCounts, EventStore, IdempotencyStore, KeyStore, OrgStore, Store } from '../store.js';
 import { addAppendListener, insertEvent, toEvent } from './event-rows.js';
 import { MIGRATIONS, type Migration } from './migrations.js';
 import { checkpointInBackground, type BackgroundCheckpoints } from './background-checkpoints.js';
@@ -204,12 +204,19 @@ class SqliteKeyStore implements KeyStore {
     );
   }
 
-  async create(key: ApiKeyRecord, secret: KeySecretRecord, mayOwn?: (owner: UserRecord | undefined) => void): Promise<void> {
+  async create(
+    key: ApiKeyRecord,
+    secret: KeySecretRecord,
+    mayOwn?: (owner: UserRecord | undefined) => void,
+    mayAdd?: (active: ActiveKeyCounts) => void,
+  ): Promise<void> {
     this.db.transaction(() => {
       if (key.userId && mayOwn) {
         const row = this.db.prepare('SELECT * FROM org_users WHERE id = ?').get(key.userId) as Row | undefined;
         mayOwn(row && toUser(row));
       }
+      // .immediate(): the write lock is held from here, so creates are counted one at a time.
+      if (mayAdd) mayAdd(this.activeCounts(key.orgId));
       this.db
         .prepare(
           `INSERT INTO api_keys (id, org_id, name, kind, admin, scopes, prefix, last4, created_at, revoked_at, user_id)
@@ -218,6 +225,13 @@ class SqliteKeyStore implements KeyStore {
         .run(key.id, key.orgId, key.name, key.kind, key.admin ? 1 : 0, json(key.scopes), key.prefix, key.last4, key.createdAt, key.revokedAt, key.userId ?? null);
       this.insertSecret(secret);
     }).immediate();
+  }
+
+  private activeCounts(orgId: string): ActiveKeyCounts {
+    const row = this.db
+      .prepare(`SELECT count(*) AS n, count(*) FILTER (WHERE kind = 'test') AS test FROM api_keys WHERE org_id = ? AND revoked_at IS NULL`)
+      .get(orgId) as { n: number; test: number };
+    return { all: Number(row.n), test: Number(row.test) };
   }
 
   private insertSecret(secret: KeySecretRecord): void {

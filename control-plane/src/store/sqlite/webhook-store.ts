@@ -15,6 +15,7 @@ import type {
   WebhookStore,
   WebhookSubscriptionRecord,
 } from '../../webhooks/webhook-store.js';
+import { LISTED_ATTEMPTS_PER_DELIVERY } from '../../webhooks/webhook-store.js';
 import { insertEvent, toEvent } from './event-rows.js';
 
 type Row = Record<string, unknown>;
@@ -86,8 +87,13 @@ export class SqliteWebhookStore implements WebhookStore {
   async createSubscription(
     subscription: Omit<WebhookSubscriptionRecord, 'fromSeq'>,
     secret: WebhookSecretRecord,
+    mayAdd?: (held: number) => void,
   ): Promise<WebhookSubscriptionRecord> {
     return this.db.transaction(() => {
+      // .immediate(): the write lock is held from here, so creates are counted one at a time.
+      if (mayAdd) {
+        mayAdd((this.db.prepare('SELECT count(*) AS n FROM webhook_subscriptions WHERE org_id = ?').get(subscription.orgId) as { n: number }).n);
+      }
       // Inside the write transaction: no event can slip between this read and the insert.
       const fromSeq = (this.db.prepare('SELECT COALESCE(MAX(seq), 0) AS seq FROM events').get() as { seq: number }).seq;
       this.db
@@ -272,13 +278,21 @@ export class SqliteWebhookStore implements WebhookStore {
          ORDER BY d.event_seq DESC LIMIT @limit`,
       )
       .all({ subscriptionId, after: options.after ?? null, limit: options.limit }) as Row[];
-    const attempts = this.db.prepare('SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt, id');
+    // The latest attempts only, read backwards along the (delivery_id, attempt) index.
+    const attempts = this.db.prepare('SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt DESC, id DESC LIMIT ?');
     return rows.map((row) => ({
       delivery: toDelivery(row),
       eventId: String(row.event_id),
       eventType: String(row.event_type),
-      attempts: (attempts.all(row.id) as Row[]).map(toAttempt),
+      attempts: (attempts.all(row.id, LISTED_ATTEMPTS_PER_DELIVERY) as Row[]).map(toAttempt).reverse(),
     }));
+  }
+
+  async attemptsSince(deliveryId: string, since: number): Promise<{ count: number; oldestAt: number | null }> {
+    const row = this.db
+      .prepare('SELECT count(*) AS n, min(started_at) AS oldest FROM webhook_attempts WHERE delivery_id = ? AND started_at >= ?')
+      .get(deliveryId, since) as { n: number; oldest: number | null };
+    return { count: Number(row.n), oldestAt: row.oldest === null ? null : Number(row.oldest) };
   }
 
   async redeliver(id: string, at: number): Promise<DeliveryRecord | undefined> {
