@@ -176,6 +176,26 @@ describe('lifecycle from agent reports', () => {
   });
 
   it.each([
+    ['provisioning', [] as Array<'pulling'>],
+    ['pulling its image', ['pulling'] as Array<'pulling'>],
+  ])('an instance terminated while %s is killed on its node, not given the grace, and ends terminated with nothing billed', async (_when, reports) => {
+    const inst = await create({ gpus: 8 });
+    for (const state of reports) await service.onTaskState('node-a', inst.id, state, { progress: 0.5 });
+    clock.advance(1_000);
+    // An ordinary (graceful) terminate: the grace was the tenant's window of unbilled GPU time.
+    expect((await service.terminate('org_1', inst.id, false)).status).toBe('draining');
+    expect(dispatcher.stopped.at(-1)).toEqual(['node-a', { taskId: inst.id, timeoutMs: 0, force: true }]);
+    // The node reconnects before it confirms: the stop sent again is still a kill.
+    clock.advance(1_000);
+    await service.onNodeConnected('node-a', new Set());
+    expect(dispatcher.stopped.at(-1)).toEqual(['node-a', { taskId: inst.id, timeoutMs: 0, force: true }]);
+    await service.onTaskState('node-a', inst.id, 'gone', {});
+    expect((await service.get('org_1', inst.id)).status).toBe('terminated');
+    expect(await instances.chargesFor(inst.id)).toEqual([]);
+    expect((await instances.claimedGpuUuids()).size).toBe(0);
+  });
+
+  it.each([
     ['its process exited', 'exited', 'exited with code 1', 'exited with code 1'],
     ['its node stopped it over its disk limit', 'gone', 'stopped by its node: the instance used 52.0 GiB of disk, over its limit of 50.0 GiB', 'stopped by its node: the instance used 52.0 GiB of disk, over its limit of 50.0 GiB'],
     ['gone without a word (an older agent)', 'gone', '', null],

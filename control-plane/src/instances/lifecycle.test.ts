@@ -63,6 +63,9 @@ describe('what happens to an instance (decide)', () => {
     ['draining', { kind: 'hello', running: false }, d({ stop: 'resend' })],
     ['ready', { kind: 'terminate', force: false }, d({ event: 'terminate', stop: 'graceful' })],
     ['starting', { kind: 'terminate', force: true }, d({ event: 'terminate', stop: 'force' })],
+    // Never ready: nothing to stop gracefully (a grace there was unbilled GPU time), so it is killed.
+    ['provisioning', { kind: 'terminate', force: false }, d({ event: 'terminate', stop: 'force' })],
+    ['starting', { kind: 'terminate', force: false }, d({ event: 'terminate', stop: 'force' })],
     // A repeated terminate sends the stop again; force escalates.
     ['draining', { kind: 'terminate', force: false }, d({ stop: 'resend' })],
     ['draining', { kind: 'terminate', force: true }, d({ stop: 'force' })],

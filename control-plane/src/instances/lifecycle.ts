@@ -125,7 +125,9 @@ export function decide(status: InstanceStatus, happened: Occurrence): Decision {
       return status === 'ready' ? act({ event: 'terminate', stop: 'force' }) : act({ stop: 'resend' });
     case 'terminate':
       if (status === 'draining') return act({ stop: happened.force ? 'force' : 'resend' });
-      return act({ event: 'terminate', stop: happened.force ? 'force' : 'graceful' });
+      // Never ready, nothing of the tenant's runs to shut down gracefully (nor is any of it
+      // billed): its start is called off and whatever it made is killed at once.
+      return act({ event: 'terminate', stop: happened.force || isEarly(status) ? 'force' : 'graceful' });
     case 'expire':
       // A reservation that ends before it was ever ready (its image still pulling) gave its
       // owner nothing: it fails, refunded as any failed provision, and the pull is stopped.

@@ -214,6 +214,19 @@ describe('DockerRuntime: pulls', () => {
     }
   }, 60_000);
 
+  it('makes no container for a start called off as its pull ends (its task was stopped meanwhile), and leaves nothing behind', async () => {
+    const calledOff = new AbortController();
+    const spec = task();
+    const err = await rejection(
+      runtime.startTask(spec, (p) => {
+        if (p.fraction === 1) calledOff.abort();
+      }, calledOff.signal),
+    );
+    expect(err.code).toBe('start_cancelled');
+    expect(await docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${spec.taskId}`, `${LABEL_NODE}=${nodeId}`] } })).toEqual([]);
+    expect(await docker.listNetworks({ filters: { name: [networkName(spec)] } })).toEqual([]);
+  });
+
   it('shares one pull between concurrent starts of the same image', async () => {
     const image = await pushFreshImage(docker, `shared-${run}`);
     freshImages.push(image);

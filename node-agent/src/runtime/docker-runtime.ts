@@ -168,7 +168,7 @@ export class DockerRuntime implements TaskRuntime {
     });
   }
 
-  async startTask(given: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
+  async startTask(given: TaskSpec, onProgress?: ProgressListener, signal?: AbortSignal): Promise<TaskHandle> {
     // The agent does not trust its input: an empty or spaced reference makes docker-modem
     // follow a redirect to a bogus host and throw outside any promise.
     if (!TASK_ID_SHAPE.test(given.taskId) || !IMAGE_REFERENCE_SHAPE.test(given.image)) {
@@ -183,7 +183,9 @@ export class DockerRuntime implements TaskRuntime {
       if (refused) throw new RuntimeError('pull_failed', refused, false);
     }
     const host = await this.host();
-    const present = await this.ensureImage(spec, onProgress);
+    const present = await this.ensureImage(spec, onProgress, signal);
+    // Called off during the pull (or as it ended): nothing is made for a stopped task.
+    if (signal?.aborted) throw startCancelled(spec);
     this.imageUsed?.(dockerName(spec));
     if (spec.kind === 'instance') this.checkImageConfig(present!);
     await this.ensureNetwork(spec);
@@ -210,6 +212,8 @@ export class DockerRuntime implements TaskRuntime {
         throw await this.discardUnstarted(container.id, spec, taskFailed('start_failed', `limit the socket memory of ${containerName(spec)} (${memoryCgroupOf(container.id)})`, err));
       }
     }
+    // The last moment a stop can keep the container from running at all.
+    if (signal?.aborted) throw await this.discardUnstarted(container.id, spec, startCancelled(spec));
     try {
       await container.start();
     } catch (err) {
@@ -449,12 +453,17 @@ export class DockerRuntime implements TaskRuntime {
    * repository as where it came from: a registry serving a manifest that names the ID of
    * the provider's own image got the tenant that image, its layers never asked for.
    */
-  private async ensureImage(spec: TaskSpec, onProgress?: ProgressListener): Promise<Docker.ImageInspectInfo | undefined> {
+  private async ensureImage(spec: TaskSpec, onProgress?: ProgressListener, signal?: AbortSignal): Promise<Docker.ImageInspectInfo | undefined> {
     const { image } = spec;
     if (spec.kind === 'instance') {
+      // Called off, the start leaves the shared pull: stopped when no other start waits for it.
+      const id = await this.images.instances.pull(image, onProgress, signal).catch((err: unknown) => {
+        if (signal?.aborted) throw startCancelled(spec);
+        throw err;
+      });
       // By the ID the pull proved: the name may be given to another image meanwhile (another
       // instance's pull of the same name, or of a tag shaped like a digest's local name).
-      return this.instanceImage(await this.images.instances.pull(image, onProgress), localImageName(image));
+      return this.instanceImage(id, localImageName(image));
     }
     try {
       const present = await this.docker.getImage(image).inspect();
@@ -761,3 +770,6 @@ export function publishedPorts(ports: Record<string, Array<{ HostIp: string; Hos
 
 /** The name Docker knows a task's image by: an instance's as pulled through the registry front. */
 const dockerName = (spec: TaskSpec): string => (spec.kind === 'instance' ? localImageName(spec.image) : spec.image);
+
+/** A start its caller called off (the task was stopped before it ran). */
+const startCancelled = (spec: TaskSpec): RuntimeError => new RuntimeError('start_cancelled', `the start of ${containerName(spec)} was called off: the task was stopped`, false);

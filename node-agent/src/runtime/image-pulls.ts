@@ -69,8 +69,8 @@ export class ImagePulls {
     this.stagingDir = options.stagingDir ?? join(tmpdir(), `svc-image-staging-${process.pid}-${randomBytes(4).toString('hex')}`);
     this.imageUnnamed = options.imageUnnamed;
     this.log = options.log;
-    this.instances = new PullCoordinator((image, onProgress) => this.pullInstanceImage(image, onProgress));
-    this.replicaPulls = new PullCoordinator((image, onProgress) => this.pullImage(image, onProgress));
+    this.instances = new PullCoordinator((image, onProgress, abandoned) => this.pullInstanceImage(image, onProgress, abandoned));
+    this.replicaPulls = new PullCoordinator((image, onProgress, abandoned) => this.pullImage(image, onProgress, image, abandoned));
   }
 
   /** A replica's image, which dockerd pulls itself. A pull from a registry of the node's own opens it to dockerd for as long as it runs (image-registry.ts). */
@@ -98,17 +98,19 @@ export class ImagePulls {
    * dockerd pulls it pinned by digest from the front, and the image is named as the tenant
    * named it (localImageName), the front's name taken off.
    */
-  private async pullInstanceImage(image: string, onProgress: ProgressListener): Promise<string> {
+  private async pullInstanceImage(image: string, onProgress: ProgressListener, abandoned: AbortSignal): Promise<string> {
     onProgress({ image, fraction: 0, status: `Resolving ${image}` });
     // The whole pull within the pull timeout, its manifest within the stall time: a registry
-    // trickling a manifest, or a blob, holds the instance no longer.
-    const overall = AbortSignal.timeout(this.pullDeadline.timeoutMs);
+    // trickling a manifest, or a blob, holds the instance no longer. Nor does a pull every
+    // start waiting for it gave up (its instance was stopped before it was ready).
+    const overall = AbortSignal.any([AbortSignal.timeout(this.pullDeadline.timeoutMs), abandoned]);
     const manifestBy = Math.min(this.pullDeadline.stallMs, this.pullDeadline.timeoutMs);
     const resolving = AbortSignal.any([overall, AbortSignal.timeout(manifestBy)]);
     let prepared: PreparedPull;
     try {
       prepared = await (await this.registryFront()).prepare(image, resolving);
     } catch (err) {
+      if (abandoned.aborted) throw pullAbandoned(image);
       if (resolving.aborted) throw new RuntimeError('pull_failed', `pull of ${image} stopped: its registry gave no manifest within ${formatDuration(manifestBy)}`, false);
       if (err instanceof ManifestRefused) throw new RuntimeError('pull_failed', `pull of ${image} refused: ${err.message}`, false);
       if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
@@ -126,13 +128,13 @@ export class ImagePulls {
       // exist, ran that image for the tenant. So every blob not proven is fetched now.
       const unproven = prepared.blobs.filter((blob) => !this.blobSources.has(prepared.repository, blob.digest));
       const progress = new StagedPullProgress(image, onProgress, unproven.length > 0);
-      await this.stage(prepared, unproven, image, progress, overall);
-      await this.pullFromFront(prepared, image, progress, overall).catch(async (err: unknown) => {
+      await this.stage(prepared, unproven, image, progress, overall, abandoned);
+      await this.pullFromFront(prepared, image, progress, overall, abandoned).catch(async (err: unknown) => {
         // A proven blob dockerd no longer had (its image was removed since): staged, and once more.
         const missed = prepared.missed();
         if (missed.length === 0 || stoppedPulls.has(err as Error)) throw err;
-        await this.stage(prepared, missed, image, progress, overall);
-        await this.pullFromFront(prepared, image, progress, overall);
+        await this.stage(prepared, missed, image, progress, overall, abandoned);
+        await this.pullFromFront(prepared, image, progress, overall, abandoned);
       });
       const local = localImageName(image);
       const colon = local.lastIndexOf(':');
@@ -164,7 +166,7 @@ export class ImagePulls {
     if (info && (info.RepoTags ?? []).length === 0) this.imageUnnamed?.(id);
   }
 
-  private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress, overall: AbortSignal): Promise<void> {
+  private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress, overall: AbortSignal, abandoned: AbortSignal): Promise<void> {
     const bytes = blobs.reduce((sum, blob) => sum + blob.size, 0);
     const disk = bytes > 0 ? await statfs(this.stagingDir).catch(() => null) : null;
     const pending = [...this.stagings].reduce((sum, staging) => sum + staging.remaining, 0);
@@ -183,6 +185,7 @@ export class ImagePulls {
         },
       });
     } catch (err) {
+      if (abandoned.aborted) throw pullAbandoned(image);
       if (err instanceof StagingStopped) throw pullStopped(image, err.message);
       if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
       if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
@@ -192,8 +195,9 @@ export class ImagePulls {
     }
   }
 
-  private async pullFromFront(prepared: PreparedPull, image: string, progress: StagedPullProgress, overall: AbortSignal): Promise<void> {
-    await this.pullImage(prepared.reference, progress.pulling, image).catch((err: unknown) => {
+  private async pullFromFront(prepared: PreparedPull, image: string, progress: StagedPullProgress, overall: AbortSignal, abandoned: AbortSignal): Promise<void> {
+    await this.pullImage(prepared.reference, progress.pulling, image, abandoned).catch((err: unknown) => {
+      if (abandoned.aborted) throw pullAbandoned(image);
       if (stoppedPulls.has(err as Error)) throw err;
       if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
       throw err;
@@ -227,8 +231,9 @@ export class ImagePulls {
 
   /**
    * `shown`: the name the tenant gave, when dockerd pulls another (the front's).
+   * `abandoned`: nobody waits for the image any more; the pull is dropped as a stalled one is.
    */
-  private async pullImage(image: string, onProgress: ProgressListener, shown: string = image): Promise<void> {
+  private async pullImage(image: string, onProgress: ProgressListener, shown: string = image, abandoned?: AbortSignal): Promise<void> {
     const tracker = new PullProgressTracker(shown);
     onProgress(tracker.update({ status: `Pulling ${shown}` }));
     let stream: NodeJS.ReadableStream;
@@ -237,6 +242,7 @@ export class ImagePulls {
     } catch (err) {
       throw pullFailed(shown, renamed(err, image, shown));
     }
+    let dropped: (() => void) | undefined;
     const deadline = new PullDeadline(this.pullDeadline, Date.now());
     let watch: NodeJS.Timeout | undefined;
     const lastStatus = await new Promise<string | undefined>((resolve, reject) => {
@@ -245,10 +251,13 @@ export class ImagePulls {
       let stopped: RuntimeError | null = null;
       // Closing the stream is the only way to ask the engine to drop the pull; a layer
       // download in flight may still go on until the registry ends it (docs/security.md).
-      const stop = (why: string) => {
-        stopped ??= pullStopped(shown, why);
+      const stop = (why: string | RuntimeError) => {
+        stopped ??= typeof why === 'string' ? pullStopped(shown, why) : why;
         (stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
       };
+      dropped = () => stop(pullAbandoned(shown));
+      if (abandoned?.aborted) dropped();
+      else abandoned?.addEventListener('abort', dropped, { once: true });
       let measuring = false;
       watch = setInterval(() => {
         const overdue = deadline.overdue(Date.now());
@@ -283,7 +292,10 @@ export class ImagePulls {
           }
         },
       );
-    }).finally(() => clearInterval(watch));
+    }).finally(() => {
+      clearInterval(watch);
+      if (dropped) abandoned?.removeEventListener('abort', dropped);
+    });
     // dockerd calls every pull from the front, under a name new each time, a newer image.
     const fetched = tracker.layersFetched() > 0 ? 'Downloaded newer image' : 'Image is up to date';
     onProgress(tracker.complete(image === shown ? lastStatus : `Status: ${fetched} for ${shown}`));
@@ -295,6 +307,13 @@ const stoppedPulls = new WeakSet<Error>();
 
 function pullStopped(image: string, why: string): RuntimeError {
   const err = new RuntimeError('pull_failed', `pull of ${image} stopped: ${why}`, false);
+  stoppedPulls.add(err);
+  return err;
+}
+
+/** A pull every start waiting for gave up (their instances were stopped before they were ready). */
+function pullAbandoned(image: string): RuntimeError {
+  const err = new RuntimeError('pull_failed', `pull of ${image} stopped: no start waits for it any more`, false);
   stoppedPulls.add(err);
   return err;
 }

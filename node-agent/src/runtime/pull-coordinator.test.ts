@@ -4,12 +4,12 @@ import type { ProgressListener, PullProgress } from './runtime.js';
 
 /** A pull the test finishes by hand, so overlap is certain rather than timing-dependent. */
 function manualPulls() {
-  const pending = new Map<string, { report: ProgressListener; resolve: () => void; reject: (e: Error) => void }>();
+  const pending = new Map<string, { report: ProgressListener; resolve: () => void; reject: (e: Error) => void; signal: AbortSignal }>();
   const calls: string[] = [];
-  const pullImage: PullImage = (image, report) =>
+  const pullImage: PullImage = (image, report, signal) =>
     new Promise<void>((resolve, reject) => {
       calls.push(image);
-      pending.set(image, { report, resolve, reject });
+      pending.set(image, { report, resolve, reject, signal });
     });
   const get = (image: string) => {
     const p = pending.get(image);
@@ -96,5 +96,50 @@ describe('PullCoordinator', () => {
     });
     await expect(coordinator.pull('img:1')).rejects.toThrow('boom');
     expect(coordinator.inFlightImages).toEqual([]);
+  });
+
+  it('a caller that gives up leaves a shared pull to the others; the pull is stopped once nobody waits for it', async () => {
+    const pulls = manualPulls();
+    const coordinator = new PullCoordinator(pulls.pullImage);
+    const first = new AbortController();
+    const second = new AbortController();
+    const seenSecond: number[] = [];
+    const a = coordinator.pull('img:1', () => {}, first.signal);
+    const b = coordinator.pull('img:1', (p) => seenSecond.push(p.fraction), second.signal);
+    await tick();
+    const pull = pulls.get('img:1');
+    first.abort(new Error('instance stopped'));
+    await expect(a).rejects.toThrow('instance stopped');
+    // The other start still waits: its pull goes on and it hears of it.
+    expect(pull.signal.aborted).toBe(false);
+    pull.report(progress('img:1', 0.5));
+    expect(seenSecond).toEqual([0.5]);
+    second.abort(new Error('instance stopped too'));
+    await expect(b).rejects.toThrow('instance stopped too');
+    expect(pull.signal.aborted).toBe(true);
+    expect(coordinator.inFlightImages).toEqual([]);
+    // A later start pulls anew rather than join the stopped pull.
+    const c = coordinator.pull('img:1');
+    await tick();
+    expect(pulls.calls).toEqual(['img:1', 'img:1']);
+    pulls.get('img:1').resolve();
+    await c;
+  });
+
+  it('a caller that gives up before the pull it joins finishes does not stop it for one that waits without a signal', async () => {
+    const pulls = manualPulls();
+    const coordinator = new PullCoordinator(pulls.pullImage);
+    const gives = new AbortController();
+    const a = coordinator.pull('img:1', undefined, gives.signal);
+    const b = coordinator.pull('img:1');
+    await tick();
+    gives.abort(new Error('gone'));
+    await expect(a).rejects.toThrow('gone');
+    expect(pulls.get('img:1').signal.aborted).toBe(false);
+    pulls.get('img:1').resolve();
+    await b;
+    // One already given up starts nothing.
+    await expect(coordinator.pull('img:2', undefined, gives.signal)).rejects.toThrow('gone');
+    expect(pulls.calls).toEqual(['img:1']);
   });
 });

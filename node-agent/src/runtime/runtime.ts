@@ -106,8 +106,12 @@ export interface TaskRuntime {
    * that container's handle is returned; a stopped leftover of the task is replaced.
    * Fails with `pull_failed`, `create_failed` or `start_failed`; a container whose start
    * failed is removed before the error is thrown.
+   * `signal` calls the start off (its task was stopped meanwhile): the start leaves its pull
+   * (stopped unless another start waits for the same image), makes or starts no container
+   * from then on (one made but not started is removed) and fails with `start_cancelled`. A
+   * container it had already started is returned as usual: the caller stops it.
    */
-  startTask(spec: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle>;
+  startTask(spec: TaskSpec, onProgress?: ProgressListener, signal?: AbortSignal): Promise<TaskHandle>;
 
   /**
    * Re-attach after an agent restart: every container labelled for this node that is
@@ -160,6 +164,7 @@ export type RuntimeErrorCode =
   | 'pull_failed' // image could not be pulled (unknown image/tag, registry down, auth)
   | 'create_failed' // Docker refused to create the container
   | 'start_failed' // the container was created but would not start
+  | 'start_cancelled' // the caller called the start off (startTask's signal)
   | 'not_found' // no such container
   | 'task_running' // destroy without force of a running container
   | 'engine_error'; // any other Docker failure (engine down, timeout)

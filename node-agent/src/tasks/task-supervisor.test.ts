@@ -4,9 +4,11 @@ import Docker from 'dockerode';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE } from '../../../test/support/images.js';
+import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
 import { LABEL_NODE } from '../runtime/container-spec.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { ensureBusybox } from '../runtime/docker-test-images.js';
+import type { ProgressListener, TaskHandle, TaskSpec } from '../runtime/runtime.js';
 import { TaskSupervisor, type TaskReport } from './task-supervisor.js';
 
 const docker = new Docker();
@@ -155,5 +157,71 @@ describe('TaskSupervisor', () => {
     expect(states(reports, 'inst_never')).toEqual(['stopping', 'gone']);
     // No container, so no stop time: the control plane bills to its last contact.
     expect(reports.at(-1)!.stopped_at_ms).toBe(0);
+  });
+
+  describe('a stop that comes while the instance is still starting', () => {
+    // Task IDs of this run: a run cut off half-way may leave a task's network behind.
+    const id = (name: string) => `inst_${name}_${nodeId.slice(-8)}`;
+    const instanceContainers = (taskId: string) => docker.listContainers({ all: true, filters: { label: [`svc.instance=${taskId}`, `${LABEL_NODE}=${nodeId}`] } });
+
+    it("calls its pull off (the image's download ends), reports it gone rather than failed, and leaves a pull another start shares to that one", async () => {
+      const registry = await startStallingRegistry();
+      try {
+        const runtime = new DockerRuntime({ docker, nodeId });
+        const reports: TaskReport[] = [];
+        const sup = new TaskSupervisor(runtime, (r) => reports.push(r), log);
+        const order = (taskId: string) => ({ ...task(taskId, ['sh']), image: registry.image });
+        sup.start(order(id('pull_a')));
+        sup.start(order(id('pull_b')));
+        // Both wait on one download, which the registry never finishes (a pull of up to an hour).
+        await until(() => registry.openDownloads() > 0);
+        // A graceful stop with a grace longer than the test may run.
+        await sup.stop({ taskId: id('pull_a'), kind: 'instance', timeoutMs: 600_000, force: false });
+        expect(states(reports, id('pull_a')).slice(-2)).toEqual(['stopping', 'gone']);
+        expect(states(reports, id('pull_a'))).not.toContain('failed');
+        // The other start still wants the image: its pull goes on.
+        expect(runtime.pulls.inFlightImages).toEqual([registry.image]);
+        expect(states(reports, id('pull_b'))).not.toContain('failed');
+        await sup.stop({ taskId: id('pull_b'), kind: 'instance', timeoutMs: 600_000, force: false });
+        expect(states(reports, id('pull_b')).slice(-2)).toEqual(['stopping', 'gone']);
+        expect(states(reports, id('pull_b'))).not.toContain('failed');
+        // Nobody waits for the image now: its download from the tenant's registry ends.
+        expect(runtime.pulls.inFlightImages).toEqual([]);
+        await expect.poll(() => registry.openDownloads(), { timeout: 10_000 }).toBe(0);
+        expect([...(await instanceContainers(id('pull_a'))), ...(await instanceContainers(id('pull_b')))]).toEqual([]);
+        expect(sup.runningTasks()).toEqual([]);
+      } finally {
+        await registry.close();
+      }
+    }, 30_000);
+
+    it('kills at once, whatever the grace asked, a container its start made before it heard of the stop; no running is reported', async () => {
+      // A start already past its last check when the stop came (it makes and starts the
+      // container regardless): the tenant's command ignores SIGTERM, so any grace would be
+      // time on the GPUs that nobody is billed for.
+      let stopCame!: () => void;
+      const stopped = new Promise<void>((resolve) => (stopCame = resolve));
+      class PastItsChecks extends DockerRuntime {
+        override async startTask(spec: TaskSpec, onProgress?: ProgressListener): Promise<TaskHandle> {
+          await stopped;
+          return super.startTask(spec, onProgress);
+        }
+      }
+      const reports: TaskReport[] = [];
+      const sup = new TaskSupervisor(new PastItsChecks({ nodeId, docker }), (r) => reports.push(r), log);
+      sup.start(task(id('late'), IGNORE_TERM));
+      const stopping = sup.stop({ taskId: id('late'), kind: 'instance', timeoutMs: 600_000, force: false });
+      stopCame();
+      await stopping;
+      expect(states(reports, id('late'))).not.toContain('running');
+      expect(states(reports, id('late')).slice(-2)).toEqual(['stopping', 'gone']);
+      const gone = reports.at(-1)!;
+      expect(gone.exit_code).toBe(137);
+      // When it stopped, as Docker recorded it.
+      expect(gone.stopped_at_ms).toBeGreaterThan(0);
+      expect(gone.stopped_at_ms).toBeLessThanOrEqual(gone.at_ms);
+      expect(await instanceContainers(id('late'))).toEqual([]);
+      expect(sup.runningTasks()).toEqual([]);
+    }, 30_000);
   });
 });

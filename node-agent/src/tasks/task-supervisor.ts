@@ -53,6 +53,8 @@ interface Tracked {
   handle: TaskHandle | null;
   /** Settles when the start attempt has finished, successfully or not. */
   starting: Promise<void>;
+  /** Calls the start in progress off (a stop came first): its pull is left, no container is made. */
+  cancelStart: AbortController;
   stopping: boolean;
   /** The stop in flight: a repeated order joins it (keeping its deadline) instead of starting another grace. */
   stop?: Promise<void>;
@@ -150,7 +152,10 @@ export class TaskSupervisor {
   /**
    * Stops and removes a task, gracefully unless forced; safe to repeat and for unknown
    * tasks. A repeated order for an instance already stopping joins the stop in flight, so
-   * the first order's deadline holds; a forced one kills at once.
+   * the first order's deadline holds; a forced one kills at once. An instance still
+   * starting has its start called off (its pull left) and whatever container the start
+   * made is killed at once, whatever the order's grace: it never ran for its tenant as
+   * ready, and nothing of it is billed.
    */
   async stop(order: StopOrder): Promise<void> {
     const runner = this.replicas.get(order.taskId);
@@ -191,9 +196,12 @@ export class TaskSupervisor {
   /** `why`: the agent stopped it on its own (disk limit); otherwise the control plane asked. */
   private async stopContainer(order: StopOrder, tracked: Tracked | undefined, why?: string): Promise<void> {
     this.disk.forget(order.taskId);
+    // Still starting: it was never reported running, so its tenant had no use of it yet.
+    const unstarted = tracked !== undefined && tracked.handle === null;
     if (tracked) {
       tracked.stopping = true;
       tracked.watch.abort();
+      tracked.cancelStart.abort();
       await tracked.starting;
     }
     this.emit(order.taskId, order.kind, 'stopping', {});
@@ -201,7 +209,7 @@ export class TaskSupervisor {
     let exitCode = 0;
     let stoppedAt: number | undefined;
     try {
-      await this.runtime.stopTask(id, { timeoutMs: order.timeoutMs, force: order.force });
+      await this.runtime.stopTask(id, unstarted ? { timeoutMs: 0, force: true } : { timeoutMs: order.timeoutMs, force: order.force });
       const status = await this.runtime.inspectTask(id);
       exitCode = status.exitCode ?? 0;
       stoppedAt = status.finishedAt?.getTime();
@@ -239,7 +247,7 @@ export class TaskSupervisor {
   }
 
   private track(taskId: string, kind: TaskSpec['kind'], handle: TaskHandle | null): Tracked {
-    const tracked: Tracked = { kind, handle, starting: Promise.resolve(), stopping: false, watch: new AbortController() };
+    const tracked: Tracked = { kind, handle, starting: Promise.resolve(), cancelStart: new AbortController(), stopping: false, watch: new AbortController() };
     this.tasks.set(taskId, tracked);
     if (handle) this.watchExit(taskId, tracked);
     return tracked;
@@ -249,17 +257,24 @@ export class TaskSupervisor {
     let reported = -1;
     this.emit(order.taskId, order.kind, 'pulling', { progress: 0 });
     try {
-      const handle = await this.runtime.startTask(order, (p) => {
-        if (p.fraction - reported >= PROGRESS_STEP || (p.fraction === 1 && reported < 1)) {
-          reported = p.fraction;
-          this.emit(order.taskId, order.kind, 'pulling', { progress: p.fraction, message: p.status });
-        }
-      });
+      const handle = await this.runtime.startTask(
+        order,
+        (p) => {
+          if (tracked.stopping) return;
+          if (p.fraction - reported >= PROGRESS_STEP || (p.fraction === 1 && reported < 1)) {
+            reported = p.fraction;
+            this.emit(order.taskId, order.kind, 'pulling', { progress: p.fraction, message: p.status });
+          }
+        },
+        tracked.cancelStart.signal,
+      );
       tracked.handle = handle;
       if (tracked.stopping) return;
       this.emit(order.taskId, order.kind, 'running', {});
       this.watchExit(order.taskId, tracked);
     } catch (err) {
+      // Stopped meanwhile: the stop reports the task gone, not a failed start.
+      if (tracked.stopping) return;
       this.tasks.delete(order.taskId);
       const message = isRuntimeError(err) ? `${err.code.replace('_', ' ')}: ${err.message}` : String(err);
       this.log.warn({ task: order.taskId, err }, 'task failed to start');
