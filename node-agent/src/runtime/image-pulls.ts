@@ -5,12 +5,12 @@
 // has dockerd pull it from the front. Either way dockerd's pull is followed to one progress
 // bar and given up by the stall rule, the pull's timeout and the disk's fullness.
 import { randomBytes } from 'node:crypto';
-import { statfs } from 'node:fs/promises';
+import { readFile, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { Logger } from '@svc/shared';
-import { engineError, pullFailed } from './docker-errors.js';
+import { engineError, isNotFound, pullFailed } from './docker-errors.js';
 import { formatBytes } from './disk-usage.js';
 import { addressesOf, registryHost, registryListed, registryOf, type RegistryPolicy } from './image-registry.js';
 import { localImageName } from './image-reference.js';
@@ -18,6 +18,8 @@ import { BlobSources } from './blob-sources.js';
 import { RegistryFront, type PreparedPull } from './registry-front.js';
 import { isInsecureRegistry, RegistryClient, RegistryFailure, type DockerdRegistryConfig } from './registry-client.js';
 import { ManifestRefused, type Descriptor } from './image-manifest.js';
+import { chainIds, diffIdsOf, layersToFetch } from './layer-chains.js';
+import { dockerJson, MAX_IMAGE_ANSWER_BYTES } from './docker-json.js';
 import { stageBlobs, stagingRefusal, StagingStopped } from './stage-blobs.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { formatDuration, PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
@@ -56,6 +58,8 @@ export class ImagePulls {
   private readonly log: Logger | undefined;
   private front: Promise<RegistryFront> | undefined;
   private dockerdRegistries: { config: Promise<DockerdRegistryConfig>; at: number } | undefined;
+  /** Image ID to the chain IDs of its layers (layer-chains.ts). */
+  private readonly chainsOfImage = new Map<string, string[]>();
   /** The stagings under way, each with the bytes it has still to write. */
   private readonly stagings = new Set<{ remaining: number }>();
 
@@ -125,10 +129,13 @@ export class ImagePulls {
       }
       // dockerd takes a config or layer it already has as it is, whoever's image brought it:
       // a manifest naming the ID of the provider's image, its layers blobs that did not
-      // exist, ran that image for the tenant. So every blob not proven is fetched now.
+      // exist, ran that image for the tenant. So every blob not proven is fetched now, and
+      // so is every blob dockerd will ask for (it is served nothing live).
       const unproven = prepared.blobs.filter((blob) => !this.blobSources.has(prepared.repository, blob.digest));
-      const progress = new StagedPullProgress(image, onProgress, unproven.length > 0);
-      await this.stage(prepared, unproven, image, progress, overall, abandoned);
+      const needed = await this.blobsDockerdLacks(prepared, image, overall, abandoned);
+      const toStage = prepared.blobs.filter((blob) => !prepared.staged.has(blob.digest) && (unproven.includes(blob) || needed.includes(blob)));
+      const progress = new StagedPullProgress(image, onProgress, toStage.length > 0);
+      await this.stage(prepared, toStage, image, progress, overall, abandoned);
       await this.pullFromFront(prepared, image, progress, overall, abandoned).catch(async (err: unknown) => {
         // A proven blob dockerd no longer had (its image was removed since): staged, and once more.
         const missed = prepared.missed();
@@ -157,6 +164,45 @@ export class ImagePulls {
   }
 
   /**
+   * The blobs dockerd will ask the front for: none when it has the image (its ID is the
+   * config's digest); else the config and each layer whose chain no local image holds
+   * (layer-chains.ts), read from the config, which is staged for that. Were one of them
+   * answered 404 instead, every other pull that joined dockerd's download of that layer
+   * (another tenant's, of the same base) would fail with it.
+   */
+  private async blobsDockerdLacks(prepared: PreparedPull, image: string, overall: AbortSignal, abandoned: AbortSignal): Promise<Descriptor[]> {
+    const present = await this.docker.getImage(prepared.config.digest).inspect().then(() => true, (err: unknown) => {
+      if (isNotFound(err)) return false;
+      throw engineError(`inspect image ${prepared.config.digest}`, err);
+    });
+    if (present) return [];
+    await this.stage(prepared, [prepared.config], image, null, overall, abandoned);
+    const config = await readFile(prepared.stagedFile(prepared.config.digest)!, 'utf8').then((text) => JSON.parse(text) as unknown, () => null);
+    return [prepared.config, ...layersToFetch(prepared.blobs.slice(1), diffIdsOf(config), await this.localChains())];
+  }
+
+  /** The chain IDs of every local image's layers; an image's are read once (an ID names fixed content). */
+  private async localChains(): Promise<Set<string>> {
+    const images = await this.docker.listImages().catch((err: unknown) => {
+      throw engineError('list images', err);
+    });
+    const chains = new Set<string>();
+    const seen = new Set<string>();
+    for (const { Id } of images) {
+      seen.add(Id);
+      let known = this.chainsOfImage.get(Id);
+      if (!known) {
+        const answer = await dockerJson<{ RootFS?: { Layers?: string[] } }>(this.docker, `/images/${Id}/json`, MAX_IMAGE_ANSWER_BYTES).catch(() => null);
+        known = chainIds(answer?.body?.RootFS?.Layers ?? []);
+        this.chainsOfImage.set(Id, known);
+      }
+      for (const chain of known) chains.add(chain);
+    }
+    for (const id of this.chainsOfImage.keys()) if (!seen.has(id)) this.chainsOfImage.delete(id);
+    return chains;
+  }
+
+  /**
    * The tenant's tag moved to another image: the one it named before, left without a name,
    * is handed to image collection by its ID (a tenant re-pushing one tag had left an image
    * on the disk per push that nothing ever removed).
@@ -166,7 +212,8 @@ export class ImagePulls {
     if (info && (info.RepoTags ?? []).length === 0) this.imageUnnamed?.(id);
   }
 
-  private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress, overall: AbortSignal, abandoned: AbortSignal): Promise<void> {
+  /** `progress`: null for a staging the bar does not show (the config, read to tell what else to stage). */
+  private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress | null, overall: AbortSignal, abandoned: AbortSignal): Promise<void> {
     const bytes = blobs.reduce((sum, blob) => sum + blob.size, 0);
     const disk = bytes > 0 ? await statfs(this.stagingDir).catch(() => null) : null;
     const pending = [...this.stagings].reduce((sum, staging) => sum + staging.remaining, 0);
@@ -181,7 +228,7 @@ export class ImagePulls {
         signal: overall,
         report: (now) => {
           staging.remaining = now.total - now.bytes;
-          progress.staging(now);
+          progress?.staging(now);
         },
       });
     } catch (err) {

@@ -238,7 +238,7 @@ describe("an instance's image through the registry front", () => {
     }
   }, 60_000);
 
-  it('runs an image again after it was removed from the node: a blob its repository proved before is fetched again when dockerd asks for it', async () => {
+  it("runs an image again after it was removed from the node: the blobs its repository proved before that dockerd no longer has are fetched before dockerd is asked, so it pulls once", async () => {
     const fresh = await layerOf(`#!/bin/sh\necho removed ${process.pid}\n`);
     putImage(registry, 'tenant/removed:1', { config: { Cmd: ['/hello'], Labels: { removed: 'yes' } } }, fresh);
     const image = `${registry.address}/tenant/removed:1`;
@@ -246,8 +246,13 @@ describe("an instance's image through the registry front", () => {
     await runtime.destroyTask(first.containerId, { force: true });
     await docker.getImage((await docker.getImage(image).inspect()).Id).remove({ force: true });
     const before = registry.log.length;
-    await start(image);
+    const statuses: string[] = [];
+    const handle = await runtime.startTask(task(image), (progress) => statuses.push(progress.status));
+    started.push(handle.containerId);
     expect(registry.log.slice(before)).toContain(`GET /v2/tenant/removed/blobs/${digestOf(fresh.blob)}`);
+    // dockerd was asked once: a blob it asked for and the front had not staged would have
+    // failed that pull (and every other pull that joined its download of the blob).
+    expect(statuses.filter((status) => status === `Pulling ${image}`)).toHaveLength(1);
     onlyTheAgentAsked();
   }, 60_000);
 

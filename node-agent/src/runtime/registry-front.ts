@@ -38,7 +38,7 @@ export interface PreparedPull {
   layerBytes: number;
   /** The repository it comes from (`registry/path`), as BlobSources records it. */
   repository: string;
-  /** Its config and layers. */
+  /** Its config, then its layers bottom first. */
   blobs: Descriptor[];
   /** The blobs staged so far: the only ones dockerd is given. */
   staged: ReadonlySet<string>;
@@ -48,6 +48,8 @@ export interface PreparedPull {
    * told the bytes read so far; `signal` gives up.
    */
   stage(blob: Descriptor, moved?: (bytes: number) => void, signal?: AbortSignal): Promise<void>;
+  /** Where a staged blob's file is (until release). */
+  stagedFile(digest: string): string | undefined;
   /** Blobs dockerd asked for that were not staged (the node had them once, and no longer). */
   missed(): Descriptor[];
   /** Forgets it, ends its downloads and removes its files: dockerd is answered 404 for it from then on. */
@@ -155,6 +157,7 @@ export class RegistryFront {
         entry.missed.delete(blob.digest);
         staged.add(blob.digest);
       },
+      stagedFile: (digest) => entry.staged.get(digest),
       missed: () => all.filter((blob) => entry.missed.has(blob.digest)),
       release: () => {
         this.served.delete(id);
