@@ -9,7 +9,7 @@ import { NANOS_PER_MICRO } from './ledger.js';
 import { billingPeriod, type BillingPeriod } from './periods.js';
 import { availability, onDemandBilledUntil, outagesFromTimeline, slaCreditNanos, type Availability, type Interval } from './sla.js';
 
-/** A provider-caused end shows as the instance leaving `ready` for its end during (or just after) an outage of its node or GPUs. */
+/** A provider-caused end shows as the instance leaving `ready` for its end, unasked, during (or just after) an outage of its node or GPUs. */
 const END_AFTER_OUTAGE_MS = 60_000;
 const TIMELINE_LIMIT = 10_000;
 
@@ -57,11 +57,13 @@ export class SlaService {
 
   private async measure(instance: SlaInstance, period: BillingPeriod): Promise<Availability> {
     const outages = await this.outages(instance);
-    // The provider ended it: an operator terminated it, or it ended with its node or GPU down.
+    // The provider ended it: an operator terminated it, or it left ready for its end,
+    // unasked, while its node or GPU was down (or just after: its node came back without it).
+    const leftAt = instance.leftReadyAt;
     const endedByProvider =
       instance.endedAt !== null &&
       (instance.terminatedByOperator ||
-        (instance.endedWithoutDrain && outages.some((o) => instance.endedAt! >= o.start && instance.endedAt! <= (o.end ?? Infinity) + END_AFTER_OUTAGE_MS)));
+        (instance.leftReadyUnasked && leftAt !== null && outages.some((o) => leftAt >= o.start && leftAt <= (o.end ?? Infinity) + END_AFTER_OUTAGE_MS)));
     return availability(
       {
         mode: instance.mode,
