@@ -406,12 +406,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // The billing tick, on the leader. Each new hour: running on-demand instances are billed
   // up to it (and up to the month's start first, so a month's compute is on its own
-  // invoice; billing/accrual.ts). Month end: that accrual, then SLA credits of the month
-  // that ended, then its invoices, once per month (the store bills an instance's seconds
-  // once, keeps one credit per instance and month, one invoice per org and month). With
-  // several processes the leader also waits out every replica's last usage batch of the
-  // month (each flushes within milliseconds; the grace is generous).
+  // invoice; billing/accrual.ts), and SLA credits held back at a month end are issued for
+  // instances whose bill has settled since (billing/sla-service.ts). Month end: that
+  // accrual, then SLA credits of the month that ended, then its invoices, once per month
+  // (the store bills an instance's seconds once, keeps one credit per instance and month,
+  // one invoice per org and month). With several processes the leader also waits out
+  // every replica's last usage batch of the month (each flushes within milliseconds; the
+  // grace is generous).
   let accruedTo: number | null = null;
+  let heldCheckedAt: number | null = null;
   let closedPeriod: string | null = null;
   let ticking = false;
   const monthEndGraceMs = store.campaign ? MONTH_END_GRACE_MS : 0;
@@ -423,13 +426,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       accruedTo = boundary;
     }
     const period = previousPeriod(clock.now());
-    if (period.id === closedPeriod || clock.now() < period.end + monthEndGraceMs) return;
-    const issued = await services.sla.issueCredits(period);
-    if (issued > 0) app.log.info({ period: period.id, issued }, 'SLA credits issued');
-    await services.inference.recorder.flush();
-    const finalized = await services.invoices.finalize(period);
-    if (finalized.length > 0) app.log.info({ period: period.id, invoices: finalized.length }, 'invoices finalized');
-    closedPeriod = period.id;
+    if (period.id !== closedPeriod && clock.now() >= period.end + monthEndGraceMs) {
+      const issued = await services.sla.issueCredits(period);
+      if (issued > 0) app.log.info({ period: period.id, issued }, 'SLA credits issued');
+      await services.inference.recorder.flush();
+      const finalized = await services.invoices.finalize(period);
+      if (finalized.length > 0) app.log.info({ period: period.id, invoices: finalized.length }, 'invoices finalized');
+      closedPeriod = period.id;
+    }
+    if (closedPeriod === period.id && boundary !== heldCheckedAt) {
+      const held = await services.sla.issueHeldCredits();
+      if (held > 0) app.log.info({ issued: held }, 'SLA credits held back at a month end issued');
+      heldCheckedAt = boundary;
+    }
   };
   const monthEnd = setInterval(() => {
     if (!leadership.isLeader() || ticking) return;

@@ -149,7 +149,7 @@ export const controlPlaneSettings = {
   rateLimitTier2: setting('SVC_RATE_LIMIT_TIER2', PositiveInt, 1200, 'Requests per minute per key for tier 2 organizations.'),
   rateLimitTier3: setting('SVC_RATE_LIMIT_TIER3', PositiveInt, 12000, 'Requests per minute per key for tier 3 organizations.'),
   tokenLimitTier2: setting('SVC_TOKEN_LIMIT_TIER2', PositiveInt, 2_000_000, 'Tokens per minute per key for tier 2 organizations (prompt plus output, estimated at admission and settled with real usage).'),
-  slaCreditCheckMs: setting('SVC_SLA_CREDIT_CHECK_MS', PositiveInt, 60_000, 'How often the leader checks whether running on-demand instances need billing up to the last full hour, and whether the month that ended still needs its SLA credits issued and its invoices finalized.'),
+  slaCreditCheckMs: setting('SVC_SLA_CREDIT_CHECK_MS', PositiveInt, 60_000, 'How often the leader checks whether running on-demand instances need billing up to the last full hour, whether the month that ended still needs its SLA credits issued and its invoices finalized, and (each hour) whether SLA credits held back at a month end can be issued.'),
   billingIssuer: setting('SVC_BILLING_ISSUER', Type.String({ minLength: 1, maxLength: 200 }), 'GPU Cloud', 'The provider name printed on invoices.'),
   tokenLimitTier3: setting('SVC_TOKEN_LIMIT_TIER3', PositiveInt, 20_000_000, 'Tokens per minute per key for tier 3 organizations.'),
   idempotencyWindowSeconds: setting(

@@ -28,6 +28,8 @@ export const MAX_TOTAL_HOURS = 720;
 /** Two creates racing for one GPU: the loser places again with fresh claims. */
 /** Placements tried when concurrent creates took the chosen GPUs first (each retry reads the claims again). */
 const PLACEMENT_ATTEMPTS = 8;
+/** failure_reason of a ready instance whose node came back without its container. */
+export const CONTAINER_GONE_WHILE_AWAY = 'its container was no longer running when its node reconnected';
 /** How long past its grace a stop may go unconfirmed before the sweep sends it again. */
 export const STOP_CONFIRM_MS = 30_000;
 
@@ -364,7 +366,7 @@ export class InstanceService {
     if (expiredBy !== undefined && (record.expiresAt === null || record.expiresAt > expiredBy)) return record;
     const decision = decide(record.status, happened);
     if (decision.event) {
-      const applied = await this.apply(record, decision.event, this.eventPatch(record, decision, context, now), context, expiredBy);
+      const applied = await this.apply(record, decision.event, this.eventPatch(record, decision, happened, context, now), context, expiredBy);
       record = applied ?? (await this.store.get(id)) ?? record;
     } else if (decision.progress && context.progress) {
       record = (await this.store.update(id, { progress: context.progress, updatedAt: now })) ?? record;
@@ -382,7 +384,7 @@ export class InstanceService {
   }
 
   /** The fields an event changes besides the status (billing and events are added by apply). */
-  private eventPatch(record: InstanceRecord, decision: Decision, context: Context, now: number): Partial<InstanceRecord> {
+  private eventPatch(record: InstanceRecord, decision: Decision, happened: Occurrence, context: Context, now: number): Partial<InstanceRecord> {
     switch (decision.event) {
       case 'start':
         return context.progress ? { progress: context.progress } : {};
@@ -396,7 +398,12 @@ export class InstanceService {
         return record.status === 'ready' && context.reason ? { failureReason: context.reason } : {};
       case 'terminate':
         // The stop is recorded with the status change, so a crash before it is sent loses nothing.
-        return { stop: requestStop(record.stop, decision.stop ?? 'graceful', now, context.unseenSince ?? null) };
+        // A Hello that no longer lists the container ends it without anyone asking: its
+        // reason says so (kept with the transition, the SLA counts that end as the provider's).
+        return {
+          stop: requestStop(record.stop, decision.stop ?? 'graceful', now, context.unseenSince ?? null),
+          ...(happened.kind === 'hello' ? { failureReason: CONTAINER_GONE_WHILE_AWAY } : {}),
+        };
       default:
         return {};
     }

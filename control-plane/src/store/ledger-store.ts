@@ -3,6 +3,7 @@
 // postpaid, credit limit, low-balance threshold and running totals.
 import type { Dimension, HourRow, LedgerLine } from '../billing/ledger.js';
 import type { CreditLine, InvoiceDraft } from '../billing/invoice.js';
+import type { InstanceStatus } from '../instances/lifecycle.js';
 
 export type BillingMode = 'prepaid' | 'postpaid';
 
@@ -63,8 +64,16 @@ export interface SlaInstance {
   expiresAt: number | null;
   /** On-demand: how many of its seconds since `ready` its lines bill (net of seconds given back at its end); 0 for reservations. */
   billedSeconds: number;
-  /** Its last status change: whether it went from ready straight to its end (no drain asked for). */
-  endedWithoutDrain: boolean;
+  status: InstanceStatus;
+  /** When it left `ready` (for draining or its end); null while ready, or never ready. */
+  leftReadyAt: number | null;
+  /**
+   * It left `ready` for its end without anyone asking: straight to terminated or failed
+   * (its process exited, its node was forgotten), or drained because its node came back
+   * without the container (that transition carries a reason; a terminate or an expiry
+   * does not).
+   */
+  leftReadyUnasked: boolean;
   /** An operator terminated it (the operator audit trail says so): its end is the provider's doing. */
   terminatedByOperator: boolean;
 }

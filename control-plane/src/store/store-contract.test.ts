@@ -1113,30 +1113,34 @@ describe.each(STORE_ENGINES)('%s store', (engine) => {
     it('lists the instances the SLA measures, with how each one ended', async () => {
       const move = (id: string, from: InstanceRecord['status'], status: InstanceRecord['status'], at: number, extra: Partial<InstanceRecord> = {}) =>
         store.instances.transition(id, from, { status, updatedAt: at, ...extra }, (i) => event(`evt_${id}_${status}`, 'instance.lifecycle', i.id), null);
-      for (const id of ['inst_a', 'inst_b', 'inst_c', 'inst_d']) await store.instances.create(instance(id, { createdAt: NOV }), event(`evt_${id}`), null);
-      for (const id of ['inst_a', 'inst_b', 'inst_c']) await move(id, 'provisioning', 'ready', NOV + 10, { readyAt: NOV + 10 });
+      for (const id of ['inst_a', 'inst_b', 'inst_c', 'inst_d', 'inst_f']) await store.instances.create(instance(id, { createdAt: NOV }), event(`evt_${id}`), null);
+      for (const id of ['inst_a', 'inst_b', 'inst_c', 'inst_f']) await move(id, 'provisioning', 'ready', NOV + 10, { readyAt: NOV + 10 });
       await move('inst_a', 'ready', 'failed', NOV + 20, { terminatedAt: NOV + 20, failureReason: 'node lost' });
       // Drained and ended in the same millisecond: the later row is the last transition.
       await move('inst_b', 'ready', 'draining', NOV + 30);
       await move('inst_b', 'draining', 'terminated', NOV + 30, { terminatedAt: NOV + 30 });
+      // Drained with a reason (its node came back without the container), ended later: unasked, left ready when drained.
+      await move('inst_f', 'ready', 'draining', NOV + 40, { failureReason: 'its container was no longer running when its node reconnected' });
+      await move('inst_f', 'draining', 'terminated', NOV + 50, { terminatedAt: NOV + 50 });
       // An operator terminated inst_b (the audit trail names it); another action on it, or a terminate of another instance, does not count.
       await store.operators.appendAudit({ at: NOV + 29, actor: 'opkey_1', action: 'terminateInstance', target: 'inst_b', detail: { force: false } });
       await store.operators.appendAudit({ at: NOV + 29, actor: 'opkey_1', action: 'showInstance', target: 'inst_c', detail: {} });
       await store.operators.appendAudit({ at: NOV + 29, actor: 'opkey_1', action: 'terminateInstance', target: 'inst_zz', detail: {} });
       const inRange = await store.ledger.slaInstances({ from: NOV + 15, to: DEC });
-      expect(inRange.map((i) => [i.id, i.readyAt, i.endedAt, i.endedWithoutDrain, i.terminatedByOperator]).sort()).toEqual([
-        ['inst_a', NOV + 10, NOV + 20, true, false],
-        ['inst_b', NOV + 10, NOV + 30, false, true],
-        ['inst_c', NOV + 10, null, false, false],
+      expect(inRange.map((i) => [i.id, i.status, i.readyAt, i.endedAt, i.leftReadyAt, i.leftReadyUnasked, i.terminatedByOperator]).sort()).toEqual([
+        ['inst_a', 'failed', NOV + 10, NOV + 20, NOV + 20, true, false],
+        ['inst_b', 'terminated', NOV + 10, NOV + 30, NOV + 30, false, true],
+        ['inst_c', 'ready', NOV + 10, null, null, false, false],
+        ['inst_f', 'terminated', NOV + 10, NOV + 50, NOV + 40, true, false],
       ]);
-      expect((await store.ledger.slaInstances({ from: NOV + 25, to: DEC })).map((i) => i.id).sort()).toEqual(['inst_b', 'inst_c']);
+      expect((await store.ledger.slaInstances({ from: NOV + 25, to: DEC })).map((i) => i.id).sort()).toEqual(['inst_b', 'inst_c', 'inst_f']);
       // A reservation its provider ended in November was still owed its December hours: measured in December too.
       await store.instances.create(instance('inst_e', { createdAt: NOV, expiresAt: DEC + 5 * 86_400_000 }), event('evt_inst_e'), null);
       await move('inst_e', 'provisioning', 'ready', NOV + 10, { readyAt: NOV + 10 });
       await move('inst_e', 'ready', 'failed', NOV + 20, { terminatedAt: NOV + 20, failureReason: 'node lost' });
       expect((await store.ledger.slaInstances({ from: DEC, to: DEC + 31 * 86_400_000 })).map((i) => i.id).sort()).toEqual(['inst_c', 'inst_e']);
       expect(await store.ledger.slaInstances({ instanceId: 'inst_d' })).toEqual([
-        { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, billedSeconds: 0, endedWithoutDrain: false, terminatedByOperator: false },
+        { id: 'inst_d', orgId: 'org_1', mode: 'reserved', nodeId: 'node_1', gpuUuids: ['GPU-inst_d'], gpus: 1, rateMicros: 2_000_000, readyAt: null, endedAt: null, expiresAt: null, billedSeconds: 0, status: 'provisioning', leftReadyAt: null, leftReadyUnasked: false, terminatedByOperator: false },
       ]);
     });
 

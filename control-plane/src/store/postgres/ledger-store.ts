@@ -151,12 +151,12 @@ export class PgLedgerStore implements LedgerStore {
         : ["i.ready_at IS NOT NULL AND i.ready_at < $2 AND (i.terminated_at IS NULL OR i.terminated_at >= $1 OR (i.mode = 'reserved' AND i.expires_at > $1))", [range.from, range.to]];
     const rows = await all(
       this.pool,
-      `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
-              t.from_status AS last_from, t.to_status AS last_to,
+      `SELECT i.id, i.org_id, i.mode, i.status, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
+              t.at AS left_at, t.to_status AS left_to, t.reason AS left_reason,
               EXISTS (SELECT 1 FROM operator_audit a WHERE a.target = i.id AND a.action = 'terminateInstance') AS ended_by_operator
          FROM instances i
-         LEFT JOIN LATERAL (SELECT from_status, to_status FROM instance_transitions
-                             WHERE instance_id = i.id ORDER BY at DESC, ord DESC LIMIT 1) t ON TRUE
+         LEFT JOIN LATERAL (SELECT at, to_status, reason FROM instance_transitions
+                             WHERE instance_id = i.id AND from_status = 'ready' ORDER BY at DESC, ord DESC LIMIT 1) t ON TRUE
         WHERE ${where}`,
       params,
     );

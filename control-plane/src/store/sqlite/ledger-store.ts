@@ -49,7 +49,11 @@ export const toBillingAccount = (orgId: string, row: Row): BillingAccount => ({
   periodNanos: Number(row.period_nanos),
 });
 
-/** An instance row with its last transition (last_from, last_to) and whether an operator terminated it, as the SLA reads it; PostgreSQL's store selects the same columns. */
+/**
+ * An instance row with its transition out of `ready` (left_at, left_to, left_reason) and
+ * whether an operator terminated it, as the SLA reads it; PostgreSQL's store selects the
+ * same columns.
+ */
 export const toSlaInstance = (r: Row): SlaInstance => ({
   id: String(r.id),
   orgId: String(r.org_id),
@@ -62,7 +66,9 @@ export const toSlaInstance = (r: Row): SlaInstance => ({
   endedAt: r.terminated_at === null ? null : Number(r.terminated_at),
   expiresAt: r.expires_at === null ? null : Number(r.expires_at),
   billedSeconds: Number(r.billed_seconds),
-  endedWithoutDrain: r.last_from === 'ready' && (r.last_to === 'terminated' || r.last_to === 'failed'),
+  status: String(r.status) as SlaInstance['status'],
+  leftReadyAt: r.left_at === null || r.left_at === undefined ? null : Number(r.left_at),
+  leftReadyUnasked: r.left_to === 'terminated' || r.left_to === 'failed' || (r.left_to === 'draining' && r.left_reason !== null && r.left_reason !== undefined),
   // SQLite answers EXISTS with 1 or 0, PostgreSQL with a boolean.
   terminatedByOperator: r.ended_by_operator === true || r.ended_by_operator === 1,
 });
@@ -201,11 +207,12 @@ export class SqliteLedgerStore implements LedgerStore {
     const where = 'instanceId' in range ? 'i.id = @instanceId' : "i.ready_at IS NOT NULL AND i.ready_at < @to AND (i.terminated_at IS NULL OR i.terminated_at >= @from OR (i.mode = 'reserved' AND i.expires_at > @from))";
     const rows = this.db
       .prepare(
-        `SELECT i.id, i.org_id, i.mode, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
-                (SELECT t.from_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_from,
-                (SELECT t.to_status FROM instance_transitions t WHERE t.instance_id = i.id ORDER BY t.at DESC, t.rowid DESC LIMIT 1) AS last_to,
+        `SELECT i.id, i.org_id, i.mode, i.status, i.node_id, i.gpu_uuids, i.gpus, i.rate_micros, i.ready_at, i.terminated_at, i.expires_at, i.billed_seconds,
+                t.at AS left_at, t.to_status AS left_to, t.reason AS left_reason,
                 EXISTS (SELECT 1 FROM operator_audit a WHERE a.target = i.id AND a.action = 'terminateInstance') AS ended_by_operator
-           FROM instances i WHERE ${where}`,
+           FROM instances i
+           LEFT JOIN instance_transitions t ON t.rowid = (SELECT l.rowid FROM instance_transitions l WHERE l.instance_id = i.id AND l.from_status = 'ready' ORDER BY l.at DESC, l.rowid DESC LIMIT 1)
+          WHERE ${where}`,
       )
       .all(range) as Row[];
     return rows.map(toSlaInstance);
