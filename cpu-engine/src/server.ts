@@ -139,13 +139,22 @@ export function createEngineServer(options: ServerOptions): EngineServer {
       // continuous_usage_stats: the usage so far on every chunk, so whoever bills a stream
       // that is cut short knows the prompt tokens this engine processed.
       const soFar = (completionTokens: number) => (request.continuousUsage ? usage(promptTokens, completionTokens) : undefined);
-      await write(sseEvent(roleChunk(meta, soFar(0))));
+      // The role chunk, with the prompt tokens, once the prompt is evaluated (a slot held):
+      // whoever bills a stream cut while it was still queued knows no prompt was processed.
+      // (An engine that never says so has it sent before its first text or its end.)
+      let started = false;
+      const onStart = async () => {
+        if (started) return;
+        started = true;
+        await write(sseEvent(roleChunk(meta, soFar(0))));
+      };
       // A forced call is held back until complete, then sent as one tool_calls delta.
       let held = '';
       let reported = 0;
       const onText = forcedCall
-        ? (text: string) => { held += text; }
-        : (text: string, tokens: number) => {
+        ? async (text: string) => { await onStart(); held += text; }
+        : async (text: string, tokens: number) => {
+          await onStart();
           reported = tokens;
           return write(sseEvent(contentChunk(meta, text, soFar(tokens))));
         };
@@ -153,14 +162,16 @@ export function createEngineServer(options: ServerOptions): EngineServer {
       // usage-only chunk every USAGE_EVERY tokens: a stream cut meanwhile is billed what
       // was generated, not only the prompt.
       const onToken = request.continuousUsage
-        ? (tokens: number) => {
+        ? async (tokens: number) => {
+          await onStart();
           if (tokens - reported < USAGE_EVERY) return;
           reported = tokens;
           return write(sseEvent(usageChunk(meta, usage(promptTokens, tokens))));
         }
         : undefined;
-      const result = await eng.generate(prompt, sampling, onText, controller.signal, onToken);
+      const result = await eng.generate(prompt, sampling, onText, controller.signal, onToken, onStart);
       if (result.finishReason !== 'aborted') {
+        await onStart();
         const call = forcedCall ? toolCallFrom(held) : undefined;
         if (call) await write(sseEvent(toolCallChunk(meta, call, soFar(result.completionTokens))));
         else if (held) await write(sseEvent(contentChunk(meta, held, soFar(result.completionTokens))));
@@ -213,7 +224,10 @@ export function createEngineServer(options: ServerOptions): EngineServer {
   const routes: Record<string, Record<string, (req: IncomingMessage, res: ServerResponse) => Promise<void> | void>> = {
     '/health': {
       GET: (_req, res) => {
-        if (engine && !draining) sendJson(res, 200, { status: 'ok' });
+        // Stalled: a token's evaluation ran past the watchdog's bound and holds the context
+        // (every sequence waits for it); routing takes the replica out until it returns.
+        if (engine && !draining && engine.isStalled?.()) sendJson(res, 503, { status: 'stalled' });
+        else if (engine && !draining) sendJson(res, 200, { status: 'ok' });
         else sendJson(res, 503, { status: draining ? 'shutting_down' : 'loading' });
       },
     },
