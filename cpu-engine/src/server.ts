@@ -22,6 +22,14 @@ export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** Tokens generated without a chunk before a usage-only chunk reports them (continuous_usage_stats). */
 export const USAGE_EVERY = 16;
 
+/**
+ * Characters one token may stand for, on average over a whole prompt, before the prompt is
+ * refused without being rendered or tokenized: text runs about 4 characters a token, so a
+ * prompt past 16 per token of context cannot fit, and tokenizing megabytes of it only to
+ * refuse it had cost over a second per request, for free.
+ */
+export const MAX_CHARS_PER_TOKEN = 16;
+
 export interface ServerOptions {
   config: Pick<EngineConfig, 'servedModelName' | 'task' | 'apiKey'>;
   log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
@@ -101,6 +109,10 @@ export function createEngineServer(options: ServerOptions): EngineServer {
     const eng = requireEngine();
     if (config.task !== 'generate') {
       throw new ApiError('invalid_request', `${config.servedModelName} is an embedding model; use POST /v1/embeddings`, { param: 'model' });
+    }
+    const chars = request.messages.reduce((n, m) => n + m.content.length + (m.tool_calls ? JSON.stringify(m.tool_calls).length : 0), 0);
+    if (chars > eng.contextSize * MAX_CHARS_PER_TOKEN) {
+      throw new ApiError('invalid_request', `the messages are ${chars} characters, more than ${MAX_CHARS_PER_TOKEN} per token of this model's ${eng.contextSize}-token context: they cannot fit`, { param: 'messages', code: 'context_length_exceeded' });
     }
     const prompt = eng.chatPrompt(request.messages);
     const promptTokens = prompt.tokens.length;
@@ -196,6 +208,11 @@ export function createEngineServer(options: ServerOptions): EngineServer {
       throw new ApiError('invalid_request', `${config.servedModelName} is a chat model; use POST /v1/chat/completions`, { param: 'model' });
     }
     let promptTokens = 0;
+    request.inputs.forEach((input, i) => {
+      if (input.length > eng.contextSize * MAX_CHARS_PER_TOKEN) {
+        throw new ApiError('invalid_request', `input[${i}] is ${input.length} characters, more than ${MAX_CHARS_PER_TOKEN} per token of this model's ${eng.contextSize}-token context: it cannot fit`, { param: `input[${i}]`, code: 'context_length_exceeded' });
+      }
+    });
     request.inputs.forEach((input, i) => {
       const n = eng.embeddingTokens(input);
       if (n > eng.contextSize) {
