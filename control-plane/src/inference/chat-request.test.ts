@@ -84,6 +84,22 @@ describe('checkChatRequest', () => {
     expect(problem({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { ...schema, properties: { a: { $ref: '#/$defs/l3' } } } } } })).toBeNull();
   });
 
+  it('refuses, before any replica sees them, messages with more bytes of text than 16 per token of the context window', () => {
+    const limit = chatModel.context_window * 16;
+    const refused = (content: string) => {
+      try {
+        checkChatRequest({ ...base, messages: [{ role: 'system', content: 'x' }, { role: 'user', content }] }, chatModel);
+        return null;
+      } catch (err) {
+        return { param: (err as ApiError).param, code: (err as ApiError).code, message: (err as ApiError).message };
+      }
+    };
+    expect(refused('y'.repeat(limit - 1))).toBeNull();
+    expect(refused('y'.repeat(limit))).toEqual({ param: 'messages', code: 'context_length_exceeded', message: expect.stringContaining(`at most ${limit}`) });
+    // Bytes, not characters: three-byte characters count three times.
+    expect(refused('€'.repeat(Math.ceil(limit / 3)))?.code).toBe('context_length_exceeded');
+  });
+
   it('accepts a tool round trip: assistant tool call, then the tool result', () => {
     const messages: ChatCompletionRequest['messages'] = [
       user,
