@@ -13,6 +13,8 @@ describe('parseArgs', () => {
       ctxSize: undefined,
       parallel: 4,
       apiKey: undefined,
+      tokenTimeoutMs: 5_000,
+      maxGrammarAmbiguity: 64,
     });
   });
 
@@ -28,8 +30,8 @@ describe('parseArgs', () => {
 
   it('takes every flag, as `--flag value` or `--flag=value`', () => {
     expect(
-      parseArgs(['--model=/m.gguf', '--served-model-name', 'e5', '--task', 'embed', '--host=127.0.0.1', '--port', '0', '--threads', '2', '--ctx-size=256', '--parallel', '8']),
-    ).toEqual({ model: '/m.gguf', servedModelName: 'e5', task: 'embed', host: '127.0.0.1', port: 0, threads: 2, ctxSize: 256, parallel: 8 });
+      parseArgs(['--model=/m.gguf', '--served-model-name', 'e5', '--task', 'embed', '--host=127.0.0.1', '--port', '0', '--threads', '2', '--ctx-size=256', '--parallel', '8', '--token-timeout-ms', '250', '--max-grammar-ambiguity=1000']),
+    ).toEqual({ model: '/m.gguf', servedModelName: 'e5', task: 'embed', host: '127.0.0.1', port: 0, threads: 2, ctxSize: 256, parallel: 8, tokenTimeoutMs: 250, maxGrammarAmbiguity: 1000 });
   });
 
   it('answers help for --help and -h', () => {

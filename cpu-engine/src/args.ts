@@ -1,6 +1,7 @@
 // The engine's command line (vLLM-like; the replica manager builds it):
 //   --model <path.gguf> --served-model-name <id> --task generate|embed
 //   [--host 0.0.0.0] [--port 8000] [--threads 1] [--ctx-size N] [--parallel 4] [--api-key KEY]
+//   [--token-timeout-ms 5000] [--max-grammar-ambiguity 64]
 // Parsed once at start; a bad flag is a UsageError (main prints it, exits 2). The API key
 // may instead come from SVC_ENGINE_API_KEY (as vLLM reads VLLM_API_KEY): the control plane
 // passes it that way so it is not in the container's command line.
@@ -29,7 +30,18 @@ export interface EngineConfig {
    * Unset: no authentication (a developer's `docker run`).
    */
   apiKey: string | undefined;
+  /**
+   * The watchdog's bound on one generated token (the first, which evaluates the prompt, gets
+   * one more such bound per 512 prompt tokens): past it the request fails and /health answers
+   * 503 until the evaluation under way returns.
+   */
+  tokenTimeoutMs: number;
+  /** Schemas whose nested unions the grammar sampler would follow in more parses than this are refused (400). */
+  maxGrammarAmbiguity: number;
 }
+
+export const DEFAULT_TOKEN_TIMEOUT_MS = 5_000;
+export const DEFAULT_MAX_GRAMMAR_AMBIGUITY = 64;
 
 /** Where the key may come from besides --api-key. */
 export const API_KEY_ENV = 'SVC_ENGINE_API_KEY';
@@ -40,9 +52,10 @@ export class UsageError extends Error {
 
 export const USAGE = `usage: cpu-engine --model <path.gguf> [--served-model-name <id>] [--task generate|embed]
                   [--host 0.0.0.0] [--port 8000] [--threads 1] [--ctx-size <tokens>] [--parallel 4]
-                  [--api-key <key>]   (or the environment variable ${API_KEY_ENV})`;
+                  [--api-key <key>]   (or the environment variable ${API_KEY_ENV})
+                  [--token-timeout-ms ${DEFAULT_TOKEN_TIMEOUT_MS}] [--max-grammar-ambiguity ${DEFAULT_MAX_GRAMMAR_AMBIGUITY}]`;
 
-const FLAGS = ['model', 'served-model-name', 'task', 'host', 'port', 'threads', 'ctx-size', 'parallel', 'api-key'] as const;
+const FLAGS = ['model', 'served-model-name', 'task', 'host', 'port', 'threads', 'ctx-size', 'parallel', 'api-key', 'token-timeout-ms', 'max-grammar-ambiguity'] as const;
 type Flag = (typeof FLAGS)[number];
 
 function integer(flag: string, raw: string, min: number, max: number): number {
@@ -94,5 +107,7 @@ export function parseArgs(argv: readonly string[], env: Readonly<Record<string, 
     ctxSize: ctx === undefined ? undefined : integer('ctx-size', ctx, 16, 1 << 20),
     parallel: integer('parallel', seen.get('parallel') ?? '4', 1, 64),
     apiKey: seen.get('api-key') ?? (env[API_KEY_ENV] || undefined),
+    tokenTimeoutMs: integer('token-timeout-ms', seen.get('token-timeout-ms') ?? String(DEFAULT_TOKEN_TIMEOUT_MS), 1, 3_600_000),
+    maxGrammarAmbiguity: integer('max-grammar-ambiguity', seen.get('max-grammar-ambiguity') ?? String(DEFAULT_MAX_GRAMMAR_AMBIGUITY), 1, 1_000_000_000),
   };
 }

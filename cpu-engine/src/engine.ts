@@ -31,6 +31,9 @@ export type TextSink = (text: string, completionTokens: number) => void | Promis
 /** Hears the completion tokens generated so far, after each one. */
 export type TokenSink = (completionTokens: number) => void | Promise<void>;
 
+/** Called once the request holds a slot and its prompt is evaluated, before any text. */
+export type StartSink = () => void | Promise<void>;
+
 export interface Prompt {
   tokens: readonly number[];
 }
@@ -50,8 +53,12 @@ export interface Engine {
    * slot first. `onText` may return a promise to apply backpressure; it also gets
    * the tokens generated so far (for usage on every chunk). `onToken` hears each
    * token generated, text or not (bytes of an unfinished character, a held-back call).
+   * `onStart` hears that the prompt was evaluated (never for a request aborted while queued).
+   * A token that takes longer than the engine's watchdog bound fails the request (ApiError).
    */
-  generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal, onToken?: TokenSink): Promise<GenerationResult>;
+  generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal, onToken?: TokenSink, onStart?: StartSink): Promise<GenerationResult>;
+  /** True while an evaluation has run past the watchdog's bound: /health answers 503. */
+  isStalled?(): boolean;
   /** Tokens an embedding input takes, [CLS]/[SEP] included. */
   embeddingTokens(input: string): number;
   /** Raw (not normalised) embedding vectors, in input order. */

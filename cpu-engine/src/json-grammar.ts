@@ -6,6 +6,7 @@
 // llama-engine.ts.
 import { ApiError } from '../../shared/src/errors.js';
 import type { GbnfJsonSchema } from 'node-llama-cpp';
+import { grammarAmbiguityProblem, MAX_GRAMMAR_AMBIGUITY } from './grammar-ambiguity.js';
 
 /** What generation is constrained to. */
 export type Constraint =
@@ -158,10 +159,21 @@ function pick(s: Record<string, unknown>, keys: string[]): Out {
 }
 
 /**
- * The grammar schema for a constraint (undefined for none), self-contained with its $defs.
- * Throws a 400 for a keyword no grammar can enforce.
+ * Refuses a schema whose nested unions llama.cpp's grammar sampler would follow in more than
+ * `max` parses at once (see grammar-ambiguity.ts): one token of such a grammar took minutes,
+ * and every sequence of the context waited for it. Checked before anything is compiled.
  */
-export function grammarSchemaFor(constraint: Constraint): GbnfJsonSchema | undefined {
+function refuseAmbiguous(schema: Record<string, unknown>, param: string, max: number): void {
+  const problem = grammarAmbiguityProblem(schema, max);
+  if (problem) throw new ApiError('invalid_request', problem.message, { param: `${param}.${problem.path}` });
+}
+
+/**
+ * The grammar schema for a constraint (undefined for none), self-contained with its $defs.
+ * Throws a 400 for a keyword no grammar can enforce, or for a schema more ambiguous than
+ * `maxAmbiguity` parses (each tool's parameters on their own: tools part on their names).
+ */
+export function grammarSchemaFor(constraint: Constraint, maxAmbiguity: number = MAX_GRAMMAR_AMBIGUITY): GbnfJsonSchema | undefined {
   switch (constraint.kind) {
     case 'none':
       return undefined;
@@ -170,6 +182,8 @@ export function grammarSchemaFor(constraint: Constraint): GbnfJsonSchema | undef
     case 'json_schema': {
       const t = new Translator('response_format.json_schema.schema');
       const root = t.translateRoot(constraint.schema, '');
+      // After the translation, which bounds the schema's size.
+      refuseAmbiguous(constraint.schema, 'response_format.json_schema.schema', maxAmbiguity);
       return { oneOf: [root], $defs: t.definitions } as unknown as GbnfJsonSchema;
     }
     case 'tool_call': {
@@ -181,6 +195,7 @@ export function grammarSchemaFor(constraint: Constraint): GbnfJsonSchema | undef
         Object.assign(defs, t.definitions);
         alternatives.push({ type: 'object', properties: { name: { const: tool.name }, arguments: args }, required: ['name', 'arguments'] });
       });
+      constraint.tools.forEach((tool, i) => refuseAmbiguous(tool.parameters, `tools[${i}].function.parameters`, maxAmbiguity));
       return { oneOf: alternatives, $defs: defs } as unknown as GbnfJsonSchema;
     }
   }

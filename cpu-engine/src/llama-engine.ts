@@ -10,7 +10,7 @@ import { ApiError } from '../../shared/src/errors.js';
 import type { EngineConfig } from './args.js';
 import type { ChatMessage } from './chat-request.js';
 import { ChatTemplate } from './chat-template.js';
-import type { Engine, GenerationResult, Prompt, SamplingOptions, TextSink, TokenSink } from './engine.js';
+import type { Engine, GenerationResult, Prompt, SamplingOptions, StartSink, TextSink, TokenSink } from './engine.js';
 import { constraintKey, grammarSchemaFor, patchGrammar, type Constraint } from './json-grammar.js';
 import { SlotPool } from './slot-pool.js';
 import { StopMatcher } from './stop-matcher.js';
@@ -33,8 +33,24 @@ const EXPECTED_EMBED_WARNINGS = [/tokenize text and then detokenize it resulted 
 const GRAMMAR_CACHE_SIZE = 64;
 /** Generated tokens the penalty sampler looks back over (llama.cpp's default). */
 const PENALTY_LAST_N = 64;
+/** The first token evaluates the prompt: it gets one more watchdog bound per this many prompt tokens. */
+const PROMPT_TOKENS_PER_BOUND = 512;
+
+/**
+ * One token's evaluation ran past the watchdog's bound. llama.cpp cannot interrupt it (the
+ * sampler runs in a native worker, and node-llama-cpp decodes every sequence of the context
+ * in one batch, waiting for each one's sampling): the request fails now, its sequence is
+ * released once the evaluation returns, and the engine reports itself stalled meanwhile.
+ */
+class Stall extends Error {
+  constructor(readonly pending: Promise<unknown>, readonly tokens: AsyncIterator<unknown>) {
+    super('stalled');
+  }
+}
 
 interface Parts {
+  tokenTimeoutMs: number;
+  maxGrammarAmbiguity: number;
   llama: Llama;
   model: LlamaModel;
   contextSize: number;
@@ -82,6 +98,8 @@ export class LlamaEngine implements Engine {
         contexts.push(await model.createEmbeddingContext({ contextSize: limit + 1, threads: config.threads }));
       }
       return new LlamaEngine({
+        tokenTimeoutMs: config.tokenTimeoutMs,
+        maxGrammarAmbiguity: config.maxGrammarAmbiguity,
         llama,
         model,
         contextSize: limit,
@@ -106,6 +124,8 @@ export class LlamaEngine implements Engine {
       eos: model.tokens.eosString ?? '',
     });
     return new LlamaEngine({
+      tokenTimeoutMs: config.tokenTimeoutMs,
+      maxGrammarAmbiguity: config.maxGrammarAmbiguity,
       llama,
       model,
       contextSize: context.contextSize,
@@ -132,7 +152,7 @@ export class LlamaEngine implements Engine {
     if (grammar) {
       this.grammars.delete(key);
     } else {
-      const schema = grammarSchemaFor(constraint)!; // throws the 400 for what it cannot enforce
+      const schema = grammarSchemaFor(constraint, this.parts.maxGrammarAmbiguity)!; // throws the 400 for what it cannot enforce
       grammar = (async () => {
         try {
           const generated = await this.parts.llama.createGrammarForJsonSchema(schema as never); // its generic type wants a literal schema
@@ -185,7 +205,14 @@ export class LlamaEngine implements Engine {
     return { tokens };
   }
 
-  async generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal, onToken?: TokenSink): Promise<GenerationResult> {
+  /** Evaluations past the watchdog's bound still running. */
+  private stalls = 0;
+
+  isStalled(): boolean {
+    return this.stalls > 0;
+  }
+
+  async generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal, onToken?: TokenSink, onStart?: StartSink): Promise<GenerationResult> {
     const { sequences } = this.requireChat();
     let sequence: LlamaContextSequence;
     try {
@@ -194,12 +221,37 @@ export class LlamaEngine implements Engine {
       if (signal.aborted) return { finishReason: 'aborted', completionTokens: 0 };
       throw err;
     }
+    let stall: Stall | undefined;
     try {
-      return await this.run(sequence, prompt, options, onText, signal, onToken);
+      return await this.run(sequence, prompt, options, onText, signal, onToken, onStart);
+    } catch (err) {
+      if (!(err instanceof Stall)) throw err;
+      stall = err;
+      this.stalls++;
+      const bound = this.parts.tokenTimeoutMs;
+      // Under a grammar the request's own schema is the likely cause: the client's fault, not
+      // a reason to try another replica. Without one it waited on another request's token.
+      throw options.constraint.kind === 'none'
+        ? new ApiError('service_unavailable', `generation stalled: a token took longer than ${bound} ms while another request held the engine; retry`)
+        : new ApiError('invalid_request', `generation stalled: a token took longer than ${bound} ms under this request's grammar; the schema is too expensive to enforce here (simplify its nested anyOf unions)`);
     } finally {
-      // The next request starts from an empty sequence.
-      await sequence.clearHistory();
-      sequences.release(sequence);
+      const release = async () => {
+        // The next request starts from an empty sequence.
+        await sequence.clearHistory();
+        sequences.release(sequence);
+      };
+      if (!stall) await release();
+      else {
+        // The sequence is busy until the native evaluation returns; only then is it freed.
+        const { pending, tokens } = stall;
+        void pending
+          .catch(() => undefined)
+          .then(() => tokens.return?.())
+          .catch(() => undefined)
+          .then(release)
+          .catch(() => undefined)
+          .finally(() => { this.stalls--; });
+      }
     }
   }
 
@@ -210,6 +262,7 @@ export class LlamaEngine implements Engine {
     onText: TextSink,
     signal: AbortSignal,
     onToken: TokenSink | undefined,
+    onStart: StartSink | undefined,
   ): Promise<GenerationResult> {
     const stop = new StopMatcher(options.stop);
     let completionTokens = 0;
@@ -255,32 +308,61 @@ export class LlamaEngine implements Engine {
       ...(bias ? { tokenBias: bias } : {}),
       yieldEogToken: true,
     });
-    for await (const token of tokens) {
-      if (signal.aborted) {
-        finishReason = 'aborted';
-        break;
-      }
-      if (this.model.isEogToken(token)) {
-        finishReason = 'stop';
-        break;
-      }
-      completionTokens++;
-      generated.push(token);
-      pending.push(token);
-      await onToken?.(completionTokens);
-      const text = this.model.detokenize(pending, false, recent);
-      // An incomplete UTF-8 character (byte tokens) waits for the rest of its bytes.
-      if (!text.endsWith('\uFFFD')) {
-        recent = [...recent, ...pending].slice(-DETOKENIZE_CONTEXT);
-        pending = [];
-        await emit(text);
-        if (stopped) {
+    // The watchdog: each token's evaluation is raced against the bound (the first, which
+    // evaluates the prompt, against one more bound per PROMPT_TOKENS_PER_BOUND prompt tokens).
+    const iterator = tokens[Symbol.asyncIterator]();
+    const bound = this.parts.tokenTimeoutMs;
+    let started = false;
+    const start = async () => {
+      if (started) return;
+      started = true;
+      await onStart?.();
+    };
+    try {
+      for (;;) {
+        const next = iterator.next();
+        const limit = started ? bound : bound * (1 + Math.ceil(prompt.tokens.length / PROMPT_TOKENS_PER_BOUND));
+        let timer: NodeJS.Timeout | undefined;
+        const step = await Promise.race([
+          next,
+          new Promise<'stalled'>((resolve) => { timer = setTimeout(() => resolve('stalled'), limit); }),
+        ]).finally(() => clearTimeout(timer));
+        if (step === 'stalled') throw new Stall(next, iterator);
+        if (step.done) break;
+        const token = step.value;
+        if (!started && !signal.aborted) await start();
+        if (signal.aborted) {
+          finishReason = 'aborted';
+          break;
+        }
+        if (this.model.isEogToken(token)) {
           finishReason = 'stop';
           break;
         }
+        completionTokens++;
+        generated.push(token);
+        pending.push(token);
+        await onToken?.(completionTokens);
+        const text = this.model.detokenize(pending, false, recent);
+        // An incomplete UTF-8 character (byte tokens) waits for the rest of its bytes.
+        if (!text.endsWith('\uFFFD')) {
+          recent = [...recent, ...pending].slice(-DETOKENIZE_CONTEXT);
+          pending = [];
+          await emit(text);
+          if (stopped) {
+            finishReason = 'stop';
+            break;
+          }
+        }
+        if (completionTokens >= options.maxTokens) break;
       }
-      if (completionTokens >= options.maxTokens) break;
+    } catch (err) {
+      // A stalled evaluation is still running: its iterator is closed once it returns.
+      if (!(err instanceof Stall)) await iterator.return?.();
+      throw err;
     }
+    await iterator.return?.();
+    if (finishReason !== 'aborted') await start();
     if (finishReason !== 'aborted' && !stopped) {
       // Generation ended on its own: bytes of a cut-off character, and text
       // held back as a possible stop sequence, are output after all.

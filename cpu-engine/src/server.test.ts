@@ -4,7 +4,7 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from './engine.js';
-import { createEngineServer, type EngineServer } from './server.js';
+import { createEngineServer, MAX_CHARS_PER_TOKEN, type EngineServer } from './server.js';
 import { parseSseData } from './sse.js';
 
 const KEY = 'rk_0123456789abcdef0123456789abcdef';
@@ -137,5 +137,37 @@ describe('continuous_usage_stats', () => {
   it('without it, only the final chunk carries usage', async () => {
     const chunks = await stream({ include_usage: true });
     expect(chunks.map((c) => 'usage' in c)).toEqual([false, false, false, false, false, true]);
+  });
+});
+
+describe('input longer than the context could hold', () => {
+  it('is refused by its length in characters, before the chat template renders it or the tokenizer reads it', async () => {
+    let tokenized = 0;
+    const counting: Engine = {
+      ...scripted,
+      chatPrompt: () => { tokenized++; return { tokens: [1, 2, 3, 4] }; },
+      embeddingTokens: () => { tokenized++; return 1; },
+    };
+    for (const task of ['generate', 'embed'] as const) {
+      const other = createEngineServer({ config: { servedModelName: 'tiny-chat', task, apiKey: KEY }, log: () => undefined });
+      other.ready(counting);
+      await new Promise<void>((resolve) => other.server.listen(0, '127.0.0.1', resolve));
+      try {
+        const long = 'x'.repeat(scripted.contextSize * MAX_CHARS_PER_TOKEN + 1);
+        const [path, body, param] = task === 'generate'
+          ? ['/v1/chat/completions', { ...chat, messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: long }] }, 'messages']
+          : ['/v1/embeddings', { model: 'tiny-chat', input: ['short', long] }, 'input[1]'];
+        const res = await fetch(`http://127.0.0.1:${(other.server.address() as AddressInfo).port}${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        expect(res.status).toBe(400);
+        expect(await res.json()).toEqual({ error: { type: 'invalid_request', code: 'context_length_exceeded', param, message: expect.stringContaining('characters') } });
+      } finally {
+        await other.shutdown(0);
+      }
+    }
+    expect(tokenized).toBe(0);
   });
 });

@@ -22,6 +22,14 @@ export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** Tokens generated without a chunk before a usage-only chunk reports them (continuous_usage_stats). */
 export const USAGE_EVERY = 16;
 
+/**
+ * Characters one token may stand for, on average over a whole prompt, before the prompt is
+ * refused without being rendered or tokenized: text runs about 4 characters a token, so a
+ * prompt past 16 per token of context cannot fit, and tokenizing megabytes of it only to
+ * refuse it had cost over a second per request, for free.
+ */
+export const MAX_CHARS_PER_TOKEN = 16;
+
 export interface ServerOptions {
   config: Pick<EngineConfig, 'servedModelName' | 'task' | 'apiKey'>;
   log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
@@ -102,6 +110,10 @@ export function createEngineServer(options: ServerOptions): EngineServer {
     if (config.task !== 'generate') {
       throw new ApiError('invalid_request', `${config.servedModelName} is an embedding model; use POST /v1/embeddings`, { param: 'model' });
     }
+    const chars = request.messages.reduce((n, m) => n + m.content.length + (m.tool_calls ? JSON.stringify(m.tool_calls).length : 0), 0);
+    if (chars > eng.contextSize * MAX_CHARS_PER_TOKEN) {
+      throw new ApiError('invalid_request', `the messages are ${chars} characters, more than ${MAX_CHARS_PER_TOKEN} per token of this model's ${eng.contextSize}-token context: they cannot fit`, { param: 'messages', code: 'context_length_exceeded' });
+    }
     const prompt = eng.chatPrompt(request.messages);
     const promptTokens = prompt.tokens.length;
     const maxTokens = completionBudget(promptTokens, request.maxTokens, eng.contextSize);
@@ -139,13 +151,22 @@ export function createEngineServer(options: ServerOptions): EngineServer {
       // continuous_usage_stats: the usage so far on every chunk, so whoever bills a stream
       // that is cut short knows the prompt tokens this engine processed.
       const soFar = (completionTokens: number) => (request.continuousUsage ? usage(promptTokens, completionTokens) : undefined);
-      await write(sseEvent(roleChunk(meta, soFar(0))));
+      // The role chunk, with the prompt tokens, once the prompt is evaluated (a slot held):
+      // whoever bills a stream cut while it was still queued knows no prompt was processed.
+      // (An engine that never says so has it sent before its first text or its end.)
+      let started = false;
+      const onStart = async () => {
+        if (started) return;
+        started = true;
+        await write(sseEvent(roleChunk(meta, soFar(0))));
+      };
       // A forced call is held back until complete, then sent as one tool_calls delta.
       let held = '';
       let reported = 0;
       const onText = forcedCall
-        ? (text: string) => { held += text; }
-        : (text: string, tokens: number) => {
+        ? async (text: string) => { await onStart(); held += text; }
+        : async (text: string, tokens: number) => {
+          await onStart();
           reported = tokens;
           return write(sseEvent(contentChunk(meta, text, soFar(tokens))));
         };
@@ -153,14 +174,16 @@ export function createEngineServer(options: ServerOptions): EngineServer {
       // usage-only chunk every USAGE_EVERY tokens: a stream cut meanwhile is billed what
       // was generated, not only the prompt.
       const onToken = request.continuousUsage
-        ? (tokens: number) => {
+        ? async (tokens: number) => {
+          await onStart();
           if (tokens - reported < USAGE_EVERY) return;
           reported = tokens;
           return write(sseEvent(usageChunk(meta, usage(promptTokens, tokens))));
         }
         : undefined;
-      const result = await eng.generate(prompt, sampling, onText, controller.signal, onToken);
+      const result = await eng.generate(prompt, sampling, onText, controller.signal, onToken, onStart);
       if (result.finishReason !== 'aborted') {
+        await onStart();
         const call = forcedCall ? toolCallFrom(held) : undefined;
         if (call) await write(sseEvent(toolCallChunk(meta, call, soFar(result.completionTokens))));
         else if (held) await write(sseEvent(contentChunk(meta, held, soFar(result.completionTokens))));
@@ -185,6 +208,11 @@ export function createEngineServer(options: ServerOptions): EngineServer {
       throw new ApiError('invalid_request', `${config.servedModelName} is a chat model; use POST /v1/chat/completions`, { param: 'model' });
     }
     let promptTokens = 0;
+    request.inputs.forEach((input, i) => {
+      if (input.length > eng.contextSize * MAX_CHARS_PER_TOKEN) {
+        throw new ApiError('invalid_request', `input[${i}] is ${input.length} characters, more than ${MAX_CHARS_PER_TOKEN} per token of this model's ${eng.contextSize}-token context: it cannot fit`, { param: `input[${i}]`, code: 'context_length_exceeded' });
+      }
+    });
     request.inputs.forEach((input, i) => {
       const n = eng.embeddingTokens(input);
       if (n > eng.contextSize) {
@@ -213,7 +241,10 @@ export function createEngineServer(options: ServerOptions): EngineServer {
   const routes: Record<string, Record<string, (req: IncomingMessage, res: ServerResponse) => Promise<void> | void>> = {
     '/health': {
       GET: (_req, res) => {
-        if (engine && !draining) sendJson(res, 200, { status: 'ok' });
+        // Stalled: a token's evaluation ran past the watchdog's bound and holds the context
+        // (every sequence waits for it); routing takes the replica out until it returns.
+        if (engine && !draining && engine.isStalled?.()) sendJson(res, 503, { status: 'stalled' });
+        else if (engine && !draining) sendJson(res, 200, { status: 'ok' });
         else sendJson(res, 503, { status: draining ? 'shutting_down' : 'loading' });
       },
     },

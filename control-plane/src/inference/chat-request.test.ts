@@ -66,6 +66,40 @@ describe('checkChatRequest', () => {
     expect(problem(body, model)?.param).toBe(param);
   });
 
+  it('refuses, for the CPU engine only, a schema whose nested unions its grammar sampler would follow in exponentially many parses', () => {
+    // The auditor's 2.5 KB schema: ten levels of anyOf of three arrays, one token took minutes and stalled the replica.
+    const $defs: Record<string, unknown> = { l0: { type: 'string', maxLength: 4 } };
+    for (let i = 1; i <= 10; i++) $defs[`l${i}`] = { anyOf: [2, 3, 4].map((maxItems) => ({ type: 'array', items: { $ref: `#/$defs/l${i - 1}` }, minItems: 1, maxItems })) };
+    const schema = { type: 'object', properties: { a: { $ref: '#/$defs/l10' } }, required: ['a'], additionalProperties: false, $defs };
+    const asFormat = { response_format: { type: 'json_schema' as const, json_schema: { name: 'x', schema } } };
+    expect(problem(asFormat)).toEqual({ param: 'response_format.json_schema.schema.$defs.l10.anyOf', message: expect.stringMatching(/too ambiguous.*59049 parses.*more than 64/) });
+    const tools = [weather, { type: 'function' as const, function: { name: 'f', parameters: schema } }];
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'f' } }] as const) {
+      expect(problem({ tools, tool_choice })).toEqual({ param: 'tools[1].function.parameters.$defs.l10.anyOf', message: expect.stringContaining('too ambiguous') });
+    }
+    // Not forced: nothing is compiled from it. vLLM's guidance backend has no such blow-up.
+    expect(problem({ tools })).toBeNull();
+    expect(problem(asFormat, gpuModel)).toBeNull();
+    // Three levels (27 parses) and the usual shapes (nullable fields, discriminated unions) pass.
+    expect(problem({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { ...schema, properties: { a: { $ref: '#/$defs/l3' } } } } } })).toBeNull();
+  });
+
+  it('refuses, before any replica sees them, messages with more bytes of text than 16 per token of the context window', () => {
+    const limit = chatModel.context_window * 16;
+    const refused = (content: string) => {
+      try {
+        checkChatRequest({ ...base, messages: [{ role: 'system', content: 'x' }, { role: 'user', content }] }, chatModel);
+        return null;
+      } catch (err) {
+        return { param: (err as ApiError).param, code: (err as ApiError).code, message: (err as ApiError).message };
+      }
+    };
+    expect(refused('y'.repeat(limit - 1))).toBeNull();
+    expect(refused('y'.repeat(limit))).toEqual({ param: 'messages', code: 'context_length_exceeded', message: expect.stringContaining(`at most ${limit}`) });
+    // Bytes, not characters: three-byte characters count three times.
+    expect(refused('€'.repeat(Math.ceil(limit / 3)))?.code).toBe('context_length_exceeded');
+  });
+
   it('accepts a tool round trip: assistant tool call, then the tool result', () => {
     const messages: ChatCompletionRequest['messages'] = [
       user,

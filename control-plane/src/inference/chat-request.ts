@@ -202,6 +202,7 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
   if (body.top_logprobs !== undefined && body.logprobs !== true) fail('top_logprobs needs logprobs: true', 'top_logprobs');
   if (body.parallel_tool_calls !== undefined && body.tools === undefined) fail('parallel_tool_calls is only allowed with tools', 'parallel_tool_calls');
   checkMessages(body.messages, fail);
+  checkPromptBytes(body.messages, model);
   checkTools(body, fail);
   const format = body.response_format === undefined ? undefined : responseFormatProblem(body.response_format);
   if (format) fail(format.message, format.param);
@@ -289,6 +290,30 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
     const problem = compiledSchemaProblem(tool.function.parameters ?? { type: 'object' }, `tools[${i}].function.parameters`);
     if (problem) fail(problem.message, problem.param);
   });
+}
+
+/**
+ * Bytes of prompt text one token of context may stand for. Text runs about 4 bytes a token
+ * (English; fewer for code and most other scripts), so a prompt past 16 bytes per token of
+ * the model's context cannot fit: it is refused here, before any replica renders and
+ * tokenizes it (megabytes had cost an engine over a second each, then were refused unbilled).
+ */
+export const MAX_PROMPT_BYTES_PER_TOKEN = 16;
+
+/** Refuses messages whose text is too long for the model's context by its size alone. */
+function checkPromptBytes(messages: ChatMessage[], model: CatalogModel): void {
+  const limit = model.context_window * MAX_PROMPT_BYTES_PER_TOKEN;
+  let bytes = 0;
+  for (const m of messages) {
+    bytes += Buffer.byteLength(contentText(m.content));
+    for (const call of m.tool_calls ?? []) bytes += Buffer.byteLength(call.function.arguments);
+  }
+  if (bytes > limit) {
+    throw new ApiError('invalid_request', `the messages are ${bytes} bytes of text; ${model.id}'s context window of ${model.context_window} tokens holds at most ${limit} (${MAX_PROMPT_BYTES_PER_TOKEN} bytes a token)`, {
+      param: 'messages',
+      code: 'context_length_exceeded',
+    });
+  }
 }
 
 /** The text of a message's content, whether a string or text parts. */

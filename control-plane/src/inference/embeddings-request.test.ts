@@ -34,6 +34,18 @@ describe('planEmbeddings', () => {
     expect(planEmbeddings({ model: 'tiny-embed', input: ['a', 'b'] }, matryoshka).inputs).toEqual(['a', 'b']);
   });
 
+  it('refuses, before any replica tokenizes it, an input of more bytes than 16 per token of the context window', () => {
+    const limit = plain.context_window * 16;
+    expect(paramOf(() => planEmbeddings({ model: 'plain', input: ['a', 'b'.repeat(limit)] }, plain))).toBe('no error');
+    expect(paramOf(() => planEmbeddings({ model: 'plain', input: ['a', 'b'.repeat(limit + 1)] }, plain))).toBe('input[1]');
+    expect(paramOf(() => planEmbeddings({ model: 'plain', input: 'é'.repeat(limit / 2 + 1) }, plain))).toBe('input');
+    try {
+      planEmbeddings({ model: 'plain', input: 'b'.repeat(limit + 1) }, plain);
+    } catch (err) {
+      expect((err as ApiError).code).toBe('context_length_exceeded');
+    }
+  });
+
   it('truncates Matryoshka models only, and refuses more dimensions than the model has', () => {
     expect(planEmbeddings({ model: 'x', input: 'a', dimensions: 32 }, matryoshka).dimensions).toBe(32);
     expect(planEmbeddings({ model: 'x', input: 'a', dimensions: 128 }, matryoshka).dimensions).toBeNull();

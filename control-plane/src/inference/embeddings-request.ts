@@ -9,6 +9,8 @@ import { QUANTIZATIONS, type CatalogModel } from '../models/catalog.js';
 export const MAX_EMBEDDING_INPUTS = 2048;
 /** Spec 8: latency is roughly flat up to about 64 inputs per batch, then linear. */
 export const EMBEDDING_BATCH_SIZE = 64;
+/** Bytes of input one token of context may stand for (see chat-request.ts). */
+export const MAX_INPUT_BYTES_PER_TOKEN = 16;
 
 export const EmbeddingsRequest = Type.Object(
   {
@@ -53,8 +55,16 @@ export function planEmbeddings(body: EmbeddingsRequest, model: CatalogModel): Em
     fail("input as token ids is not supported: send the text (token ids are particular to each model's tokenizer)", 'input');
   }
   const inputs = typeof given === 'string' ? [given] : (given as string[]);
+  // As for chat (MAX_PROMPT_BYTES_PER_TOKEN): an input that cannot fit by its size alone is
+  // refused before a replica tokenizes it.
+  const limit = model.context_window * MAX_INPUT_BYTES_PER_TOKEN;
   inputs.forEach((text, i) => {
-    if (text.length === 0) fail('input strings must not be empty', typeof body.input === 'string' ? 'input' : `input[${i}]`);
+    const param = typeof body.input === 'string' ? 'input' : `input[${i}]`;
+    if (text.length === 0) fail('input strings must not be empty', param);
+    const bytes = text.length * 3 > limit ? Buffer.byteLength(text) : 0; // at most 3 bytes per UTF-16 unit
+    if (bytes > limit) {
+      throw new ApiError('invalid_request', `${param} is ${bytes} bytes; ${model.id}'s context window of ${model.context_window} tokens holds at most ${limit} (${MAX_INPUT_BYTES_PER_TOKEN} bytes a token)`, { param, code: 'context_length_exceeded' });
+    }
   });
   let dimensions: number | null = null;
   if (body.dimensions !== undefined && model.matryoshka === true) {

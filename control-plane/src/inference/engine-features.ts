@@ -5,6 +5,7 @@
 // field; the neutral values (logprobs false) are accepted, since SDKs send them by default.
 import type { Engine } from '../models/catalog.js';
 import type { ChatCompletionRequest } from './chat-request.js';
+import { grammarAmbiguityProblem } from './grammar-ambiguity.js';
 import { isRecord, walkSchema } from './json-schema-walk.js';
 import { MAX_SCHEMA_NESTING, MAX_SCHEMA_NODES } from './response-format.js';
 
@@ -101,5 +102,9 @@ export function grammarSchemaProblem(schema: Record<string, unknown>, param: str
       if (!wide) return lacks(key(s.minimum !== undefined ? 'minimum' : 'maximum'), `numeric bounds (only integer bounds of at least ±${GRAMMAR_INTEGER_LIMIT})`);
     }
   }
+  // Keywords the grammar takes, but unions its sampler would follow in exponentially many
+  // parses at once: one such schema stalled a replica, every tenant's requests with it.
+  const ambiguous = grammarAmbiguityProblem(schema);
+  if (ambiguous) return { param: `${param}.${ambiguous.path}`, message: `this model's engine (${engine}) refuses it: ${ambiguous.message}` };
   return undefined;
 }

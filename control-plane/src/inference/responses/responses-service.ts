@@ -145,7 +145,7 @@ export class ResponsesService {
     try {
       ({ maxTokens } = checkChatRequest(chat, model));
     } catch (err) {
-      if (err instanceof ApiError && err.param !== undefined) throw new ApiError(err.type, err.message, { param: responsesParam(err.param, sources) });
+      if (err instanceof ApiError && err.param !== undefined) throw new ApiError(err.type, err.message, { param: responsesParam(err.param, sources), ...(err.code !== undefined ? { code: err.code } : {}) });
       throw err;
     }
     const id = responseId(randomBase62(32));
