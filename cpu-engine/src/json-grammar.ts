@@ -6,7 +6,7 @@
 // llama-engine.ts.
 import { ApiError } from '../../shared/src/errors.js';
 import type { GbnfJsonSchema } from 'node-llama-cpp';
-import { grammarAmbiguityProblem, MAX_GRAMMAR_AMBIGUITY } from './grammar-ambiguity.js';
+import { grammarAmbiguityProblem, MAX_GRAMMAR_AMBIGUITY } from '../../shared/src/grammar-ambiguity.js';
 
 /** What generation is constrained to. */
 export type Constraint =

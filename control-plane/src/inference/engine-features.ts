@@ -5,7 +5,7 @@
 // field; the neutral values (logprobs false) are accepted, since SDKs send them by default.
 import type { Engine } from '../models/catalog.js';
 import type { ChatCompletionRequest } from './chat-request.js';
-import { grammarAmbiguityProblem } from './grammar-ambiguity.js';
+import { grammarAmbiguityProblem } from '@svc/shared/grammar-ambiguity';
 import { isRecord, walkSchema } from './json-schema-walk.js';
 import { MAX_SCHEMA_NESTING, MAX_SCHEMA_NODES } from './response-format.js';
 

@@ -12,8 +12,8 @@
 // into nested values (properties, items, additionalProperties, anyOf alternatives, $ref
 // targets), of each anyOf's count of alternatives sharing a starting JSON type. A path that
 // can repeat through such an anyOf (recursion via $ref) is unbounded. Pure: no I/O.
-// A copy of control-plane/src/inference/grammar-ambiguity.ts (the control plane refuses such
-// schemas first; this engine checks again before compiling): keep the two alike.
+// The control plane refuses such schemas at the edge (inference/engine-features.ts), and the
+// CPU engine checks again before it compiles one (json-grammar.ts).
 
 /** Parses a grammar-compiled schema may have alive at once; above it the schema is refused. */
 export const MAX_GRAMMAR_AMBIGUITY = 64;
