@@ -270,13 +270,14 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
     const parameters = tool.function.parameters;
     if (parameters === undefined) return;
     if (parameters.type !== 'object') fail('function parameters must be a JSON Schema of type "object"', `${at}.parameters`);
-    const size = Buffer.byteLength(JSON.stringify(parameters));
+    const text = JSON.stringify(parameters);
+    const size = Buffer.byteLength(text);
     // A tool past its own bound is told so below; the others count towards the request's.
     schemaBytes += Math.min(size, MAX_SCHEMA_BYTES);
     if (size <= MAX_SCHEMA_BYTES && schemaBytes > MAX_TOOLS_SCHEMA_BYTES) {
       fail(`the tools' parameters add up to more than ${MAX_TOOLS_SCHEMA_BYTES} bytes with this one; send fewer or smaller tools`, `${at}.parameters`);
     }
-    const problem = toolParametersProblem(parameters, `${at}.parameters`, size);
+    const problem = toolParametersProblem(parameters, `${at}.parameters`, text);
     if (problem) fail(problem.message, problem.param);
   });
   const choice = body.tool_choice;

@@ -77,6 +77,17 @@ describe('toolParametersProblem', () => {
     expect(problem?.param).toBe(param);
     if (message) expect(problem?.message).toMatch(message);
   });
+
+  it('gives the verdict on a schema it checked before for another tool named at that tool', () => {
+    const schema = { type: 'object', properties: { a: { enum: Array.from({ length: 300 }, (_, i) => `w${i}-${'y'.repeat(60)}`) } } };
+    const first = toolParametersProblem(schema, 'tools[0].function.parameters');
+    const again = toolParametersProblem(structuredClone(schema), 'tools[5].function.parameters');
+    expect(first?.param).toBe('tools[0].function.parameters.properties.a.enum');
+    expect(again).toEqual({ param: 'tools[5].function.parameters.properties.a.enum', message: first!.message });
+    const fine = { type: 'object', properties: { b: { type: 'integer' } } };
+    expect(toolParametersProblem(fine, 'tools[1].function.parameters')).toBeUndefined();
+    expect(toolParametersProblem(fine, 'tools[3].function.parameters')).toBeUndefined();
+  });
 });
 
 describe('minimalInstance', () => {

@@ -82,8 +82,9 @@ const STRICT_KEYWORDS = new Set([
 export const STRICT_FORMATS = ['date-time', 'time', 'date', 'duration', 'email', 'hostname', 'ipv4', 'ipv6', 'uuid'];
 
 /**
- * Verdicts on recently seen schemas: clients send the same schema on every call, and
- * compiling a large one costs milliseconds of the control plane's CPU each time.
+ * Verdicts on recently seen schemas (response formats and tools' parameters): clients send
+ * the same schemas on every call, and checking a large one costs milliseconds of the
+ * control plane's CPU each time.
  */
 const VERDICT_CACHE_SIZE = 256;
 const verdicts = new Map<string, Problem | null>();
@@ -99,9 +100,14 @@ export function responseFormatProblem(format: ResponseFormat): Problem | undefin
   const known = verdicts.get(key);
   if (known !== undefined) return known ?? undefined;
   const verdict = schemaProblem(schema, strict === true);
-  verdicts.set(key, verdict ?? null);
-  if (verdicts.size > VERDICT_CACHE_SIZE) verdicts.delete(verdicts.keys().next().value!);
+  remember(key, verdict ?? null);
   return verdict;
+}
+
+/** Keeps a verdict, the oldest going past VERDICT_CACHE_SIZE. */
+function remember(key: string, verdict: Problem | null): void {
+  verdicts.set(key, verdict);
+  if (verdicts.size > VERDICT_CACHE_SIZE) verdicts.delete(verdicts.keys().next().value!);
 }
 
 /**
@@ -122,8 +128,20 @@ export function compiledSchemaProblem(schema: Record<string, unknown>, param: st
  * Ajv's meta-schema check is quadratic in an enum's length (it compares every pair of
  * values), so unbounded it let one 1 MB tool block the event loop for 46 seconds.
  */
-export function toolParametersProblem(parameters: Record<string, unknown>, param: string, size = Buffer.byteLength(JSON.stringify(parameters))): Problem | undefined {
+export function toolParametersProblem(parameters: Record<string, unknown>, param: string, text = JSON.stringify(parameters)): Problem | undefined {
+  const size = Buffer.byteLength(text);
   if (size > MAX_SCHEMA_BYTES) return { param, message: `function parameters are ${size} bytes; at most ${MAX_SCHEMA_BYTES} are accepted` };
+  // Agents send the same tools with every turn: a schema checked once is not checked again
+  // (the verdict is kept with its field path relative to the tool's parameters).
+  const key = createHash('sha256').update('tool\n').update(text).digest('base64');
+  const known = verdicts.get(key);
+  if (known !== undefined) return known ? { param: param + known.param, message: known.message } : undefined;
+  const verdict = uncachedToolParametersProblem(parameters, param);
+  remember(key, verdict ? { param: verdict.param.slice(param.length), message: verdict.message } : null);
+  return verdict;
+}
+
+function uncachedToolParametersProblem(parameters: Record<string, unknown>, param: string): Problem | undefined {
   const walked = walkSchema(parameters, MAX_SCHEMA_NODES, MAX_SCHEMA_NESTING);
   if (typeof walked === 'string') return { param, message: `function parameters are refused: ${walked}` };
   const limits = limitsProblem(walked, under(param));
