@@ -103,7 +103,7 @@ export interface DockerRuntimeOptions {
   registryPolicy?: RegistryPolicy;
   /** Where the repositories that served each blob are kept (blob-sources.ts); absent: in memory. */
   blobSourcesFile?: string;
-  /** The registry front's staging folder, emptied when it starts (SVC_AGENT_DATA_DIR/image-staging); absent: one of its own under the system's temporary folder. */
+  /** The registry front's staging folder, emptied when it starts (SVC_AGENT_DATA_DIR/image-staging); absent: a folder under the system's temporary folder that runtimes share, each pull in a folder of its own. */
   imageStagingDir?: string;
   /** Where the registry front says what it refused and why (the tenant reads less). */
   log?: Logger;

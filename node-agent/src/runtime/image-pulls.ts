@@ -36,7 +36,7 @@ export interface ImagePullOptions {
   registryPolicy?: RegistryPolicy | undefined;
   /** Where the repositories that served each blob are kept; absent: in memory. */
   blobSourcesFile?: string | undefined;
-  /** The registry front's staging folder; absent: one of its own under the system's temporary folder. */
+  /** The registry front's staging folder, emptied when it starts; absent: one under the system's temporary folder, shared. */
   stagingDir?: string | undefined;
   /** Told the ID of an instance's image its name moved away from (image-gc.ts collects it). */
   imageUnnamed?: ((id: string) => void) | undefined;
@@ -54,6 +54,7 @@ export class ImagePulls {
   private readonly registryPolicy: RegistryPolicy | undefined;
   private readonly blobSources: BlobSources;
   private readonly stagingDir: string;
+  private readonly ownStagingDir: boolean;
   private readonly imageUnnamed: ((id: string) => void) | undefined;
   private readonly log: Logger | undefined;
   private front: Promise<RegistryFront> | undefined;
@@ -70,7 +71,10 @@ export class ImagePulls {
     this.diskFull = options.diskFull;
     this.registryPolicy = options.registryPolicy;
     this.blobSources = new BlobSources(options.blobSourcesFile);
-    this.stagingDir = options.stagingDir ?? join(tmpdir(), `svc-image-staging-${process.pid}-${randomBytes(4).toString('hex')}`);
+    // The agent's own folder is emptied when the front starts (what a crash left); the shared
+    // temporary one, which only pulls' own folders in it ever use, is not.
+    this.stagingDir = options.stagingDir ?? join(tmpdir(), 'svc-image-staging');
+    this.ownStagingDir = options.stagingDir !== undefined;
     this.imageUnnamed = options.imageUnnamed;
     this.log = options.log;
     this.instances = new PullCoordinator((image, onProgress, abandoned) => this.pullInstanceImage(image, onProgress, abandoned));
@@ -258,7 +262,7 @@ export class ImagePulls {
       const { replicaPulls: _replicas, ...policy } = this.registryPolicy ?? { allowed: [] };
       const log = this.log ? { log: this.log } : {};
       const client = new RegistryClient({ ...(this.registryPolicy ? { policy } : {}), ...log, insecure: (registry) => this.insecureRegistry(registry, policy) });
-      this.front = RegistryFront.start(client, { ...log, stagingDir: this.stagingDir });
+      this.front = RegistryFront.start(client, { ...log, stagingDir: this.stagingDir, emptyAtStart: this.ownStagingDir });
       this.front.catch(() => (this.front = undefined));
     }
     return this.front;

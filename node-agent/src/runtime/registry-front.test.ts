@@ -263,7 +263,8 @@ describe("an instance's image through the registry front", () => {
     const resolve = async (host: string) => (host === 'two.test' ? ['127.0.0.2', '127.0.0.1'] : []);
     const twoAddresses = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [...allowed, `two.test:${port}`], resolve } });
     const handle = await twoAddresses.startTask(task(`two.test:${port}/tenant/twice:1`));
-    started.push(handle.containerId);
+    await twoAddresses.destroyTask(handle.containerId, { force: true });
+    await docker.getImage(`two.test:${port}/tenant/twice:1`).remove();
     expect(registry.log).toContain('GET /v2/tenant/twice/manifests/1');
   }, 60_000);
 

@@ -63,6 +63,8 @@ interface Served {
   /** Digest to its staged file. */
   staged: Map<string, string>;
   missed: Set<string>;
+  /** The pull's own staging folder. */
+  folder: string;
 }
 
 const API_HEADERS = { 'docker-distribution-api-version': 'registry/2.0' };
@@ -93,9 +95,12 @@ export class RegistryFront {
     private readonly platform: Platform,
   ) {}
 
-  /** `stagingDir`: the front's own; what a crash left there is removed. */
-  static async start(client: RegistryClient, options: { stagingDir: string; log?: Logger; platform?: Platform }): Promise<RegistryFront> {
-    await rm(options.stagingDir, { recursive: true, force: true });
+  /**
+   * `stagingDir`: where each pull's blobs are staged, in a folder of the pull's own;
+   * `emptyAtStart`: the front's alone, so what a crash left there is removed.
+   */
+  static async start(client: RegistryClient, options: { stagingDir: string; emptyAtStart?: boolean; log?: Logger; platform?: Platform }): Promise<RegistryFront> {
+    if (options.emptyAtStart) await rm(options.stagingDir, { recursive: true, force: true });
     await mkdir(options.stagingDir, { recursive: true, mode: 0o700 });
     let front: RegistryFront | undefined;
     const server = createServer((req, res) => front!.answer(req, res));
@@ -138,6 +143,7 @@ export class RegistryFront {
       blobs: new Map(all.map((blob) => [blob.digest, blob.size])),
       staged: new Map(),
       missed: new Set(),
+      folder,
     };
     const staged = new Set<string>();
     const downloads = new AbortController();
@@ -205,12 +211,13 @@ export class RegistryFront {
   }
 
   async close(): Promise<void> {
+    const folders = [...this.served.values()].map((served) => served.folder);
     this.served.clear();
+    await Promise.all(folders.map((folder) => rm(folder, { recursive: true, force: true })));
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();
     });
-    await rm(this.stagingDir, { recursive: true, force: true });
   }
 
   private answer(req: IncomingMessage, res: ServerResponse): void {
