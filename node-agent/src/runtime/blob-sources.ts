@@ -2,9 +2,9 @@
 // lacks: an image config already on the node, or a layer it already holds, is taken as
 // it is, whoever's image brought it. A registry that names the digests of the provider's
 // image (or of another tenant's private one) without having them would get that content.
-// So after each pull through the registry front, every blob of the image must have come from
-// the instance's repository, in this pull or an earlier one recorded here; one that did not
-// is fetched from that repository and checked before the instance runs (docker-runtime.ts).
+// So every blob of an instance's image must come from the instance's repository: recorded
+// here from an earlier pull, or else fetched from that repository and checked (staged)
+// before dockerd is asked for the image (image-pulls.ts).
 // Kept in `$SVC_AGENT_DATA_DIR/blob-sources.json` (written whole), so a restarted agent does
 // not fetch its images' layers again to check them.
 import { readDataFile, writeDataFile } from '../config/data-file.js';

@@ -10,7 +10,7 @@
 // have from the repository into a staging folder, each checked whole (size and sha256), and
 // only then has dockerd pull `127.0.0.1:<port>/pull/<id>@<digest>` (loopback registries are
 // plain HTTP to Docker by default), served from those files. The runtime then names the
-// image as the tenant did and takes the front's name off (docker-runtime.ts).
+// image as the tenant did and takes the front's name off (image-pulls.ts).
 //
 // Why whole before dockerd asks: dockerd shares a layer download in progress among every
 // pull of the same digest, whoever's. Relayed live, a tenant's registry trickling a popular
