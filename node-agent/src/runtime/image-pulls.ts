@@ -137,7 +137,8 @@ export class ImagePulls {
       // so is every blob dockerd will ask for (it is served nothing live).
       const unproven = prepared.blobs.filter((blob) => !this.blobSources.has(prepared.repository, blob.digest));
       const needed = await this.blobsDockerdLacks(prepared, image, overall, abandoned);
-      const toStage = prepared.blobs.filter((blob) => !prepared.staged.has(blob.digest) && (unproven.includes(blob) || needed.includes(blob)));
+      const wanted = new Set([...unproven, ...needed].map((blob) => blob.digest));
+      const toStage = prepared.blobs.filter((blob) => wanted.has(blob.digest) && !prepared.staged.has(blob.digest));
       const progress = new StagedPullProgress(image, onProgress, toStage.length > 0);
       await this.stage(prepared, toStage, image, progress, overall, abandoned);
       await this.pullFromFront(prepared, image, progress, overall, abandoned).catch(async (err: unknown) => {
@@ -182,7 +183,7 @@ export class ImagePulls {
     if (present) return [];
     await this.stage(prepared, [prepared.config], image, null, overall, abandoned);
     const config = await readFile(prepared.stagedFile(prepared.config.digest)!, 'utf8').then((text) => JSON.parse(text) as unknown, () => null);
-    return [prepared.config, ...layersToFetch(prepared.blobs.slice(1), diffIdsOf(config), await this.localChains())];
+    return [prepared.config, ...layersToFetch(prepared.layers, diffIdsOf(config), await this.localChains())];
   }
 
   /** The chain IDs of every local image's layers; an image's are read once (an ID names fixed content). */

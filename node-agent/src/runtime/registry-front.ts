@@ -38,7 +38,9 @@ export interface PreparedPull {
   layerBytes: number;
   /** The repository it comes from (`registry/path`), as BlobSources records it. */
   repository: string;
-  /** Its config, then its layers bottom first. */
+  /** Its layers as the manifest lists them, bottom first (a layer may be listed twice). */
+  layers: Descriptor[];
+  /** Its config and layers, each digest once. */
   blobs: Descriptor[];
   /** The blobs staged so far: the only ones dockerd is given. */
   staged: ReadonlySet<string>;
@@ -146,6 +148,8 @@ export class RegistryFront {
       folder,
     };
     const staged = new Set<string>();
+    /** A blob listed twice (a layer an image repeats) is fetched once. */
+    const staging = new Map<string, Promise<void>>();
     const downloads = new AbortController();
     this.served.set(id, entry);
     return {
@@ -154,14 +158,22 @@ export class RegistryFront {
       config: manifest.config,
       layerBytes: layerBytes(manifest),
       repository: `${location.registry}/${location.repository}`,
-      blobs: all,
+      layers: manifest.layers,
+      blobs: [...new Map(all.map((blob) => [blob.digest, blob])).values()],
       staged,
-      stage: async (blob, moved, signal) => {
-        if (staged.has(blob.digest)) return;
-        const file = await this.fetchWhole(session, blob, folder, signal ? AbortSignal.any([signal, downloads.signal]) : downloads.signal, moved);
-        entry.staged.set(blob.digest, file);
-        entry.missed.delete(blob.digest);
-        staged.add(blob.digest);
+      stage: (blob, moved, signal) => {
+        let fetching = staging.get(blob.digest);
+        if (!fetching) {
+          fetching = this.fetchWhole(session, blob, folder, signal ? AbortSignal.any([signal, downloads.signal]) : downloads.signal, moved).then((file) => {
+            entry.staged.set(blob.digest, file);
+            entry.missed.delete(blob.digest);
+            staged.add(blob.digest);
+          });
+          // A failed fetch may be tried again (a retry of the pull).
+          fetching.catch(() => staging.delete(blob.digest));
+          staging.set(blob.digest, fetching);
+        }
+        return fetching;
       },
       stagedFile: (digest) => entry.staged.get(digest),
       missed: () => all.filter((blob) => entry.missed.has(blob.digest)),
@@ -228,25 +240,37 @@ export class RegistryFront {
       return;
     }
     const route = ROUTE.exec(path);
-    const served = route ? this.served.get(route[1]!) : undefined;
-    if (!route || !served) return refuse(res, 404, 'NAME_UNKNOWN', 'no pull of that name is under way on this node');
+    if (!route) return refuse(res, 404, 'NAME_UNKNOWN', 'no pull of that name is under way on this node');
+    const served = this.served.get(route[1]!);
     const digest = route[3]!;
-    if (route[2] === 'manifests') {
+    if (route[2] === 'blobs') return this.answerBlob(req, res, served, digest);
+    if (!served) return refuse(res, 404, 'NAME_UNKNOWN', 'no pull of that name is under way on this node');
+    {
       if (digest !== served.manifest.digest) return refuse(res, 404, 'MANIFEST_UNKNOWN', 'manifest unknown');
       const { body, mediaType } = served.manifest;
       res.writeHead(200, { ...API_HEADERS, 'content-type': mediaType, 'content-length': body.length, 'docker-content-digest': digest });
       res.end(req.method === 'HEAD' ? undefined : body);
       return;
     }
-    const size = served.blobs.get(digest);
-    if (size === undefined) return refuse(res, 404, 'BLOB_UNKNOWN', 'blob unknown to this image');
-    const file = served.staged.get(digest);
-    if (!file) {
+  }
+
+  /**
+   * A blob, from whichever pull under way staged it. dockerd shares a download among the
+   * pulls of one digest and makes it under the first one's name: that pull may have been
+   * released since (stopped, or given up) while another's still waits on the download, and
+   * a 404 would fail them all. The bytes are the digest's, checked whole, whoever's
+   * registry sent them; each pull still proves its own repository serves every blob.
+   */
+  private answerBlob(req: IncomingMessage, res: ServerResponse, served: Served | undefined, digest: string): void {
+    const size = served?.blobs.get(digest);
+    if (served && size === undefined) return refuse(res, 404, 'BLOB_UNKNOWN', 'blob unknown to this image');
+    const copy = served?.staged.has(digest) ? served : [...this.served.values()].find((other) => other.staged.has(digest));
+    if (!copy) {
       // dockerd had this blob when the pull began and has it no more: the runtime stages it and pulls again.
-      served.missed.add(digest);
-      return refuse(res, 404, 'BLOB_UNKNOWN', 'blob not staged on this node');
+      served?.missed.add(digest);
+      return refuse(res, 404, 'BLOB_UNKNOWN', served ? 'blob not staged on this node' : 'no pull of that name is under way on this node');
     }
-    void this.sendFile(req, res, file, digest, size);
+    void this.sendFile(req, res, copy.staged.get(digest)!, digest, copy.blobs.get(digest)!);
   }
 
   private async sendFile(req: IncomingMessage, res: ServerResponse, file: string, digest: string, size: number): Promise<void> {
