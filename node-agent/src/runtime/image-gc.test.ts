@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE, dockerAvailable } from '../../../test/support/images.js';
 import { LABEL_NODE } from './container-spec.js';
 import { DockerRuntime } from './docker-runtime.js';
-import { putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
+import { digestOf, putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
 import { deleteFreshImage, ensureBusybox, layerOf, pushFreshImage } from './docker-test-images.js';
 import { ImageGc, ImageUseLog } from './image-gc.js';
 
@@ -107,5 +107,33 @@ describe('ImageGc', () => {
     expect(await eager.collect()).toEqual([first.id]);
     expect(await present(first.id)).toBe(false);
     expect([...new ImageUseLog(useLogFile).entries.keys()]).not.toContain(first.id);
+  }, 60_000);
+
+  it("never collects an image the operator pulled by digest (no tag, only a digest name), even when a tenant's tag named it and moved on", async () => {
+    const layer = await layerOf(`#!/bin/sh\necho provider ${run}\n`);
+    const provider = await startTenantRegistry();
+    try {
+      const config = { config: { Cmd: ['/hello'], Labels: { owner: 'provider' } } };
+      putImage(provider, 'prov/server:1', config, layer);
+      putImage(registry, 'tenant/same:1', config, layer);
+      const byDigest = `${provider.address}/prov/server@${digestOf(provider.manifests.get('prov/server:1')!)}`;
+      await new Promise((resolve, reject) => docker.pull(byDigest, (err: Error | null, stream: NodeJS.ReadableStream) => (err ? reject(err) : docker.modem.followProgress(stream, (e: Error | null) => (e ? reject(e) : resolve(undefined))))));
+      const providers = (await docker.getImage(byDigest).inspect()).Id;
+      const gc = new ImageGc(docker, new ImageUseLog(), { highPercent: 0, lowPercent: 0, intervalMs: 60_000 }, quiet);
+      const pulling = new DockerRuntime({ docker, nodeId, registryPolicy: { allowed: [registry.address] }, imageUsed: (ref) => gc.recordUse(ref) });
+      const image = `${registry.address}/tenant/same:1`;
+      const first = await pulling.startTask({ taskId: `g${run}-${randomBytes(3).toString('hex')}`, kind: 'instance', image, gpuUuids: [], command: ['/hello'] });
+      // The same content: the tenant's name went onto the provider's image.
+      expect(first.image).toBe(providers);
+      await pulling.destroyTask(first.containerId, { force: true });
+      putImage(registry, 'tenant/same:1', { config: { Cmd: ['/hello'], Labels: { owner: 'tenant' } } }, layer);
+      const second = await pulling.startTask({ taskId: `g${run}-${randomBytes(3).toString('hex')}`, kind: 'instance', image, gpuUuids: [], command: ['/hello'] });
+      await pulling.destroyTask(second.containerId, { force: true });
+      expect(await gc.collect()).not.toContain(providers);
+      expect(await present(providers)).toBe(true);
+      await docker.getImage(providers).remove({ force: true });
+    } finally {
+      await provider.close();
+    }
   }, 60_000);
 });

@@ -14,6 +14,7 @@ import { imagesToRemove, type DiskSpace, type ImageGcThresholds, type PulledImag
 
 /** How Docker's listing names an image without a name. */
 const NO_NAME = '<none>:<none>';
+const NO_DIGEST = '<none>@<none>';
 const IMAGE_ID = /^sha256:[0-9a-f]{64}$/;
 
 export interface ImageGcSettings extends ImageGcThresholds {
@@ -128,7 +129,8 @@ export class ImageGc {
     for (const image of images) {
       const tags = (image.RepoTags ?? []).filter((tag) => tag !== NO_NAME);
       for (const ref of [...tags, ...(image.RepoDigests ?? [])]) byRef.set(ref, image);
-      if (tags.length === 0) unnamed.set(image.Id, image);
+      // No tag and no digest name: an untagged image the operator pulled by digest is not the agent's.
+      if (tags.length === 0 && (image.RepoDigests ?? []).every((digest) => digest === NO_DIGEST)) unnamed.set(image.Id, image);
     }
     const pulled: PulledImage[] = [];
     for (const [ref, lastUsedMs] of uses) {

@@ -20,7 +20,7 @@ import { isInsecureRegistry, RegistryClient, RegistryFailure, type DockerdRegist
 import { ManifestRefused, type Descriptor } from './image-manifest.js';
 import { chainIds, diffIdsOf, layersToFetch } from './layer-chains.js';
 import { dockerJson, MAX_IMAGE_ANSWER_BYTES } from './docker-json.js';
-import { stageBlobs, stagingRefusal, StagingStopped } from './stage-blobs.js';
+import { reserved, stageBlobs, stagingRefusal, StagingStopped } from './stage-blobs.js';
 import { PullCoordinator } from './pull-coordinator.js';
 import { formatDuration, PullDeadline, type PullDeadlineSettings } from './pull-deadline.js';
 import { PullProgressTracker, pullEventError, StagedPullProgress, type PullEvent } from './pull-progress.js';
@@ -214,14 +214,15 @@ export class ImagePulls {
    */
   private async noteUnnamed(id: string): Promise<void> {
     const info = await this.docker.getImage(id).inspect().catch(() => null);
-    if (info && (info.RepoTags ?? []).length === 0) this.imageUnnamed?.(id);
+    // Named by digest only (an operator's pull by digest), it is still someone's.
+    if (info && (info.RepoTags ?? []).length === 0 && (info.RepoDigests ?? []).length === 0) this.imageUnnamed?.(id);
   }
 
   /** `progress`: null for a staging the bar does not show (the config, read to tell what else to stage). */
   private async stage(prepared: PreparedPull, blobs: Descriptor[], image: string, progress: StagedPullProgress | null, overall: AbortSignal, abandoned: AbortSignal): Promise<void> {
     const bytes = blobs.reduce((sum, blob) => sum + blob.size, 0);
     const disk = bytes > 0 ? await statfs(this.stagingDir).catch(() => null) : null;
-    const pending = [...this.stagings].reduce((sum, staging) => sum + staging.remaining, 0);
+    const pending = [...this.stagings].reduce((sum, staging) => sum + reserved(staging.remaining), 0);
     const refused = disk ? stagingRefusal(bytes, disk.bavail * disk.bsize, pending) : null;
     if (refused) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${refused}`, true);
     // What this staging has still to write, for the stagings that start meanwhile.
@@ -241,6 +242,12 @@ export class ImagePulls {
       if (err instanceof StagingStopped) throw pullStopped(image, err.message);
       if (overall.aborted) throw pullStopped(image, `it took longer than ${formatDuration(this.pullDeadline.timeoutMs)}`);
       if (err instanceof RegistryFailure) throw new RuntimeError('pull_failed', `pull of ${image} failed: ${err.message}`, !err.permanent);
+      // The node's own trouble (its disk): the code says what, the path is none of the tenant's business.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (typeof code === 'string' && code.startsWith('E')) {
+        this.log?.warn({ err, image }, 'staging an image failed on the node');
+        throw new RuntimeError('pull_failed', `pull of ${image} failed: the node could not stage its blobs (${code})`, true);
+      }
       throw pullFailed(image, err);
     } finally {
       this.stagings.delete(staging);

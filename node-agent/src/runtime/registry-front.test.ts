@@ -11,6 +11,7 @@ import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { dockerAvailable } from '../../../test/support/images.js';
 import { digestOf, manifestOf, putImage, startTenantRegistry, type TenantRegistry } from '../../../test/support/tenant-registry.js';
+import { startStallingRegistry } from '../../../test/support/stalling-registry.js';
 import { layerOf, refusalOf } from './docker-test-images.js';
 import { DockerRuntime } from './docker-runtime.js';
 import { MAX_MANIFEST_BYTES, MEDIA_TYPES, nodePlatform } from './image-manifest.js';
@@ -236,6 +237,56 @@ describe("an instance's image through the registry front", () => {
       allowed.pop();
       await trickling.close();
     }
+  }, 60_000);
+
+  it("does not fail another tenant's pull that joined dockerd's queued download of a shared layer when the first pull is called off", async () => {
+    const shared = await layerOf(`#!/bin/sh\necho shared ${process.pid}\n`);
+    const other = await startTenantRegistry();
+    allowed.push(other.address);
+    putImage(registry, 'tenant-a/app:1', { config: { Cmd: ['/hello'], Labels: { who: 'a' } } }, shared);
+    putImage(other, 'tenant-b/app:1', { config: { Cmd: ['/hello'], Labels: { who: 'b' } } }, shared);
+    // dockerd's three download slots, held by pulls that do not end until their registry closes.
+    const stalls = await Promise.all([50, 51, 52].map((mib) => startStallingRegistry(mib * 1024 * 1024)));
+    const streams = (await Promise.all(stalls.map((s) => docker.pull(s.image)))) as Array<NodeJS.ReadableStream & { destroy(): void }>;
+    for (const s of streams) s.resume();
+    try {
+      await expect.poll(() => stalls.reduce((n, s) => n + s.openDownloads(), 0), { timeout: 20_000 }).toBe(3);
+      const queued = (statuses: string[]) => statuses.some((s) => /Waiting|Pulling fs layer/.test(s));
+      const statusA: string[] = [];
+      const statusB: string[] = [];
+      const callOffA = new AbortController();
+      const startA = runtime.startTask(task(`${registry.address}/tenant-a/app:1`), (p) => statusA.push(p.status), callOffA.signal);
+      startA.catch(() => undefined);
+      await expect.poll(() => queued(statusA), { timeout: 30_000 }).toBe(true);
+      // B's download of the shared layer joins A's, queued behind the three.
+      const startB = runtime.startTask(task(`${other.address}/tenant-b/app:1`), (p) => statusB.push(p.status));
+      startB.catch(() => undefined);
+      await expect.poll(() => queued(statusB), { timeout: 30_000 }).toBe(true);
+      callOffA.abort();
+      await expect(startA).rejects.toMatchObject({ code: 'start_cancelled' });
+      for (const s of streams) s.destroy();
+      await Promise.all(stalls.map((s) => s.close()));
+      const handle = await startB;
+      started.push(handle.containerId);
+    } finally {
+      for (const s of streams) s.destroy();
+      await Promise.all(stalls.map((s) => s.close()));
+      allowed.pop();
+      await other.close();
+      for (const image of await docker.listImages({ filters: { reference: [`${other.address}/*/*`] } })) await docker.getImage(image.Id).remove({ force: true }).catch(() => undefined);
+    }
+  }, 120_000);
+
+  it('pulls an image that lists one layer twice (two build steps that left the same layer)', async () => {
+    const twice = await layerOf(`#!/bin/sh\necho twice ${process.pid}\n`);
+    const layers = [layer, twice, twice];
+    const config = Buffer.from(JSON.stringify({ architecture: nodePlatform().architecture, os: 'linux', config: { Cmd: ['/hello'] }, rootfs: { type: 'layers', diff_ids: layers.map((l) => l.diffId) } }));
+    registry.blobs.set(digestOf(config), config);
+    for (const l of layers) registry.blobs.set(digestOf(l.blob), l.blob);
+    registry.manifests.set('tenant/twice-listed:1', manifestOf({ digest: digestOf(config), size: config.length }, layers.map((l) => ({ digest: digestOf(l.blob), size: l.blob.length }))));
+    const before = registry.log.length;
+    await start(`${registry.address}/tenant/twice-listed:1`);
+    expect(registry.log.slice(before).filter((line) => line === `GET /v2/tenant/twice-listed/blobs/${digestOf(twice.blob)}`)).toHaveLength(1);
   }, 60_000);
 
   it("runs an image again after it was removed from the node: the blobs its repository proved before that dockerd no longer has are fetched before dockerd is asked, so it pulls once", async () => {

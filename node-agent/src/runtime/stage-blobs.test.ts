@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Descriptor } from './image-manifest.js';
-import { stageBlobs, stagingRefusal, StagingStopped, STAGING_SPARE_BYTES, type StagingProgress } from './stage-blobs.js';
+import { reserved, stageBlobs, stagingRefusal, StagingStopped, STAGING_RESERVE_BYTES, type StagingProgress } from './stage-blobs.js';
 
 const GIB = 1024 ** 3;
 const blob = (n: number, size: number): Descriptor => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: `sha256:${String(n).padStart(64, '0')}`, size });
@@ -17,10 +17,15 @@ describe('stagingRefusal', () => {
     expect(stagingRefusal(bytes, free, pending) !== null).toBe(refused);
   });
 
-  it('says what it needs and what there is', () => {
-    expect(stagingRefusal(10 * GIB, 8 * GIB, 2 * GIB)).toBe(
-      `the image's blobs new to this node (10.0 GiB) do not fit where it stages them (8.0 GiB free, 2.0 GiB of it promised to other pulls under way, ${STAGING_SPARE_BYTES / GIB}.0 GiB kept spare)`,
-    );
+  it("says what it needs, not the node's free space", () => {
+    expect(stagingRefusal(10 * GIB, 8 * GIB, 2 * GIB)).toBe("this node has no room to stage the image's blobs new to it (10.0 GiB) now");
+  });
+
+  it('counts a staging under way for at most what it may write soon, not the size its manifest claims', () => {
+    expect(reserved(70 * GIB)).toBe(STAGING_RESERVE_BYTES);
+    expect(reserved(100)).toBe(100);
+    // Another pull's 70 GiB claim, trickled, leaves room for an honest 4 MiB image.
+    expect(stagingRefusal(4 * 1024 * 1024, 71 * GIB, reserved(70 * GIB))).toBeNull();
   });
 });
 

@@ -14,16 +14,27 @@ const CONCURRENT_BLOBS = 3;
 export const STAGING_SPARE_BYTES = 1024 ** 3;
 
 /**
+ * What a staging under way is counted to write still: what remains of it, but no more than
+ * this. A declared size is only a claim (a registry may declare 70 GiB and trickle it), and
+ * counted whole it held the disk against every other tenant's pull for as long as the
+ * staging lasted; what does arrive is on the disk and in its free space already.
+ */
+export const STAGING_RESERVE_BYTES = 1024 ** 3;
+
+/** What a staging with `remaining` bytes still to write holds of the disk for the others. */
+export const reserved = (remaining: number): number => Math.min(remaining, STAGING_RESERVE_BYTES);
+
+/**
  * Why a staging of `bytes` must not start, or null: the staging folder's disk has `free`
- * bytes, of which the stagings already under way will still write `pending` (each checked
+ * bytes, of which the stagings already under way hold `pending` (reserved(): each checked
  * the same free space when it began; counted alone, pulls started together would all fit).
+ * Worded for the tenant: the node's free space is not told.
  */
 export function stagingRefusal(bytes: number, free: number, pending: number): string | null {
   if (bytes === 0) return null;
   const available = Math.max(0, free - pending - STAGING_SPARE_BYTES);
   if (bytes <= available) return null;
-  const others = pending > 0 ? `, ${formatBytes(pending)} of it promised to other pulls under way` : '';
-  return `the image's blobs new to this node (${formatBytes(bytes)}) do not fit where it stages them (${formatBytes(free)} free${others}, ${formatBytes(STAGING_SPARE_BYTES)} kept spare)`;
+  return `this node has no room to stage the image's blobs new to it (${formatBytes(bytes)}) now`;
 }
 
 /** The staging stopped by the stall rule or the pull's timeout; `message` says which, as the pull's do. */
