@@ -34,6 +34,13 @@ const EXPECTED_EMBED_WARNINGS = [/tokenize text and then detokenize it resulted 
 const GRAMMAR_CACHE_SIZE = 64;
 /** Generated tokens the penalty sampler looks back over (llama.cpp's default). */
 const PENALTY_LAST_N = 64;
+/** Tokens the sequences of a context have put into decode batches (metered as a batch starts). */
+function metered(sequences: readonly LlamaContextSequence[]): number {
+  let total = 0;
+  for (const { tokenMeter } of sequences) total += tokenMeter.usedInputTokens + tokenMeter.usedOutputTokens;
+  return total;
+}
+
 /**
  * No sequence of the context made progress for the watchdog's allowance while this
  * request's token was being evaluated. llama.cpp cannot interrupt the evaluation (the
@@ -128,7 +135,7 @@ export class LlamaEngine implements Engine {
       llama,
       model,
       contextSize: context.contextSize,
-      chat: { template, sequences: new SlotPool(sequences), progress: new ContextProgress(config.tokenTimeoutMs) },
+      chat: { template, sequences: new SlotPool(sequences), progress: new ContextProgress(config.tokenTimeoutMs, () => metered(sequences)) },
       dispose: async () => {
         await context.dispose();
         await model.dispose();
@@ -308,9 +315,9 @@ export class LlamaEngine implements Engine {
       yieldEogToken: true,
     });
     // The watchdog: each token's evaluation is raced against the context's progress. It fails
-    // only when no sequence of the context returned a token for the bound (one more per
-    // PROMPT_TOKENS_PER_BOUND prompt tokens pending in the context): a batch of N requests
-    // is N times slower, not stalled.
+    // only when no sequence of the context returned a token, and no decode batch started, for
+    // the bound (one more per PROMPT_TOKENS_PER_BOUND prompt tokens pending in the context):
+    // a batch of N requests is N times slower, not stalled.
     const iterator = tokens[Symbol.asyncIterator]();
     const { progress } = this.requireChat();
     let started = false;

@@ -11,7 +11,8 @@ function evaluation() {
 describe('ContextProgress', () => {
   beforeEach(() => { vi.useFakeTimers(); });
   afterEach(() => { vi.useRealTimers(); });
-  const progress = () => new ContextProgress(100, () => Date.now());
+  let metered = 0;
+  const progress = () => new ContextProgress(100, () => metered, () => Date.now());
 
   it('is stalled only when no evaluation of the context returned for the bound while one is pending', async () => {
     const p = progress();
@@ -42,6 +43,20 @@ describe('ContextProgress', () => {
     for (const e of prompts) e.done();
     await vi.advanceTimersByTimeAsync(0);
     expect(p.allowance()).toBe(100);
+  });
+
+  it('counts a decode batch starting (tokens metered) as progress', async () => {
+    const p = progress();
+    const a = evaluation();
+    p.track(a.promise, 100);
+    await vi.advanceTimersByTimeAsync(150);
+    metered += 512;
+    expect(p.stalled()).toBe(false);
+    await vi.advanceTimersByTimeAsync(199);
+    expect(p.stalled()).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(p.stalled()).toBe(true);
+    a.done();
   });
 
   it('watch resolves once the context made no progress for the allowance, re-arming when it did', async () => {

@@ -2,7 +2,9 @@
 // progress. node-llama-cpp decodes every sequence of a context together in one batch, so N
 // requests' tokens (or prompts) each take about N times as long as one alone: a bound per
 // request would fail a busy engine that is not stalled. Any sequence's token counts as
-// progress for all of them.
+// progress for all of them, and so does a decode batch starting (the context decodes at most
+// its batch size, 512 tokens, at a time, one batch after another: a new one means the last
+// one ended), seen through the tokens the context's sequences have metered.
 
 /** Each prompt token still to evaluate in the context adds one bound per this many. */
 export const PROMPT_TOKENS_PER_BOUND = 512;
@@ -15,8 +17,29 @@ export class ContextProgress {
   /** When a token evaluation last returned, or work was last handed to an idle context. */
   private last: number;
 
-  constructor(private readonly bound: number, private readonly now: () => number = () => performance.now()) {
+  /** The metered tokens last seen. */
+  private metered: number;
+
+  /**
+   * `metered`: tokens the context has put into decode batches so far, all sequences
+   * together (it grows when a batch starts).
+   */
+  constructor(
+    private readonly bound: number,
+    private readonly metered_: () => number = () => 0,
+    private readonly now: () => number = () => performance.now(),
+  ) {
     this.last = now();
+    this.metered = metered_();
+  }
+
+  /** A decode batch started since last looked: that is progress. */
+  private observe(): void {
+    const metered = this.metered_();
+    if (metered !== this.metered) {
+      this.metered = metered;
+      this.last = this.now();
+    }
   }
 
   /**
@@ -30,6 +53,7 @@ export class ContextProgress {
 
   /** Work is pending and no sequence has made progress for the allowance. */
   stalled(): boolean {
+    this.observe();
     return this.evaluating > 0 && this.now() - this.last >= this.allowance();
   }
 
@@ -39,6 +63,7 @@ export class ContextProgress {
    * now if the context had nothing to evaluate.
    */
   track<T>(evaluation: Promise<T>, promptTokens = 0): Promise<T> {
+    this.observe();
     if (this.evaluating === 0) this.last = this.now();
     this.evaluating++;
     this.promptTokens += promptTokens;
@@ -53,7 +78,9 @@ export class ContextProgress {
 
   /**
    * Resolves 'stalled' once the context as a whole has made no progress for the allowance
-   * (re-armed whenever some sequence made progress meanwhile); `cancel` stops watching.
+   * (re-armed whenever some sequence made progress meanwhile); `cancel` stops watching. It
+   * looks at the metered tokens at least every quarter bound, so a stall is declared at most
+   * a quarter bound late.
    */
   watch(): { stalled: Promise<'stalled'>; cancel: () => void } {
     let timer: NodeJS.Timeout | undefined;
@@ -61,7 +88,7 @@ export class ContextProgress {
       const check = () => {
         if (this.stalled()) return resolve('stalled');
         const left = this.evaluating > 0 ? this.last + this.allowance() - this.now() : this.bound;
-        timer = setTimeout(check, Math.max(1, Math.ceil(left)));
+        timer = setTimeout(check, Math.max(1, Math.ceil(Math.min(left, this.bound / 4))));
       };
       check();
     });
