@@ -1,7 +1,8 @@
 // The engine over the real tiny-chat model (llama.cpp in this process) behind its HTTP
 // server: schemas whose grammar would stall the context are refused before generation, the
 // watchdog fails a request whose token runs past its bound and turns /health 503 until the
-// evaluation returns, and a stream still waiting for a slot has sent no usage.
+// evaluation returns but does not fail a batch of long prompts that is merely slow, and a
+// stream still waiting for a slot has sent no usage.
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -92,6 +93,48 @@ describe('the watchdog', () => {
     const next = await post(e.base, plain);
     expect(next.status).toBe(200);
     expect(await next.json()).toMatchObject({ choices: [{ message: { content: 'defgh' } }] });
+  });
+});
+
+describe('the watchdog under a full batch', () => {
+  // node-llama-cpp evaluates every sequence of the context in one batch: four prompts at once
+  // each take about four times as long as one alone. The engine is busy, not stalled.
+  const long = { ...plain, messages: [{ role: 'user', content: 'abcdefghij'.repeat(190) }], max_tokens: 3, temperature: 0 };
+  let e: Running;
+  beforeAll(async () => {
+    // The bound: half of what one long prompt takes alone here, so that one prompt fits its
+    // allowance (one bound plus one per 512 prompt tokens) with room to spare, and four
+    // prompts, each timed against its own allowance, would not.
+    const probe = await start({ parallel: 4 });
+    let alone = Infinity;
+    for (let i = 0; i < 3; i++) {
+      const t0 = performance.now();
+      expect((await post(probe.base, long)).status).toBe(200);
+      alone = Math.min(alone, performance.now() - t0);
+    }
+    e = await start({ parallel: 4, tokenTimeoutMs: Math.max(20, Math.round(alone / 2)) });
+  });
+
+  it('serves four long prompts at once, and /health stays 200 meanwhile, though each takes about four times as long as one alone', async () => {
+    expect((await post(e.base, long)).status).toBe(200);
+    let busy = true;
+    const healths: number[] = [];
+    const polling = (async () => {
+      while (busy) {
+        healths.push((await health(e.base)).status);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    const responses = await Promise.all(Array.from({ length: 4 }, async () => {
+      const res = await post(e.base, long);
+      return { status: res.status, body: await res.json() };
+    }));
+    busy = false;
+    await polling;
+    for (const r of responses) expect(r).toMatchObject({ status: 200, body: { choices: [{ finish_reason: 'length' }] } });
+    expect(healths.length).toBeGreaterThan(0);
+    expect(healths.every((s) => s === 200)).toBe(true);
+    expect(e.engine.isStalled()).toBe(false);
   });
 });
 

@@ -12,6 +12,7 @@ import type { ChatMessage } from './chat-request.js';
 import { ChatTemplate } from './chat-template.js';
 import type { Engine, GenerationResult, Prompt, SamplingOptions, StartSink, TextSink, TokenSink } from './engine.js';
 import { constraintKey, grammarSchemaFor, patchGrammar, type Constraint } from './json-grammar.js';
+import { ContextProgress } from './progress.js';
 import { SlotPool } from './slot-pool.js';
 import { StopMatcher } from './stop-matcher.js';
 
@@ -33,17 +34,22 @@ const EXPECTED_EMBED_WARNINGS = [/tokenize text and then detokenize it resulted 
 const GRAMMAR_CACHE_SIZE = 64;
 /** Generated tokens the penalty sampler looks back over (llama.cpp's default). */
 const PENALTY_LAST_N = 64;
-/** The first token evaluates the prompt: it gets one more watchdog bound per this many prompt tokens. */
-const PROMPT_TOKENS_PER_BOUND = 512;
+/** Tokens the sequences of a context have put into decode batches (metered as a batch starts). */
+function metered(sequences: readonly LlamaContextSequence[]): number {
+  let total = 0;
+  for (const { tokenMeter } of sequences) total += tokenMeter.usedInputTokens + tokenMeter.usedOutputTokens;
+  return total;
+}
 
 /**
- * One token's evaluation ran past the watchdog's bound. llama.cpp cannot interrupt it (the
+ * No sequence of the context made progress for the watchdog's allowance while this
+ * request's token was being evaluated. llama.cpp cannot interrupt the evaluation (the
  * sampler runs in a native worker, and node-llama-cpp decodes every sequence of the context
  * in one batch, waiting for each one's sampling): the request fails now, its sequence is
  * released once the evaluation returns, and the engine reports itself stalled meanwhile.
  */
 class Stall extends Error {
-  constructor(readonly pending: Promise<unknown>, readonly tokens: AsyncIterator<unknown>) {
+  constructor(readonly pending: Promise<unknown>, readonly tokens: AsyncIterator<unknown>, readonly allowance: number) {
     super('stalled');
   }
 }
@@ -55,7 +61,7 @@ interface Parts {
   model: LlamaModel;
   contextSize: number;
   /** Chat models: the template, and one sequence per --parallel slot. */
-  chat?: { template: ChatTemplate; sequences: SlotPool<LlamaContextSequence> };
+  chat?: { template: ChatTemplate; sequences: SlotPool<LlamaContextSequence>; progress: ContextProgress };
   /** Embedding models: one context per --parallel slot. */
   embed?: { contexts: LlamaEmbeddingContext[]; pool: SlotPool<LlamaEmbeddingContext> };
   dispose: () => Promise<void>;
@@ -129,7 +135,7 @@ export class LlamaEngine implements Engine {
       llama,
       model,
       contextSize: context.contextSize,
-      chat: { template, sequences: new SlotPool(sequences) },
+      chat: { template, sequences: new SlotPool(sequences), progress: new ContextProgress(config.tokenTimeoutMs, () => metered(sequences)) },
       dispose: async () => {
         await context.dispose();
         await model.dispose();
@@ -205,11 +211,11 @@ export class LlamaEngine implements Engine {
     return { tokens };
   }
 
-  /** Evaluations past the watchdog's bound still running. */
+  /** Requests failed by the watchdog whose sequence is not yet released. */
   private stalls = 0;
 
   isStalled(): boolean {
-    return this.stalls > 0;
+    return this.stalls > 0 || (this.parts.chat?.progress.stalled() ?? false);
   }
 
   async generate(prompt: Prompt, options: SamplingOptions, onText: TextSink, signal: AbortSignal, onToken?: TokenSink, onStart?: StartSink): Promise<GenerationResult> {
@@ -228,12 +234,12 @@ export class LlamaEngine implements Engine {
       if (!(err instanceof Stall)) throw err;
       stall = err;
       this.stalls++;
-      const bound = this.parts.tokenTimeoutMs;
+      const { allowance } = err;
       // Under a grammar the request's own schema is the likely cause: the client's fault, not
       // a reason to try another replica. Without one it waited on another request's token.
       throw options.constraint.kind === 'none'
-        ? new ApiError('service_unavailable', `generation stalled: a token took longer than ${bound} ms while another request held the engine; retry`)
-        : new ApiError('invalid_request', `generation stalled: a token took longer than ${bound} ms under this request's grammar; the schema is too expensive to enforce here (simplify its nested anyOf unions)`);
+        ? new ApiError('service_unavailable', `generation stalled: the engine made no progress for ${allowance} ms while another request held it; retry`)
+        : new ApiError('invalid_request', `generation stalled: the engine made no progress for ${allowance} ms under this request's grammar; the schema is too expensive to enforce here (simplify its nested anyOf unions)`);
     } finally {
       const release = async () => {
         // The next request starts from an empty sequence.
@@ -308,10 +314,12 @@ export class LlamaEngine implements Engine {
       ...(bias ? { tokenBias: bias } : {}),
       yieldEogToken: true,
     });
-    // The watchdog: each token's evaluation is raced against the bound (the first, which
-    // evaluates the prompt, against one more bound per PROMPT_TOKENS_PER_BOUND prompt tokens).
+    // The watchdog: each token's evaluation is raced against the context's progress. It fails
+    // only when no sequence of the context returned a token, and no decode batch started, for
+    // the bound (one more per PROMPT_TOKENS_PER_BOUND prompt tokens pending in the context):
+    // a batch of N requests is N times slower, not stalled.
     const iterator = tokens[Symbol.asyncIterator]();
-    const bound = this.parts.tokenTimeoutMs;
+    const { progress } = this.requireChat();
     let started = false;
     const start = async () => {
       if (started) return;
@@ -320,14 +328,11 @@ export class LlamaEngine implements Engine {
     };
     try {
       for (;;) {
-        const next = iterator.next();
-        const limit = started ? bound : bound * (1 + Math.ceil(prompt.tokens.length / PROMPT_TOKENS_PER_BOUND));
-        let timer: NodeJS.Timeout | undefined;
-        const step = await Promise.race([
-          next,
-          new Promise<'stalled'>((resolve) => { timer = setTimeout(() => resolve('stalled'), limit); }),
-        ]).finally(() => clearTimeout(timer));
-        if (step === 'stalled') throw new Stall(next, iterator);
+        // Its first token evaluates the prompt, until then pending in the context.
+        const next = progress.track(iterator.next(), started ? 0 : prompt.tokens.length);
+        const watch = progress.watch();
+        const step = await Promise.race([next, watch.stalled]).finally(watch.cancel);
+        if (step === 'stalled') throw new Stall(next, iterator, progress.allowance());
         if (step.done) break;
         const token = step.value;
         if (!started && !signal.aborted) await start();
