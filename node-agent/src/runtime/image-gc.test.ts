@@ -27,6 +27,7 @@ const eager = new ImageGc(docker, useLog, { highPercent: 0, lowPercent: 0, inter
 const runtime = new DockerRuntime({ docker, nodeId, imageUsed: (ref) => eager.recordUse(ref) });
 
 let registry: TenantRegistry;
+const madeById: string[] = [];
 
 const present = (ref: string) => docker.getImage(ref).inspect().then(() => true, () => false);
 
@@ -42,6 +43,7 @@ afterAll(async () => {
   await Promise.all(leftovers.map((c) => runtime.destroyTask(c.Id, { force: true })));
   for (const ref of fresh) await deleteFreshImage(docker, ref).catch(() => undefined);
   for (const image of await docker.listImages({ filters: { reference: [`${registry?.address}/*/*`] } }).catch(() => [])) await docker.getImage(image.Id).remove({ force: true }).catch(() => undefined);
+  for (const id of madeById) await docker.getImage(id).remove({ force: true }).catch(() => undefined);
   await registry?.close();
 });
 
@@ -94,7 +96,10 @@ describe('ImageGc', () => {
       clock += 1_000;
       const h = await pulling.startTask({ taskId: `g${run}-${randomBytes(3).toString('hex')}`, kind: 'instance', image, gpuUuids: [], command: ['/hello'] });
       if (!keep) await pulling.destroyTask(h.containerId, { force: true });
-      return { id: (await docker.getImage(image).inspect()).Id, containerId: h.containerId };
+      const id = (await docker.getImage(image).inspect()).Id;
+      // Nameless once its tag moves on: removed by ID after the suite, should a check fail first.
+      madeById.push(id);
+      return { id, containerId: h.containerId };
     };
     const first = await startOnce('1', true);
     const second = await startOnce('2');
