@@ -88,11 +88,18 @@ export async function stageBlobs(
   };
   try {
     const workers = Array.from({ length: Math.min(CONCURRENT_BLOBS, blobs.length) }, () => worker());
-    // The first failure ends the others' downloads too.
-    await Promise.all(workers.map((running) => running.catch((err: unknown) => {
-      stopped.abort(err);
-      throw err;
-    })));
+    // The first failure ends the others' downloads too, and is thrown once they have ended:
+    // a download still closing could otherwise leave files behind the pull's release.
+    let first: { err: unknown } | undefined;
+    await Promise.all(
+      workers.map((running) =>
+        running.catch((err: unknown) => {
+          first ??= { err };
+          stopped.abort(err);
+        }),
+      ),
+    );
+    if (first) throw first.err;
   } catch (err) {
     if (overdue) throw new StagingStopped(overdue);
     throw err;
