@@ -63,6 +63,7 @@ import { publicStatusRoutes } from './status/public-routes.js';
 import { OPS_PREFIX, opsApiRoutes } from './routes/ops-api.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { inferenceRoutes } from './routes/inference.js';
+import { SchemaBudget } from './inference/schema-budget.js';
 import { buildInference, type Inference } from './inference/inference.js';
 import { servingPlan, type ServingPlan } from './inference/replica-source.js';
 import type { Store } from './store/store.js';
@@ -384,7 +385,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           flushUsage: () => services.inference.recorder.flush(),
         }),
       );
-      await v1.register(inferenceRoutes({ models: services.models, chat: services.inference.chat, embeddings: services.inference.embeddings, responses: services.inference.responses, usage: store.usage, recorder: services.inference.recorder, clientStallMs: config.inferenceClientStallMs }));
+      await v1.register(inferenceRoutes({ models: services.models, chat: services.inference.chat, embeddings: services.inference.embeddings, responses: services.inference.responses, usage: store.usage, recorder: services.inference.recorder, clientStallMs: config.inferenceClientStallMs, schemaBudget: new SchemaBudget(config.inferenceSchemaBytesPerMinute, clock) }));
     },
     { prefix: '/v1' },
   );

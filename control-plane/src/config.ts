@@ -286,6 +286,12 @@ export const controlPlaneSettings = {
     'How long a replica may take to start answering (a non-streamed completion is generated meanwhile).',
   ),
   inferenceIdleTimeoutMs: setting('SVC_INFERENCE_IDLE_TIMEOUT_MS', PositiveInt, 60_000, 'Longest silence between two chunks of a replica\'s answer.'),
+  inferenceSchemaBytesPerMinute: setting(
+    'SVC_INFERENCE_SCHEMA_BYTES_PER_MINUTE',
+    PositiveInt,
+    16 * 1024 * 1024,
+    'Bytes of JSON Schema (tools\' parameters, response formats) new to the control plane an organization may have checked a minute, per control-plane process; schemas sent again are not counted. Past it: 429 schema_budget. Checking costs CPU in proportion to size, and a tenant varying every schema could keep a core busy.',
+  ),
   inferenceClientStallMs: setting(
     'SVC_INFERENCE_CLIENT_STALL_MS',
     PositiveInt,

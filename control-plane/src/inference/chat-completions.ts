@@ -3,6 +3,7 @@
 // format with our `pool` and `system_fingerprint`, always asks the engine for usage on every
 // chunk (it is what we bill, also for a stream cut short) and passes on only what OpenAI
 // sends: usage in the final chunk, and only to clients that asked for it.
+import type { SchemaMeter } from './schema-budget.js';
 import { randomBase62, type Clock } from '@svc/shared';
 import { quantizationsByPrice, type CatalogModel, type Pool, type Quantization, type RateCard } from '../models/catalog.js';
 import type { UsageStore } from '../store/usage-store.js';
@@ -34,6 +35,8 @@ export interface InferenceDeps {
 
 export interface CallContext extends UsageContext {
   pool: Pool | undefined;
+  /** Counts the schemas the request has checked for the first time against its org's budget (schema-budget.ts). */
+  schemaMeter?: SchemaMeter;
   /** Aborted when the client goes away: a stream's replica request is cancelled with it. */
   signal: ClientDeparture;
 }

@@ -1,6 +1,7 @@
 // The chat-completion request (spec 2.1): its JSON schema, which validates the shape of
 // every field at the edge and feeds the OpenAPI document, and the checks a schema cannot
 // say (field combinations, references between messages and tools, the model's limits).
+import type { SchemaMeter } from './schema-budget.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { engineFeatureProblem } from './engine-features.js';
 import { compiledSchemaProblem, MAX_SCHEMA_BYTES, MAX_TOOLS_SCHEMA_BYTES, ResponseFormat, responseFormatProblem, toolParametersProblem } from './response-format.js';
@@ -164,8 +165,9 @@ export type ChatMessage = ChatCompletionRequest['messages'][number];
 /**
  * What is wrong with a request whose shape already validated, for `model`; throws the
  * API error naming the field. Returns the effective completion-token cap (or undefined).
+ * `meter` is told each schema checked for the first time (schema-budget.ts).
  */
-export function checkChatRequest(body: ChatCompletionRequest, model: CatalogModel): { maxTokens: number | undefined } {
+export function checkChatRequest(body: ChatCompletionRequest, model: CatalogModel, meter?: SchemaMeter): { maxTokens: number | undefined } {
   const fail = (message: string, param: string): never => {
     throw new ApiError('invalid_request', message, { param });
   };
@@ -203,8 +205,8 @@ export function checkChatRequest(body: ChatCompletionRequest, model: CatalogMode
   if (body.parallel_tool_calls !== undefined && body.tools === undefined) fail('parallel_tool_calls is only allowed with tools', 'parallel_tool_calls');
   checkMessages(body.messages, fail);
   checkPromptBytes(body.messages, model);
-  checkTools(body, fail);
-  const format = body.response_format === undefined ? undefined : responseFormatProblem(body.response_format);
+  checkTools(body, fail, meter);
+  const format = body.response_format === undefined ? undefined : responseFormatProblem(body.response_format, meter);
   if (format) fail(format.message, format.param);
   const unsupported = engineFeatureProblem(body, model.serving.engine);
   if (unsupported) fail(unsupported.message, unsupported.param);
@@ -260,7 +262,7 @@ function checkMessages(messages: ChatMessage[], fail: Fail): void {
   });
 }
 
-function checkTools(body: ChatCompletionRequest, fail: Fail): void {
+function checkTools(body: ChatCompletionRequest, fail: Fail, meter: SchemaMeter | undefined): void {
   const names = new Set<string>();
   let schemaBytes = 0;
   (body.tools ?? []).forEach((tool, i) => {
@@ -277,7 +279,7 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
     if (size <= MAX_SCHEMA_BYTES && schemaBytes > MAX_TOOLS_SCHEMA_BYTES) {
       fail(`the tools' parameters add up to more than ${MAX_TOOLS_SCHEMA_BYTES} bytes with this one; send fewer or smaller tools`, `${at}.parameters`);
     }
-    const problem = toolParametersProblem(parameters, `${at}.parameters`, text);
+    const problem = toolParametersProblem(parameters, `${at}.parameters`, text, meter);
     if (problem) fail(problem.message, problem.param);
   });
   const choice = body.tool_choice;
@@ -288,7 +290,7 @@ function checkTools(body: ChatCompletionRequest, fail: Fail): void {
   if (choice !== 'required' && typeof choice !== 'object') return;
   (body.tools ?? []).forEach((tool, i) => {
     if (typeof choice === 'object' && choice.function.name !== tool.function.name) return;
-    const problem = compiledSchemaProblem(tool.function.parameters ?? { type: 'object' }, `tools[${i}].function.parameters`);
+    const problem = compiledSchemaProblem(tool.function.parameters ?? { type: 'object' }, `tools[${i}].function.parameters`, meter);
     if (problem) fail(problem.message, problem.param);
   });
 }

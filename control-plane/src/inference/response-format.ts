@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { toolSchemaProblem } from './tool-schema.js';
+import type { SchemaMeter } from './schema-budget.js';
 import { isObjectSchema, isRecord, resolveLocalRef, walkSchema, type SchemaNode } from './json-schema-walk.js';
 import { MAX_INSTANCE_CHARS, minimalInstance, TOO_LARGE, UNSATISFIABLE } from './schema-instance.js';
 
@@ -90,7 +91,7 @@ const VERDICT_CACHE_SIZE = 256;
 const verdicts = new Map<string, Problem | null>();
 
 /** What is wrong with a response_format, naming the field; undefined when it is fine. */
-export function responseFormatProblem(format: ResponseFormat): Problem | undefined {
+export function responseFormatProblem(format: ResponseFormat, meter?: SchemaMeter): Problem | undefined {
   if (format.type !== 'json_schema') return undefined;
   const { schema, strict } = format.json_schema;
   const text = JSON.stringify(schema);
@@ -99,6 +100,7 @@ export function responseFormatProblem(format: ResponseFormat): Problem | undefin
   const key = createHash('sha256').update(strict === true ? 'strict\n' : 'loose\n').update(text).digest('base64');
   const known = verdicts.get(key);
   if (known !== undefined) return known ?? undefined;
+  meter?.(size);
   const verdict = schemaProblem(schema, strict === true);
   remember(key, verdict ?? null);
   return verdict;
@@ -117,8 +119,8 @@ function remember(key: string, verdict: Problem | null): void {
  * required properties) failed on every replica it was tried on, and each failure ejected
  * one: a single request took a model out of service for everyone.
  */
-export function compiledSchemaProblem(schema: Record<string, unknown>, param: string): Problem | undefined {
-  const problem = responseFormatProblem({ type: 'json_schema', json_schema: { name: 'parameters', schema, strict: false } });
+export function compiledSchemaProblem(schema: Record<string, unknown>, param: string, meter?: SchemaMeter): Problem | undefined {
+  const problem = responseFormatProblem({ type: 'json_schema', json_schema: { name: 'parameters', schema, strict: false } }, meter);
   return problem && { param: param + problem.param.slice(SCHEMA_PARAM.length), message: problem.message };
 }
 
@@ -128,7 +130,7 @@ export function compiledSchemaProblem(schema: Record<string, unknown>, param: st
  * Ajv's meta-schema check is quadratic in an enum's length (it compares every pair of
  * values), so unbounded it let one 1 MB tool block the event loop for 46 seconds.
  */
-export function toolParametersProblem(parameters: Record<string, unknown>, param: string, text = JSON.stringify(parameters)): Problem | undefined {
+export function toolParametersProblem(parameters: Record<string, unknown>, param: string, text = JSON.stringify(parameters), meter?: SchemaMeter): Problem | undefined {
   const size = Buffer.byteLength(text);
   if (size > MAX_SCHEMA_BYTES) return { param, message: `function parameters are ${size} bytes; at most ${MAX_SCHEMA_BYTES} are accepted` };
   // Agents send the same tools with every turn: a schema checked once is not checked again
@@ -136,6 +138,7 @@ export function toolParametersProblem(parameters: Record<string, unknown>, param
   const key = createHash('sha256').update('tool\n').update(text).digest('base64');
   const known = verdicts.get(key);
   if (known !== undefined) return known ? { param: param + known.param, message: known.message } : undefined;
+  meter?.(size);
   const verdict = uncachedToolParametersProblem(parameters, param);
   remember(key, verdict ? { param: verdict.param.slice(param.length), message: verdict.message } : null);
   return verdict;

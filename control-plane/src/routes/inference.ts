@@ -5,6 +5,7 @@
 import { nullAsAbsent } from '../http/null-as-absent.js';
 import { Type } from '@sinclair/typebox';
 import { sendEventStream } from '../http/event-stream.js';
+import type { SchemaBudget } from '../inference/schema-budget.js';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { POOLS, type Pool } from '../models/catalog.js';
@@ -137,6 +138,8 @@ export interface InferenceRoutesDeps {
   recorder: UsageRecorder;
   /** A stream whose client takes none of its bytes this long is ended (SVC_INFERENCE_CLIENT_STALL_MS). */
   clientStallMs: number;
+  /** Bytes of JSON Schema new to the service an org may have checked a minute (SVC_INFERENCE_SCHEMA_BYTES_PER_MINUTE). */
+  schemaBudget: SchemaBudget;
 }
 
 /** The caller, and a signal that fires if the client goes away before its answer is complete. */
@@ -166,7 +169,12 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
     app.addSchema(UsageRecordView);
     app.addSchema(RequestMetadata);
     const tags = ['inference'];
-    await app.register(responsesRoutes({ models: deps.models, responses: deps.responses, callContext, clientStallMs: deps.clientStallMs }));
+    // Every inference call's context carries its org's schema meter.
+    const context = (request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext => ({
+      ...callContext(request, reply, user),
+      schemaMeter: deps.schemaBudget.meterFor(request.principal!.org.id),
+    });
+    await app.register(responsesRoutes({ models: deps.models, responses: deps.responses, callContext: context, clientStallMs: deps.clientStallMs }));
 
     app.post(
       '/chat/completions',
@@ -185,8 +193,9 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
       async (request, reply) => {
         const body = request.body;
         const model = deps.models.callable(request.principal!.org, body.model);
-        const { maxTokens } = checkChatRequest(body, model);
-        const call = { ctx: callContext(request, reply, body.user), model, body, maxTokens };
+        const ctx = context(request, reply, body.user);
+        const { maxTokens } = checkChatRequest(body, model, ctx.schemaMeter);
+        const call = { ctx, model, body, maxTokens };
         if (body.stream !== true) return deps.chat.complete(call);
         return sendEventStream(reply, await deps.chat.stream(call), deps.clientStallMs);
       },

@@ -143,7 +143,7 @@ export class ResponsesService {
     }
     let maxTokens: number | undefined;
     try {
-      ({ maxTokens } = checkChatRequest(chat, model));
+      ({ maxTokens } = checkChatRequest(chat, model, call.ctx.schemaMeter));
     } catch (err) {
       if (err instanceof ApiError && err.param !== undefined) throw new ApiError(err.type, err.message, { param: responsesParam(err.param, sources), ...(err.code !== undefined ? { code: err.code } : {}) });
       throw err;
