@@ -36,7 +36,7 @@ export interface InferenceDeps {
 export interface CallContext extends UsageContext {
   pool: Pool | undefined;
   /** Counts the schemas the request has checked for the first time against its org's budget (schema-budget.ts). */
-  schemaMeter?: SchemaMeter;
+  schemaMeter?: SchemaMeter | undefined;
   /** Aborted when the client goes away: a stream's replica request is cancelled with it. */
   signal: ClientDeparture;
 }

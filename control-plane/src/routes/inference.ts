@@ -5,7 +5,7 @@
 import { nullAsAbsent } from '../http/null-as-absent.js';
 import { Type } from '@sinclair/typebox';
 import { sendEventStream } from '../http/event-stream.js';
-import type { SchemaBudget } from '../inference/schema-budget.js';
+import type { SchemaBudget, SchemaMeter } from '../inference/schema-budget.js';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { POOLS, type Pool } from '../models/catalog.js';
@@ -143,7 +143,7 @@ export interface InferenceRoutesDeps {
 }
 
 /** The caller, and a signal that fires if the client goes away before its answer is complete. */
-export function callContext(request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext {
+export function callContext(request: FastifyRequest, reply: FastifyReply, user: string | undefined, schemaMeter?: SchemaMeter): CallContext {
   const { org, key } = request.principal!;
   const gone = new ClientDeparture();
   reply.raw.once('close', () => {
@@ -159,6 +159,7 @@ export function callContext(request: FastifyRequest, reply: FastifyReply, user: 
     pool: (request.headers['x-service-pool'] as Pool | undefined) ?? org.defaultPool ?? undefined,
     signal: gone,
     startedAt: performance.now(),
+    schemaMeter,
   };
 }
 
@@ -170,10 +171,8 @@ export function inferenceRoutes(deps: InferenceRoutesDeps): FastifyPluginAsyncTy
     app.addSchema(RequestMetadata);
     const tags = ['inference'];
     // Every inference call's context carries its org's schema meter.
-    const context = (request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext => ({
-      ...callContext(request, reply, user),
-      schemaMeter: deps.schemaBudget.meterFor(request.principal!.org.id),
-    });
+    const context = (request: FastifyRequest, reply: FastifyReply, user: string | undefined): CallContext =>
+      callContext(request, reply, user, deps.schemaBudget.meterFor(request.principal!.org.id));
     await app.register(responsesRoutes({ models: deps.models, responses: deps.responses, callContext: context, clientStallMs: deps.clientStallMs }));
 
     app.post(
