@@ -56,8 +56,12 @@ afterAll(async () => {
 describe("an instance's image from a registry the tenant controls", () => {
   it("is refused when its manifest names the ID of an image the node holds under another name (the provider's); the provider's image stays", async () => {
     const provider = await docker.getImage(PROVIDER).inspect();
-    // The config is never served, nor the layer: Docker asks for neither when the ID is present.
-    registry.manifests.set('tenant/steal:1', manifestOf({ digest: provider.Id, size: 1234 }, [{ digest: `sha256:${'0'.repeat(64)}`, size: 1 }]));
+    // The config is never served: Docker would ask for nothing when the ID is present. (The
+    // layer is served, so the config's refusal is the one failure, whichever blob the agent
+    // fetches first.)
+    const served = Buffer.from('x');
+    registry.blobs.set(digestOf(served), served);
+    registry.manifests.set('tenant/steal:1', manifestOf({ digest: provider.Id, size: 1234 }, [{ digest: digestOf(served), size: served.length }]));
     const image = `${registry.address}/tenant/steal:1`;
     const err = await rejection(runtime.startTask(task(image)));
     expect(err.code).toBe('pull_failed');
