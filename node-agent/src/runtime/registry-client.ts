@@ -202,12 +202,6 @@ export interface FetchedManifest {
   digest: string;
 }
 
-export interface BlobAnswer {
-  status: number;
-  headers: Record<string, string>;
-  body: Readable;
-}
-
 /**
  * Stops reading `body` (a redirect's, a ping's, one past its bound) and closes its
  * connection; undici reports the abort as an error, which is expected here.
@@ -335,8 +329,8 @@ export class RegistryClient {
     return { body, digest, mediaType: typeof type === 'string' ? type : undefined };
   }
 
-  /** A blob of the session's repository, as the registry (or where it redirects) answers. */
-  async blob(session: RepositorySession, digest: string, options: { signal?: AbortSignal } = {}): Promise<BlobAnswer> {
+  /** A blob of the session's repository, whole: the body the registry (or where it redirects) sends. */
+  async blob(session: RepositorySession, digest: string, options: { signal?: AbortSignal } = {}): Promise<Readable> {
     const { signal } = options;
     const { location } = session;
     const insecure = await this.insecure(location);
@@ -349,13 +343,8 @@ export class RegistryClient {
       session.authorization = (await this.open(location, signal)).authorization;
       answer = await this.follow(url, headers, this.auth(session), insecure, signal);
     }
-    if (answer.statusCode !== 200 && answer.statusCode !== 206) throw await failureOf(answer.statusCode, answer.body, `blob ${digest} of ${location.repository}`);
-    const relayed: Record<string, string> = {};
-    for (const name of ['content-length', 'content-range', 'content-type']) {
-      const value = answer.headers[name];
-      if (typeof value === 'string') relayed[name] = value;
-    }
-    return { status: answer.statusCode, headers: relayed, body: answer.body };
+    if (answer.statusCode !== 200) throw await failureOf(answer.statusCode, answer.body, `blob ${digest} of ${location.repository}`);
+    return answer.body;
   }
 
   /**

@@ -191,7 +191,7 @@ export class RegistryFront {
     await mkdir(folder, { recursive: true, mode: 0o700 });
     const file = join(folder, blob.digest.slice('sha256:'.length));
     const partial = `${file}.part`;
-    const answer = await this.client.blob(session, blob.digest, { signal });
+    const body = await this.client.blob(session, blob.digest, { signal });
     const hash = createHash('sha256');
     let size = 0;
     const checked = new Transform({
@@ -206,7 +206,7 @@ export class RegistryFront {
     });
     try {
       try {
-        await pipeline(answer.body, checked, createWriteStream(partial, { mode: 0o600 }));
+        await pipeline(body, checked, createWriteStream(partial, { mode: 0o600 }));
       } catch (err) {
         if (!(err instanceof TooLong)) throw err;
       }
